@@ -101,3 +101,232 @@ fn canonical_and_interned() {
     assert_eq!(e1, e2);
     assert_eq!(format!("{}", lin(0, &[(s("x2"), 4096), (s("x0"), 1), (s("x1"), 64)])), "x0 + 64*x1 + 4096*x2");
 }
+
+// ------------------------------------------------------------------------------------------------
+// Property tests: every construction rule preserves the value. A random tree is built twice: as a
+// plain tree evaluated with Python floor semantics (the definition), and through the smart
+// constructors (which rewrite). Both must agree at random points of the symbols' domains.
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use tilefuse::expr::{floor_div, floor_mod};
+
+    #[derive(Clone, Debug)]
+    pub enum T {
+        Idx(usize),  // x0..x3 in [0, 64)
+        Size(usize), // s0, s1 in [1, 40]
+        Any,         // `a`: an integer of unknown sign, in [-60, 60]
+        Int(i64),
+        Add(Box<T>, Box<T>),
+        Sub(Box<T>, Box<T>),
+        Mul(Box<T>, Box<T>),
+        Fd(Box<T>, Box<T>),       // divisor: positive
+        Mi(Box<T>, Box<T>, Box<T>), // divisor, modulus: positive
+        Clean(Box<T>, Box<T>),    // (a*d) clean/ d
+        Ceil(Box<T>, Box<T>),
+        Mod(Box<T>, Box<T>),
+        Min(Box<T>, Box<T>),
+        Max(Box<T>, Box<T>),
+    }
+
+    #[derive(Debug)]
+    pub struct Point {
+        pub idx: [i64; 4],
+        pub size: [i64; 2],
+        pub any: i64,
+    }
+
+    fn leaf() -> impl Strategy<Value = T> {
+        prop_oneof![
+            (0usize..4).prop_map(T::Idx),
+            (0usize..2).prop_map(T::Size),
+            Just(T::Any),
+            (-20i64..=20).prop_map(T::Int),
+        ]
+    }
+
+    /// Positive divisor: a positive integer, a size symbol, or a product of those.
+    fn divisor() -> impl Strategy<Value = T> {
+        prop_oneof![
+            4 => (1i64..=16).prop_map(T::Int),
+            2 => (0usize..2).prop_map(T::Size),
+            1 => ((1i64..=8), (0usize..2)).prop_map(|(c, s)| T::Mul(Box::new(T::Int(c)), Box::new(T::Size(s)))),
+        ]
+    }
+
+    pub fn tree(depth: u32) -> BoxedStrategy<T> {
+        leaf()
+            .prop_recursive(depth, 24, 3, |inner| {
+                prop_oneof![
+                    3 => (inner.clone(), inner.clone()).prop_map(|(a, b)| T::Add(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| T::Sub(Box::new(a), Box::new(b))),
+                    2 => (inner.clone(), (-16i64..=16).prop_map(T::Int)).prop_map(|(a, b)| T::Mul(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| T::Mul(Box::new(a), Box::new(b))),
+                    3 => (inner.clone(), divisor()).prop_map(|(a, b)| T::Fd(Box::new(a), Box::new(b))),
+                    3 => (inner.clone(), divisor(), divisor()).prop_map(|(a, b, c)| T::Mi(Box::new(a), Box::new(b), Box::new(c))),
+                    1 => (inner.clone(), divisor()).prop_map(|(a, b)| T::Clean(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), divisor()).prop_map(|(a, b)| T::Ceil(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), divisor()).prop_map(|(a, b)| T::Mod(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), inner.clone()).prop_map(|(a, b)| T::Min(Box::new(a), Box::new(b))),
+                    1 => (inner.clone(), inner).prop_map(|(a, b)| T::Max(Box::new(a), Box::new(b))),
+                ]
+            })
+            .boxed()
+    }
+
+    /// The definition, in Python floor semantics; None when a divisor is 0 at this point.
+    pub fn eval(t: &T, p: &Point) -> Option<i64> {
+        Some(match t {
+            T::Idx(i) => p.idx[*i],
+            T::Size(i) => p.size[*i],
+            T::Any => p.any,
+            T::Int(v) => *v,
+            T::Add(a, b) => eval(a, p)?.checked_add(eval(b, p)?)?,
+            T::Sub(a, b) => eval(a, p)?.checked_sub(eval(b, p)?)?,
+            T::Mul(a, b) => eval(a, p)?.checked_mul(eval(b, p)?)?,
+            T::Fd(a, b) => floor_div(eval(a, p)?, eval(b, p)?).ok()?,
+            T::Mi(a, b, c) => floor_mod(floor_div(eval(a, p)?, eval(b, p)?).ok()?, eval(c, p)?).ok()?,
+            T::Clean(a, b) => {
+                let d = eval(b, p)?;
+                floor_div(eval(a, p)?.checked_mul(d)?, d).ok()?
+            }
+            T::Ceil(a, b) => {
+                let (x, d) = (eval(a, p)?, eval(b, p)?);
+                -floor_div(x.checked_neg()?, d).ok()?
+            }
+            T::Mod(a, b) => floor_mod(eval(a, p)?, eval(b, p)?).ok()?,
+            T::Min(a, b) => eval(a, p)?.min(eval(b, p)?),
+            T::Max(a, b) => eval(a, p)?.max(eval(b, p)?),
+        })
+    }
+
+    pub fn syms() -> (Vec<Expr>, Vec<Expr>, Expr) {
+        let idx = (0..4).map(|i| Expr::symbol_with(&format!("x{i}"), None, None, Some(63)).unwrap()).collect();
+        let size = (0..2).map(|i| Expr::symbol_with(&format!("s{i}"), None, None, Some(40)).unwrap()).collect();
+        (idx, size, Expr::symbol_with("a", None, Some(-60), Some(60)).unwrap())
+    }
+
+    pub fn build(t: &T, s: &(Vec<Expr>, Vec<Expr>, Expr)) -> tilefuse::SymResult<Expr> {
+        Ok(match t {
+            T::Idx(i) => s.0[*i],
+            T::Size(i) => s.1[*i],
+            T::Any => s.2,
+            T::Int(v) => Expr::int(*v),
+            T::Add(a, b) => build(a, s)?.add(&build(b, s)?)?,
+            T::Sub(a, b) => build(a, s)?.sub(&build(b, s)?)?,
+            T::Mul(a, b) => build(a, s)?.mul(&build(b, s)?)?,
+            T::Fd(a, b) => build(a, s)?.floordiv(&build(b, s)?)?,
+            T::Mi(a, b, c) => build(a, s)?.modular_indexing(&build(b, s)?, &build(c, s)?)?,
+            T::Clean(a, b) => {
+                let d = build(b, s)?;
+                build(a, s)?.mul(&d)?.clean_div(&d)?
+            }
+            T::Ceil(a, b) => build(a, s)?.ceil_div(&build(b, s)?)?,
+            T::Mod(a, b) => build(a, s)?.floor_mod(&build(b, s)?)?,
+            T::Min(a, b) => Expr::min_of(&[build(a, s)?, build(b, s)?])?,
+            T::Max(a, b) => Expr::max_of(&[build(a, s)?, build(b, s)?])?,
+        })
+    }
+
+    pub fn point() -> impl Strategy<Value = Point> {
+        (prop::array::uniform4(0i64..64), prop::array::uniform2(1i64..=40), -60i64..=60)
+            .prop_map(|(idx, size, any)| Point { idx, size, any })
+    }
+
+    pub fn check(t: &T, points: &[Point]) -> Result<(), TestCaseError> {
+        let s = syms();
+        let built = match build(t, &s) {
+            Ok(e) => e,
+            // a constructor may only refuse with an error (never panic) — overflow of huge
+            // intermediate coefficients is legitimate; anything else is a bug
+            Err(tilefuse::SymError::Overflow(_)) => return Ok(()),
+            Err(e) => return Err(TestCaseError::fail(format!("constructor failed: {e} for {t:?}"))),
+        };
+        for p in points {
+            let Some(want) = eval(t, p) else { continue };
+            let got = built.evaluate(&|e: &Expr| {
+                let name = &e.as_symbol()?.name;
+                let (k, i) = name.split_at(1);
+                let i: usize = i.parse().unwrap_or(0);
+                Some(match k {
+                    "x" => p.idx[i],
+                    "s" => p.size[i],
+                    _ => p.any,
+                })
+            });
+            match got {
+                Ok(v) => prop_assert_eq!(v, want, "tree {:?}\nbuilt {}", t, built),
+                Err(tilefuse::SymError::Overflow(_)) => {}
+                Err(e) => return Err(TestCaseError::fail(format!("eval error {e}: {t:?} -> {built}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn floordiv_tree() -> impl Strategy<Value = T> {
+        (tree(3), divisor()).prop_map(|(a, b)| T::Fd(Box::new(a), Box::new(b)))
+    }
+    fn mi_tree() -> impl Strategy<Value = T> {
+        (tree(3), divisor(), divisor()).prop_map(|(a, b, c)| T::Mi(Box::new(a), Box::new(b), Box::new(c)))
+    }
+    fn clean_ceil_tree() -> impl Strategy<Value = T> {
+        prop_oneof![
+            (tree(3), divisor()).prop_map(|(a, b)| T::Clean(Box::new(a), Box::new(b))),
+            (tree(3), divisor()).prop_map(|(a, b)| T::Ceil(Box::new(a), Box::new(b))),
+        ]
+    }
+    fn mod_minmax_tree() -> impl Strategy<Value = T> {
+        prop_oneof![
+            (tree(3), divisor()).prop_map(|(a, b)| T::Mod(Box::new(a), Box::new(b))),
+            (tree(3), tree(3)).prop_map(|(a, b)| T::Min(Box::new(a), Box::new(b))),
+            (tree(3), tree(3)).prop_map(|(a, b)| T::Max(Box::new(a), Box::new(b))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10_000))]
+        #[test]
+        fn floordiv_rules_preserve_value(t in floordiv_tree(), pts in prop::collection::vec(point(), 8)) {
+            check(&t, &pts)?;
+        }
+        #[test]
+        fn modular_indexing_rules_preserve_value(t in mi_tree(), pts in prop::collection::vec(point(), 8)) {
+            check(&t, &pts)?;
+        }
+        #[test]
+        fn clean_and_ceil_div_preserve_value(t in clean_ceil_tree(), pts in prop::collection::vec(point(), 8)) {
+            check(&t, &pts)?;
+        }
+        #[test]
+        fn mod_min_max_preserve_value(t in mod_minmax_tree(), pts in prop::collection::vec(point(), 8)) {
+            check(&t, &pts)?;
+        }
+        #[test]
+        fn polynomial_canonical_form(a in tree(2), b in tree(2), pts in prop::collection::vec(point(), 4)) {
+            // a*b - b*a == 0 and (a+b) - a == b structurally
+            let s = syms();
+            if let (Ok(x), Ok(y)) = (build(&a, &s), build(&b, &s)) {
+                if let (Ok(p), Ok(q)) = (x.mul(&y), y.mul(&x)) {
+                    prop_assert_eq!(p, q);
+                }
+                if let Ok(z) = x.add(&y).and_then(|z| z.sub(&x)) {
+                    prop_assert_eq!(z, y);
+                }
+            }
+            check(&T::Add(Box::new(a), Box::new(b)), &pts)?;
+        }
+        #[test]
+        fn assumption_ranges_contain_values(t in tree(3), pts in prop::collection::vec(point(), 8)) {
+            let s = syms();
+            if let Ok(e) = build(&t, &s) {
+                let r = e.range();
+                for p in &pts {
+                    if let Some(v) = eval(&t, p) {
+                        prop_assert!(r.lo <= v as i128 && v as i128 <= r.hi, "{} = {} outside [{}, {}]", e, v, r.lo, r.hi);
+                    }
+                }
+            }
+        }
+    }
+}
