@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh) and run every test: the Rust core's cargo tests (unit, integration and
+# property tests) and the Python suite (pytest; Triton kernels run on the CPU through
+# TRITON_INTERPRET=1; tests marked `gpu` are skipped without a CUDA device).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. .venv/bin/activate
+echo "== cargo test"
+cargo test --release
+echo "== pytest"
+python -m pytest -q tests "$@"
