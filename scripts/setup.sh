@@ -15,7 +15,6 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -r requirements-dev.txt
-# Build the extension in release mode and install the package (editable: python/ is used in place).
 # maturin develop: release build of tilefuse._native, package installed in place from python/
 maturin develop --release -q
 python -c "import tilefuse._native" 

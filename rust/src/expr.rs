@@ -274,14 +274,13 @@ fn kind_rank(n: &Node) -> u8 {
 
 /// Compare names so that `x2 < x10` (alphabetic prefix, then the number).
 fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let split = |s: &str| {
+    let split = |s: &str| -> (usize, Option<u128>) {
         let idx = s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        let (p, d) = s.split_at(idx);
-        (p.to_string(), d.parse::<u128>().ok())
+        (idx, s[idx..].parse::<u128>().ok())
     };
-    let (pa, na) = split(a);
-    let (pb, nb) = split(b);
-    pa.cmp(&pb).then(na.cmp(&nb)).then(a.cmp(b))
+    let (ia, na) = split(a);
+    let (ib, nb) = split(b);
+    a[..ia].cmp(&b[..ib]).then(na.cmp(&nb)).then(a.cmp(b))
 }
 
 fn cmp_slices(a: &[Expr], b: &[Expr]) -> Ordering {

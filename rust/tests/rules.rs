@@ -330,3 +330,140 @@ mod props {
         }
     }
 }
+
+// ------------------------------------------------------------------------------------------------
+// One test per named rule: it fires when its precondition holds (and the result keeps the value),
+// and does not fire when the precondition fails.
+
+mod per_rule {
+    use super::*;
+    use tilefuse::rules::*;
+
+    fn x(n: &str, hi: i64) -> Expr {
+        Expr::symbol_with(n, None, None, Some(hi)).unwrap()
+    }
+    /// value check over a grid of x in [0, 40), y in [0, 12)
+    fn same(a: Expr, b: Expr) {
+        let (x0, x1) = (x("x0", 1000), x("x1", 1000));
+        let any = Expr::symbol_with("a", None, Some(-30), Some(30)).unwrap();
+        for v0 in 0..40 {
+            for v1 in 0..12 {
+                for va in [-17i64, -1, 0, 5] {
+                    let f = |e: &Expr| {
+                        if *e == x0 {
+                            Some(v0)
+                        } else if *e == x1 {
+                            Some(v1)
+                        } else if *e == any {
+                            Some(va)
+                        } else {
+                            e.as_symbol().map(|_| 3)
+                        }
+                    };
+                    assert_eq!(a.evaluate(&f).unwrap(), b.evaluate(&f).unwrap(), "{a} vs {b}");
+                }
+            }
+        }
+    }
+    fn fd_node(a: Expr, b: Expr) -> Expr {
+        // the unevaluated definition, for value comparison: (a - a % b) / b computed through Mod
+        // is itself rewritten, so compare against evaluation of the parts instead
+        a.sub(&a.floor_mod(&b).unwrap()).unwrap().floordiv(&b).unwrap()
+    }
+
+    #[test]
+    fn nested_floordiv() {
+        let (x0, _) = (x("x0", 1000), ());
+        let inner = Expr::symbol("a").unwrap().floordiv(&i(3)).unwrap(); // a may be negative: no split rules
+        let r = rule_nested_floordiv(inner, i(4)).unwrap().unwrap();
+        assert_eq!(r, Expr::symbol("a").unwrap().floordiv(&i(12)).unwrap());
+        // divisor not provably positive: does not fire
+        let y = Expr::symbol("a").unwrap();
+        assert!(rule_nested_floordiv(x0.floordiv(&i(3)).unwrap(), y).unwrap().is_none());
+    }
+
+    #[test]
+    fn floordiv_small_base() {
+        let x0 = x("x0", 6);
+        assert_eq!(rule_floordiv_small_base(x0, i(7)).unwrap(), Some(i(0)));
+        assert!(rule_floordiv_small_base(x0, i(6)).unwrap().is_none());
+        let any = Expr::symbol_with("a", None, Some(-1), Some(3)).unwrap();
+        assert!(rule_floordiv_small_base(any, i(7)).unwrap().is_none());
+    }
+
+    #[test]
+    fn split_exact_terms() {
+        let (x0, x1) = (x("x0", 1000), x("x1", 1000));
+        let base = lin(5, &[(x0, 1), (x1, 8)]);
+        let r = rule_split_exact_terms(base, i(4)).unwrap().unwrap();
+        same(r, fd_node(base, i(4)));
+        assert_eq!(r, lin(0, &[(x1, 2), (fd(lin(5, &[(x0, 1)]), i(4)), 1)]));
+        // surviving base x0 - 2*x1 is not provably non-negative: no split
+        let neg = lin(8, &[(x0, 1), (x1, -2)]);
+        assert!(rule_split_exact_terms(neg, i(4)).unwrap().is_none());
+        // symbolic monomial divisor
+        let s1 = Expr::symbol("s1").unwrap();
+        let b2 = x0.add(&s1.mul(&x1).unwrap()).unwrap();
+        assert_eq!(rule_split_exact_terms(b2, s1).unwrap().unwrap(), x1.add(&fd(x0, s1)).unwrap());
+    }
+
+    #[test]
+    fn floordiv_gcd() {
+        let x0 = x("x0", 1000);
+        let any = Expr::symbol("a").unwrap();
+        let r = rule_floordiv_gcd(lin(4, &[(any, 6)]), i(10)).unwrap().unwrap();
+        assert_eq!(r, fd(lin(2, &[(any, 3)]), i(5)));
+        same(r, fd_node(lin(4, &[(any, 6)]), i(10)));
+        assert!(rule_floordiv_gcd(lin(1, &[(x0, 2)]), i(4)).unwrap().is_none());
+        // common factor that may be zero (an index variable) is not cancelled
+        let x1 = x("x1", 1000);
+        assert!(rule_floordiv_gcd(x0.mul(&x1).unwrap(), x1).unwrap().is_none());
+    }
+
+    #[test]
+    fn mi_of_floordiv_and_mi_of_mi() {
+        let x0 = x("x0", 1000);
+        let r = rule_mi_of_floordiv(fd(x0, i(4)), i(2), i(8)).unwrap().unwrap();
+        assert_eq!(r, mi(x0, i(8), i(8)));
+        let r2 = rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(8)).unwrap().unwrap();
+        assert_eq!(r2, mi(x0, i(4), i(8)));
+        same(r2, x0.floor_mod(&i(64)).unwrap().floordiv(&i(4)).unwrap().floor_mod(&i(8)).unwrap());
+        // 64 is not a multiple of 4*24: does not fire
+        assert!(rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(24)).unwrap().is_none());
+    }
+
+    #[test]
+    fn mi_gcd_and_drop_multiples() {
+        let (x0, x1) = (x("x0", 1000), x("x1", 1000));
+        let r = rule_mi_gcd(lin(0, &[(x0, 4), (x1, 8)]), i(4), i(5)).unwrap().unwrap();
+        assert_eq!(r, mi(lin(0, &[(x0, 1), (x1, 2)]), i(1), i(5)));
+        assert!(rule_mi_gcd(x0, i(1), i(5)).unwrap().is_none());
+        let base = lin(-24, &[(x0, 1), (x1, 32)]);
+        let r = rule_mi_drop_multiples(base, i(2), i(4)).unwrap().unwrap();
+        assert_eq!(r, mi(x0, i(2), i(4)));
+        // surviving base may be negative: keep
+        let neg = lin(8, &[(x0, -1), (x1, 8)]);
+        assert!(rule_mi_drop_multiples(neg, i(2), i(4)).unwrap().is_none());
+    }
+
+    #[test]
+    fn mi_no_wrap() {
+        let x0 = x("x0", 63);
+        assert_eq!(rule_mi_no_wrap(x0, i(2), i(32)).unwrap(), Some(fd(x0, i(2))));
+        assert!(rule_mi_no_wrap(x0, i(2), i(31)).unwrap().is_none());
+    }
+
+    #[test]
+    fn mod_min_max_constructors() {
+        let any = Expr::symbol("a").unwrap();
+        let x0 = x("x0", 1000);
+        assert_eq!(any.floor_mod(&i(8)).unwrap(), mi(any, i(1), i(8)));
+        assert!(matches!(x0.floor_mod(&any).unwrap().node(), tilefuse::Node::Mod(..)));
+        assert_eq!(Expr::max_of(&[x0, i(-3)]).unwrap(), x0); // x0 >= 0 > -3
+        assert_eq!(Expr::min_of(&[x0, x0.add_int(1).unwrap()]).unwrap(), x0);
+        assert_eq!(Expr::min_of(&[i(3), i(-2), i(7)]).unwrap(), i(-2));
+        assert!(Expr::max_of(&[]).is_err());
+        let m = Expr::max_of(&[x0, any]).unwrap();
+        assert_eq!(m, Expr::max_of(&[any, x0]).unwrap());
+    }
+}
