@@ -595,10 +595,63 @@ fn cse(c: &mut Criterion) {
 
 // ============================================================================ simplify (lead)
 
-/// TODO(lead): add the `simplify_with_ranges` rows (S1–S10), the `statically_known_*` rows
-/// (K1–K16), `stride_vars` (T1–T6) and `simplify_loops` (M5–M7) here once `simplify.rs` is
-/// merged.
-fn simplify_benches(_c: &mut Criterion) {}
+type SimplifyCase = (&'static str, Build, fn(&Syms) -> Vec<(Expr, Expr)>);
+
+/// S1–S10 of the baseline: `simplify_with_ranges` on an expression built from fresh symbols
+/// (built untimed), i.e. the baseline's *fresh* column — no memo can hit.
+fn simplify_cases() -> Vec<SimplifyCase> {
+    vec![
+        ("S1", |s| mi(lin(0, &[(s.x0, 1), (s.x1, 64)]), i(64), i(64)), |s| vec![(s.x0, i(64)), (s.x1, i(64))]),
+        ("S2", |s| fd(lin(0, &[(s.x0, 1), (s.x1, 128)]), i(16)), |s| vec![(s.x0, i(16)), (s.x1, i(8))]),
+        ("S3", |s| mi(lin(0, &[(s.x0, 1), (s.x1, 4096)]), i(64), i(64)), |s| vec![(s.x0, i(4096)), (s.x1, i(32))]),
+        ("S4", |s| lin(0, &[(mi(s.x0, i(1), i(64)), 1), (mi(s.x0, i(64), i(64)), 64)]), |s| vec![(s.x0, i(8192))]),
+        ("S5", |s| mi(s.x0, i(1), i(64)), |s| vec![(s.x0, i(128))]),
+        ("S6", |s| lin(0, &[(s.x0, 1), (mi(s.x1, i(1), i(128)), 64), (fd(s.x1, i(128)), 8192)]), |s| vec![(s.x0, i(64)), (s.x1, i(16384))]),
+        ("S7", |s| lin(0, &[(s.x0, 1), (s.x1, 64), (s.x2, 4096)]), |s| vec![(s.x0, i(64)), (s.x1, i(64)), (s.x2, i(32))]),
+        (
+            "S8",
+            |s| lin(0, &[(mi(s.x0, i(1), i(48)), 1), (mi(s.x0, i(1536), i(64)), 48), (mi(s.x0, i(48), i(32)), 3072)]),
+            |s| vec![(s.x0, i(98304))],
+        ),
+        ("S9", |s| fd(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0), |s| vec![(s.x0, s.s0), (s.x1, s.s1)]),
+        ("S10", |s| mi(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0, s.s1), |s| vec![(s.x0, s.s0), (s.x1, s.s1)]),
+    ]
+}
+
+fn simplify_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("simplify_with_ranges");
+    g.warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(30))
+        .sample_size(10);
+    for (id, build, ranges) in simplify_cases() {
+        g.bench_function(format!("{id}/fresh"), |b| {
+            b.iter_batched(
+                || {
+                    let s = fresh_syms();
+                    (build(&s), ranges(&s))
+                },
+                |(e, r)| tilefuse::simplify::simplify_with_ranges(black_box(e), black_box(&r)).unwrap(),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("simplify_loops");
+    g.warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(30))
+        .sample_size(10);
+    g.bench_function("M5/fresh", |b| {
+        b.iter_batched(
+            fresh_syms,
+            |s| {
+                let f = lin(0, &[(s.x0, 4096), (s.x1, 64), (s.x2, 1)]);
+                tilefuse::simplify::simplify_loops(&[s.x0, s.x1, s.x2], &[i(8), i(64), i(64)], &[f], false).unwrap()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
 
 criterion_group!(
     benches,

@@ -528,7 +528,7 @@ impl Expr {
     /// Build the canonical node from a constant and unsorted, possibly repeated, non-sum terms.
     pub(crate) fn build_sum(constant: i64, mut terms: Vec<(Expr, i64)>) -> SymResult<Expr> {
         if terms.len() > 1 {
-            terms.sort_by(|a, b| a.0.cmp(&b.0));
+            terms.sort_by_key(|a| a.0);
             let mut merged: Vec<(Expr, i64)> = Vec::with_capacity(terms.len());
             for (t, c) in terms {
                 if let Some(last) = merged.last_mut() {

@@ -106,7 +106,7 @@ impl Interval {
         for _ in 1..e {
             r = r.mul(self);
         }
-        if e % 2 == 0 && r.lo < 0 {
+        if e.is_multiple_of(2) && r.lo < 0 {
             r.lo = 0;
         }
         r
