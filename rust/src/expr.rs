@@ -526,7 +526,20 @@ impl Expr {
     }
 
     /// Build the canonical node from a constant and unsorted, possibly repeated, non-sum terms.
-    pub(crate) fn build_sum(constant: i64, mut terms: Vec<(Expr, i64)>) -> SymResult<Expr> {
+    pub(crate) fn build_sum(mut constant: i64, mut terms: Vec<(Expr, i64)>) -> SymResult<Expr> {
+        // integer "terms" (e.g. the quotient monomial 1 of an exact division) join the constant
+        if terms.iter().any(|(t, _)| t.as_int().is_some()) {
+            let mut rest = Vec::with_capacity(terms.len());
+            for (t, c) in terms {
+                if let Some(v) = t.as_int() {
+                    let p = v.checked_mul(c).ok_or_else(|| overflow("sum"))?;
+                    constant = constant.checked_add(p).ok_or_else(|| overflow("sum"))?;
+                } else {
+                    rest.push((t, c));
+                }
+            }
+            terms = rest;
+        }
         if terms.len() > 1 {
             terms.sort_by_key(|a| a.0);
             let mut merged: Vec<(Expr, i64)> = Vec::with_capacity(terms.len());

@@ -467,3 +467,11 @@ mod per_rule {
         assert_eq!(m, Expr::max_of(&[any, x0]).unwrap());
     }
 }
+
+#[test]
+fn integer_quotient_terms_fold_into_the_constant() {
+    let (x0, s0) = (s("x0"), s("s0"));
+    assert_eq!(s0.scale(2).unwrap().clean_div(&s0).unwrap(), i(2));
+    let e = x0.mul(&s0).unwrap().add(&s0).unwrap();
+    assert_eq!(fd(e, s0), x0.add_int(1).unwrap());
+}

@@ -1,0 +1,39 @@
+"""tilefuse: a ``torch.compile`` backend with a native (Rust) symbolic-indexing core.
+
+tilefuse takes the FX graphs TorchDynamo captures, lowers them to a loop-level IR, fuses and
+tiles that IR into as few kernels as possible and emits Triton kernels plus a Python wrapper,
+as PyTorch Inductor's GPU path does. Every piece of integer index algebra (FloorDiv /
+ModularIndexing rewriting, range-aware simplification, iteration-range splitting, CSE keys) runs
+in the native extension ``tilefuse._native``; ``tilefuse.symbolic`` is its Python face.
+
+Usage::
+
+    import torch
+    model = torch.compile(model, backend="tilefuse")
+
+Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension. Submodules
+(``tilefuse.symbolic``, ...) load on first attribute access, e.g. ``tilefuse.symbolic.sym``.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
+
+
+def __getattr__(name: str):
+    """Import the submodule ``tilefuse.<name>`` on first access (PEP 562)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    qualified = f"{__name__}.{name}"
+    try:
+        module = _importlib.import_module(qualified)
+    except ModuleNotFoundError as e:
+        if e.name != qualified:
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = module
+    return module
