@@ -1,0 +1,119 @@
+"""The ``torch.compile`` backend: ``torch.compile(model, backend="tilefuse")``.
+
+Registered through the ``torch_dynamo_backends`` entry point (pyproject.toml), so it is found
+without importing tilefuse. Dynamo hands the backend a torch-level FX graph; AOTAutograd (with
+tilefuse's decomposition table) turns it into aten-level forward and backward graphs, and each is
+compiled by ``compile_graph``: GraphLowering → scheduler → Triton + wrapper codegen → module.
+
+Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
+``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
+the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (then it raises).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from . import config, metrics
+
+log = logging.getLogger("tilefuse")
+_graph_ids = itertools.count()
+
+# Without a GPU, Triton kernels can only run in Triton's interpreter, which has to be switched on
+# before triton is imported (its standard library is decorated at import time).
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+class CompiledGraph:
+    """A compiled aten graph: call with the graph's inputs (boxed: one list), get its outputs."""
+
+    _boxed_call = True
+
+    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float):
+        self.module, self.source, self.name = module, source, name
+        self.input_layouts = input_layouts  # (size, stride) per tensor input, None otherwise
+        self.compile_seconds = compile_seconds
+
+    def __call__(self, *call_args: Any) -> Any:
+        # boxed (one list, AOTAutograd's convention) or plain positional arguments
+        if len(call_args) == 1 and isinstance(call_args[0], list):
+            args = call_args[0]
+        else:
+            args = list(call_args)
+        # Inputs whose strides differ from the ones compiled for are copied into that layout,
+        # so indexing stays correct (Inductor guards on strides instead).
+        for i, lay in enumerate(self.input_layouts):
+            if lay is None:
+                continue
+            a = args[i]
+            if tuple(a.stride()) != lay[1] and a.numel() > 1:
+                t = torch.empty_strided(lay[0], lay[1], dtype=a.dtype, device=a.device)
+                t.copy_(a)
+                args[i] = t
+        return self.module.call(args)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward") -> Any:
+    """Compile one aten graph to a boxed callable; on error warn and fall back to eager."""
+    name = f"{kind}_{next(_graph_ids)}"
+    try:
+        return _compile(gm, example_inputs, name)
+    except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model
+        if not config.fallback_on_error:
+            raise
+        warnings.warn(f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); "
+                      f"running that graph eagerly", stacklevel=2)
+        log.debug("tilefuse: compile failure", exc_info=True)
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        return make_boxed_func(gm.forward)
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> CompiledGraph:
+    from .codegen.wrapper import WrapperCodegen
+    from .graph import GraphLowering
+    from .runtime import load_module
+    from .scheduler import schedule
+    from .ir import graph_context as G
+
+    t0 = time.perf_counter()
+    graph = GraphLowering(gm, example_inputs, name)
+    graph.run()
+    with G.set_graph(graph):
+        items = schedule(graph.buffers)
+        src, consts = WrapperCodegen(graph, items).generate()
+    module = load_module(src, consts, config.debug_dir, name)
+    metrics.generated_graph_count += 1
+    layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None for x in example_inputs]
+    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0)
+
+
+def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
+    """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile."""
+    opts = config.validate(options)
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .lowering import decompositions
+
+    def make_compiler(kind: str):
+        def compiler(g: torch.fx.GraphModule, ex: list):
+            with config.patch(**opts):
+                return compile_graph(g, ex, kind)
+
+        return compiler
+
+    return aot_autograd(
+        fw_compiler=make_compiler("forward"),
+        bw_compiler=make_compiler("backward"),
+        inference_compiler=make_compiler("inference"),
+        decompositions=decompositions(),
+    )(gm, example_inputs)

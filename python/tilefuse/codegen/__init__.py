@@ -1,0 +1,1 @@
+"""Code generation: Triton kernels (triton.py) and the Python wrapper (wrapper.py)."""

@@ -1,0 +1,547 @@
+"""Triton kernel codegen for one fused KernelGroup (after Inductor's simd.py / triton.py).
+
+Layout of a generated kernel:
+
+* pointwise (rnumel == 1): 1-D blocks, ``xindex = xoffset + tl.arange(0, XBLOCK)``, ``xmask``;
+* reduction: 2-D blocks ``[XBLOCK, RBLOCK]`` with ``xindex`` as a column and ``rindex`` as a row.
+  *Persistent* when rnumel ≤ ``config.persistent_reduction_threshold``: one block covers the whole
+  row (RBLOCK = next power of 2 ≥ rnumel). Otherwise *looped*: ``for roffset in range(0, rnumel,
+  RBLOCK)`` with accumulators; a node that needs a reduction finished earlier in the kernel starts
+  a new loop.
+
+Values a node reads from a buffer written earlier in the same kernel come from registers (store →
+load forwarding); a buffer only read that way, and not needed elsewhere, is never stored or
+allocated. Index expressions are printed by the native core's Triton printer (``texpr``), which
+only uses truncating ``//``/``%`` where operands are provably non-negative. Expressions are
+common-subexpression-eliminated within a scope (the kernel, or one reduction loop).
+
+Math: under the Triton interpreter (CPU tensors) ``libdevice`` is unavailable, so ops without a
+core ``tl`` builtin use portable formulas there; on the GPU they call libdevice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import config
+from .. import symbolic as S
+from ..ir import nodes as ir
+from ..ir.loop_body import BodyValue
+from ..scheduler import RINDEX, XINDEX, KernelGroup
+
+TL_DTYPE = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16", torch.int32: "tl.int32",
+    torch.int64: "tl.int64", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+
+def tl_dtype(dt: torch.dtype) -> str:
+    try:
+        return TL_DTYPE[dt]
+    except KeyError:
+        raise NotImplementedError(f"dtype {dt} is not supported in generated kernels") from None
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _const_literal(value: Any, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        v = float(value)
+        if math.isnan(v):
+            return 'float("nan")'
+        if math.isinf(v):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return str(int(value))
+
+
+def _identity(rtype: str, dtype: torch.dtype) -> str:
+    if rtype == "sum" or rtype == "any":
+        return "0"
+    if rtype == "prod":
+        return "1"
+    if rtype in ("max", "argmax"):
+        if dtype.is_floating_point:
+            return 'float("-inf")'
+        return "0" if dtype == torch.bool else str(torch.iinfo(dtype).min)
+    if rtype in ("min", "argmin"):
+        if dtype.is_floating_point:
+            return 'float("inf")'
+        return "1" if dtype == torch.bool else str(torch.iinfo(dtype).max)
+    raise NotImplementedError(rtype)
+
+
+@dataclass
+class KernelArgs:
+    """Pointer arguments of a kernel: buffer name -> parameter name, in first-use order."""
+
+    inputs: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def input(self, name: str) -> str:
+        if name in self.outputs:
+            return self.outputs[name]
+        if name not in self.inputs:
+            self.inputs[name] = f"in_ptr{len(self.inputs)}"
+        return self.inputs[name]
+
+    def output(self, name: str) -> str:
+        if name not in self.outputs:
+            self.outputs[name] = f"out_ptr{len(self.outputs)}"
+        return self.outputs[name]
+
+
+class _Scope:
+    def __init__(self, parent: "_Scope | None" = None):
+        self.cache: dict[str, str] = {}
+        self.parent = parent
+
+    def get(self, key: str) -> str | None:
+        s = self
+        while s is not None:
+            if key in s.cache:
+                return s.cache[key]
+            s = s.parent
+        return None
+
+
+@dataclass
+class GeneratedKernel:
+    """What the wrapper needs to launch a kernel."""
+
+    name: str
+    source: str
+    arg_names: list[str]          # buffer names, in parameter order
+    numel: int
+    rnumel: int
+    xblock: int
+    rblock: int
+    num_warps: int
+    removed: set[str]             # buffers this kernel made unnecessary
+    index_dtype: str
+
+
+class TritonKernelCodegen:
+    """Generates the source of one kernel for a KernelGroup."""
+
+    def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str]):
+        self.g, self.name, self.device = group, name, device
+        self.interpret = device.type != "cuda"
+        self.keep = keep  # buffers read or returned outside this kernel
+        self.args = KernelArgs()
+        self.lines: list[str] = []
+        self.indent = 1
+        self.counter = 0
+        self.reduction = group.rnumel != 1
+        self.persistent = self.reduction and group.rnumel <= config.persistent_reduction_threshold
+        self.kscope = _Scope()
+        self.scope = self.kscope
+        self.in_loop = False
+        self.loop_pending_reductions: list = []  # finishers of reductions accumulated in the open loop
+        self.open_reduction_bufs: set[str] = set()  # their buffers (stored once the loop closes)
+        # values in registers: buffer -> (var, 'x' | 'xr', loop id)
+        self.forward: dict[str, tuple[str, str, int]] = {}
+        self.loop_id = 0
+        self.stores: list[tuple[str, int]] = []  # (buffer, line index) for later removal
+        self.needs_memory: set[str] = set()
+        self.produced = {n.name for n in group.nodes}
+        total = group.numel * group.rnumel
+        self.index_dtype = "tl.int32" if total < 2**31 - 1 else "tl.int64"
+
+    # ------------------------------------------------------------------ emission helpers
+    def emit(self, line: str) -> int:
+        self.lines.append("    " * self.indent + line)
+        return len(self.lines) - 1
+
+    def newvar(self) -> str:
+        self.counter += 1
+        return f"tmp{self.counter}"
+
+    def cse(self, expr: str) -> str:
+        hit = self.scope.get(expr)
+        if hit is not None:
+            return hit
+        v = self.newvar()
+        self.emit(f"{v} = {expr}")
+        self.scope.cache[expr] = v
+        return v
+
+    def shape(self, kind: str) -> str:
+        if not self.reduction:
+            return "[XBLOCK]"
+        return "[XBLOCK, 1]" if kind == "x" else "[XBLOCK, RBLOCK]"
+
+    def index_str(self, expr) -> str:
+        return S.texpr(expr, self.index_dtype)
+
+    def mask_for(self, expr) -> str | None:
+        syms = set(expr.free_symbols)
+        parts = []
+        if XINDEX in syms:
+            parts.append("xmask")
+        if RINDEX in syms:
+            parts.append("rmask")
+        if not parts:
+            return None
+        return " & ".join(parts)
+
+    # ------------------------------------------------------------------ main
+    def generate(self) -> GeneratedKernel:
+        g = self.g
+        # static shapes: the kernel's extents are compile-time constants (Triton specializes on them)
+        self.emit(f"xnumel = {g.numel}")
+        if self.reduction:
+            self.emit(f"rnumel = {g.rnumel}")
+            self.emit("xoffset = tl.program_id(0) * XBLOCK")
+            self.emit(f"xindex = (xoffset + tl.arange(0, XBLOCK)[:, None]).to({self.index_dtype})")
+            self.emit("xmask = xindex < xnumel")
+            if self.persistent:
+                self.emit(f"rindex = tl.arange(0, RBLOCK)[None, :].to({self.index_dtype})")
+                self.emit("rmask = rindex < rnumel")
+        else:
+            self.emit("xoffset = tl.program_id(0) * XBLOCK")
+            self.emit(f"xindex = (xoffset + tl.arange(0, XBLOCK)).to({self.index_dtype})")
+            self.emit("xmask = xindex < xnumel")
+        for node in g.nodes:
+            kind, m, _, _ = g.maps[node]
+            self.codegen_node(node, kind, m)
+        self.close_loop()
+        removed = set()
+        for name, li in self.stores:
+            if name not in self.keep and name not in self.needs_memory:
+                self.lines[li] = None  # type: ignore[call-overload]
+                removed.add(name)
+        for name in removed:
+            self.args.outputs.pop(name, None)
+        body = [ln for ln in self.lines if ln is not None]
+        params = list(self.args.inputs.values()) + list(self.args.outputs.values())
+        arg_names = list(self.args.inputs.keys()) + list(self.args.outputs.keys())
+        sig = ", ".join(params + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else []))
+        src = [f"@_jit", f"def {self.name}({sig}):"] + body
+        xblock, rblock, warps = self.block_sizes()
+        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel, xblock, rblock,
+                               warps, removed, self.index_dtype)
+
+    def block_sizes(self) -> tuple[int, int, int]:
+        g = self.g
+        budget = 8192 if self.interpret else 4096
+        if not self.reduction:
+            cap = 4096 if self.interpret else 1024
+            xb = min(next_pow2(g.numel), cap)
+            return xb, 1, 4 if xb <= 512 else 8
+        if self.persistent:
+            rb = next_pow2(g.rnumel)
+        else:
+            rb = 2048 if self.interpret else 1024
+        xb = max(1, min(next_pow2(g.numel), budget // rb))
+        return xb, rb, 4 if xb * rb <= 2048 else 8
+
+    # ------------------------------------------------------------------ loops
+    def open_loop(self) -> None:
+        if self.persistent or self.in_loop:
+            return
+        self.loop_id += 1
+        self.loop_start = len(self.lines)
+        # a literal bound: the interpreter turns a local `rnumel = N` into a tensor, which range()
+        # cannot take
+        self.emit(f"for roffset in range(0, {self.g.rnumel}, RBLOCK):")
+        self.indent += 1
+        self.emit(f"rindex = (roffset + tl.arange(0, RBLOCK)[None, :]).to({self.index_dtype})")
+        self.emit("rmask = rindex < rnumel")
+        self.scope = _Scope(self.kscope)
+        self.in_loop = True
+
+    def close_loop(self) -> None:
+        if not self.in_loop:
+            return
+        self.indent -= 1
+        self.scope = self.kscope
+        self.in_loop = False
+        for finish in self.loop_pending_reductions:
+            finish()
+        self.loop_pending_reductions = []
+        self.open_reduction_bufs = set()
+
+    # ------------------------------------------------------------------ nodes
+    def codegen_node(self, node, kind: str, m: dict) -> None:
+        body = node.body
+        needs_r = kind in ("xr", "red")
+        if self.reduction and not self.persistent:
+            reads_open = any(n in self.open_reduction_bufs for n, _ in body.loads())
+            if needs_r:
+                if reads_open:
+                    self.close_loop()
+                self.open_loop()
+            else:
+                self.close_loop()
+        vals: dict[int, str] = {}
+        value_kind = "xr" if needs_r else "x"
+        for i, bn in enumerate(body.nodes):
+            vals[i] = self.codegen_op(node, bn, vals, m, value_kind)
+
+    def arg(self, a, vals: dict, kind: str) -> str:
+        if isinstance(a, BodyValue):
+            return vals[a.idx]
+        if isinstance(a, bool):
+            return "1" if a else "0"
+        if isinstance(a, float):
+            return _const_literal(a, torch.float32)
+        return str(a)
+
+    def _map_index(self, expr, m):
+        ranges = {XINDEX: self.g.numel}
+        if self.reduction:
+            ranges[RINDEX] = self.g.rnumel
+        return S.simplify_with_ranges(expr.subs(m) if m else expr, ranges)
+
+    def codegen_op(self, node, bn, vals, m, kind) -> str | None:
+        op, a = bn.op, bn.args
+        A = lambda k: self.arg(a[k], vals, kind)  # noqa: E731
+        if op == "load":
+            name, idx = a[0], self._map_index(a[1], m)
+            fw = self.forward.get(name)
+            if fw is not None:
+                var, fkind, lid = fw
+                if fkind == "x" or (lid == self.loop_id and (self.persistent or self.in_loop)):
+                    return var
+            if name in self.produced:
+                self.needs_memory.add(name)
+            ptr = self.args.input(name)
+            mask = self.mask_for(idx)
+            istr = self.index_str(idx)
+            if mask is None:
+                v = self.cse(f"tl.load({ptr} + ({istr}))")
+                return self.cse(f"tl.broadcast_to({v}, {self.shape(kind)})")
+            other = ", other=0.0" if bn.dtype.is_floating_point else ", other=0"
+            return self.cse(f"tl.load({ptr} + ({istr}), {mask}{other})")
+        if op == "store_reduction" and self.in_loop:
+            # the reduced value exists only after its loop: store it then
+            self.loop_pending_reductions.append(lambda: self._emit_store(op, a, vals, m, kind))
+            self.open_reduction_bufs.add(a[0])
+            return None
+        if op in ("store", "store_reduction"):
+            return self._emit_store(op, a, vals, m, kind)
+        if op == "constant":
+            value, dt = a
+            return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(value, dt)}, {tl_dtype(dt)})")
+        if op == "index_expr":
+            expr, dt = a
+            e = self._map_index(expr, m)
+            return self.cse(f"tl.broadcast_to(({self.index_str(e)}), {self.shape(kind)}).to({tl_dtype(dt)})")
+        if op == "to_dtype":
+            x, dt = A(0), a[1]
+            src = a[0].dtype if isinstance(a[0], BodyValue) else None
+            if dt == torch.bool:
+                return self.cse(f"({x} != 0)")
+            if src == torch.bool:
+                return self.cse(f"{x}.to(tl.int8).to({tl_dtype(dt)})")
+            if src is not None and src.is_floating_point and not dt.is_floating_point:
+                # torch truncates toward zero
+                return self.cse(f"{x}.to({tl_dtype(dt)})")
+            return self.cse(f"{x}.to({tl_dtype(dt)})")
+        if op == "reduction":
+            return self.codegen_reduction(a, vals)
+        if op == "where":
+            return self.cse(f"tl.where({A(0)}, {A(1)}, {A(2)})")
+        return self.cse(self.math(op, [self.arg(x, vals, kind) for x in a], bn.dtype, a))
+
+    def _emit_store(self, op, a, vals, m, kind) -> None:
+        name, idx, value = a[0], self._map_index(a[1], m), a[2]
+        v = vals[value.idx] if isinstance(value, BodyValue) else str(value)
+        skind = "x" if op == "store_reduction" or (kind == "x") else "xr"
+        dt = G_dtype(name)
+        ptr = self.args.output(name)
+        mask = self.mask_for(idx) or "xmask"
+        if skind == "xr" and "rmask" not in mask and self.reduction:
+            mask = mask + " & rmask"
+        vv = v
+        if skind == "xr" or not self.reduction:
+            vv = f"tl.broadcast_to({v}, {self.shape(skind)})"
+        else:
+            vv = f"tl.broadcast_to({v}, [XBLOCK, 1])"
+        istr = self.index_str(idx)
+        if self.mask_for(idx) is None:  # a constant address: make the pointer a block too
+            istr = f"{istr} + tl.zeros({self.shape(skind)}, {self.index_dtype})"
+        li = self.emit(f"tl.store({ptr} + ({istr}), {vv}.to({tl_dtype(dt)}), {mask})")
+        self.stores.append((name, li))
+        self.forward[name] = (v, skind, self.loop_id)
+        return None
+
+    # ------------------------------------------------------------------ math
+    def math(self, op: str, x: list[str], dtype: torch.dtype, raw) -> str:
+        is_float = dtype is not None and dtype.is_floating_point
+        in_float = isinstance(raw[0], BodyValue) and raw[0].dtype.is_floating_point
+        lib = not self.interpret
+        binary = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+                  "gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if op in binary:
+            return f"{x[0]} {binary[op]} {x[1]}"
+        if op == "truediv":
+            return f"{x[0]} / {x[1]}"
+        if op == "floordiv":
+            if is_float:
+                return f"tl.floor({x[0]} / {x[1]})"
+            a, b = x
+            return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {a} // {b} - 1, {a} // {b})"
+        if op == "truncdiv":
+            if is_float:
+                q = f"({x[0]} / {x[1]})"
+                return f"tl.where({q} < 0, tl.ceil({q}), tl.floor({q}))"
+            return f"{x[0]} // {x[1]}"
+        if op == "remainder":
+            a, b = x
+            if is_float:
+                return f"{a} - tl.floor({a} / {b}) * {b}"
+            return f"tl.where((({a} % {b}) != 0) & ((({a} % {b}) < 0) != ({b} < 0)), ({a} % {b}) + {b}, {a} % {b})"
+        if op == "neg":
+            return f"-{x[0]}"
+        if op == "abs":
+            return f"tl.abs({x[0]})"
+        if op == "reciprocal":
+            return f"1.0 / {x[0]}"
+        if op == "relu":
+            return f"tl.where({x[0]} < 0, 0, {x[0]})" if in_float else f"tl.maximum({x[0]}, 0)"
+        if op in ("maximum", "minimum"):
+            cmp = ">" if op == "maximum" else "<"
+            if is_float:
+                return f"tl.where(({x[0]} {cmp} {x[1]}) | ({x[0]} != {x[0]}), {x[0]}, {x[1]})"
+            return f"tl.{op}({x[0]}, {x[1]})"
+        if op in ("fmax", "fmin"):
+            cmp = ">" if op == "fmax" else "<"
+            return f"tl.where(({x[0]} {cmp} {x[1]}) | ({x[1]} != {x[1]}), {x[0]}, {x[1]})"
+        if op in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "sigmoid", "erf", "floor", "ceil"):
+            if op in ("floor", "ceil") and not is_float:
+                return x[0]
+            return f"tl.{op}({x[0]})"
+        if op == "log10":
+            return f"tl.log({x[0]}) * 0.4342944819032518"
+        if op == "expm1":
+            return f"libdevice.expm1({x[0]})" if lib else f"tl.exp({x[0]}) - 1.0"
+        if op == "log1p":
+            return f"libdevice.log1p({x[0]})" if lib else f"tl.log(1.0 + {x[0]})"
+        if op == "tanh":
+            return f"libdevice.tanh({x[0]})" if lib else f"2.0 * tl.sigmoid(2.0 * {x[0]}) - 1.0"
+        if op == "tan":
+            return f"libdevice.tan({x[0]})" if lib else f"tl.sin({x[0]}) / tl.cos({x[0]})"
+        if op == "trunc":
+            if not is_float:
+                return x[0]
+            return f"libdevice.trunc({x[0]})" if lib else f"tl.where({x[0]} < 0, tl.ceil({x[0]}), tl.floor({x[0]}))"
+        if op == "round":
+            if not is_float:
+                return x[0]
+            if lib:
+                return f"libdevice.nearbyint({x[0]})"
+            f = f"tl.floor({x[0]} + 0.5)"
+            return f"tl.where((({f} - {x[0]}) == 0.5) & (({f} % 2) != 0), {f} - 1.0, {f})"
+        if op == "sign":
+            s = f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
+            return f"tl.where({x[0]} != {x[0]}, {x[0]}, {s})" if is_float else s
+        if op == "pow":
+            a, b = x
+            if lib:
+                return f"libdevice.pow({a}, {b})"
+            mag = f"tl.exp({b} * tl.log(tl.abs({a})))"
+            odd = f"((tl.floor({b}) == {b}) & ((tl.abs({b}) % 2) == 1))"
+            return f"tl.where({b} == 0, 1.0, tl.where(({a} < 0) & {odd}, -{mag}, {mag}))"
+        if op in ("logical_and", "logical_or", "logical_xor"):
+            sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
+            return f"({x[0]} != 0) {sym} ({x[1]} != 0)"
+        if op == "logical_not":
+            return f"{x[0]} == 0"
+        if op == "bitwise_not":
+            return f"~{x[0]}" if dtype != torch.bool else f"{x[0]} == 0"
+        if op == "isnan":
+            return f"{x[0]} != {x[0]}"
+        if op == "isinf":
+            return f"tl.abs({x[0]}) == float(\"inf\")"
+        raise NotImplementedError(f"no Triton codegen for ops.{op}")
+
+    # ------------------------------------------------------------------ reductions
+    def codegen_reduction(self, a, vals) -> str:
+        dtype, src_dtype, rtype, value = a
+        v = vals[value.idx]
+        acc_dt = dtype if rtype not in ("argmax", "argmin") else src_dtype
+        if rtype in ("argmax", "argmin"):
+            acc_dt = torch.float32 if src_dtype in (torch.float16, torch.bfloat16) else src_dtype
+        ident = _identity(rtype, acc_dt)
+        tdt = tl_dtype(acc_dt)
+        vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")
+        is_float = acc_dt.is_floating_point
+        out = self.newvar()
+        if self.persistent:
+            m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
+            self.emit(f"{out} = " + self.final_reduce(rtype, m, "rindex", is_float, tdt))
+            return out
+        # looped: accumulators before the loop, update inside, finish after it
+        accv = self.newvar()
+        init_at = self.loop_start
+        self.lines.insert(init_at, "    " * (self.indent - 1) + f"{accv} = tl.full([XBLOCK, RBLOCK], {ident}, {tdt})")
+        self._shift_stores(init_at)
+        acci = None
+        if rtype in ("argmax", "argmin"):
+            acci = self.newvar()
+            self.lines.insert(init_at + 1, "    " * (self.indent - 1) + f"{acci} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int64)")
+            self._shift_stores(init_at + 1)
+        vv = f"{vb}.to({tdt})"
+        if rtype == "sum":
+            self.emit(f"{accv} = tl.where(xmask & rmask, {accv} + {vv}, {accv})")
+        elif rtype == "prod":
+            self.emit(f"{accv} = tl.where(xmask & rmask, {accv} * {vv}, {accv})")
+        elif rtype == "any":
+            self.emit(f"{accv} = tl.where(xmask & rmask, {accv} | ({vv} != 0), {accv})")
+        elif rtype in ("max", "min"):
+            cmp = ">" if rtype == "max" else "<"
+            nan = f" | ({vv} != {vv})" if is_float else ""
+            self.emit(f"{accv} = tl.where(xmask & rmask & (({vv} {cmp} {accv}){nan}), {vv}, {accv})")
+        else:
+            cmp = ">" if rtype == "argmax" else "<"
+            self.emit(f"_take = xmask & rmask & ({vv} {cmp} {accv})")
+            self.emit(f"{accv} = tl.where(_take, {vv}, {accv})")
+            self.emit(f"{acci} = tl.where(_take, rindex.to(tl.int64), {acci})")
+
+        def finish():
+            self.emit(f"{out} = " + self.final_reduce(rtype, accv, acci, is_float, tdt))
+
+        self.loop_pending_reductions.append(finish)
+        return out
+
+    def _shift_stores(self, at: int) -> None:
+        self.stores = [(n, li + 1 if li >= at else li) for n, li in self.stores]
+
+    def final_reduce(self, rtype: str, m: str, idx: str | None, is_float: bool, tdt: str) -> str:
+        if rtype == "sum":
+            return f"tl.sum({m}, 1)[:, None]"
+        if rtype == "prod":
+            return f"tl.reduce({m}, 1, _prod_combine)[:, None]"
+        if rtype == "any":
+            return f"(tl.max(({m} != 0).to(tl.int8), 1) > 0)[:, None]"
+        if rtype in ("max", "min"):
+            r = f"tl.{rtype}({m}, 1)"
+            if is_float:
+                return f"tl.where(tl.max(({m} != {m}).to(tl.int8), 1) > 0, float(\"nan\"), {r})[:, None]"
+            return f"{r}[:, None]"
+        # argmax / argmin: first index of the extreme value; NaN counts as the extreme
+        best = f"tl.{'max' if rtype == 'argmax' else 'min'}({m}, 1)[:, None]"
+        ids = "tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])" if idx == "rindex" else idx
+        hit = f"({m} == {best})"
+        if is_float:
+            hit = f"({hit} | ({m} != {m}))"
+            anynan = f"(tl.max(({m} != {m}).to(tl.int8), 1) > 0)[:, None]"
+            hit = f"tl.where({anynan}, {m} != {m}, {m} == {best})"
+        return f"tl.min(tl.where({hit}, {ids}, 9223372036854775807), 1)[:, None]"
+
+
+def G_dtype(name: str) -> torch.dtype:
+    from ..ir import graph_context as G
+
+    return G.dtype_of(name)

@@ -1,0 +1,182 @@
+"""Wrapper codegen: the Python module that runs one compiled graph (Inductor's wrapper.py).
+
+The module defines the graph's Triton kernels and ``call(args)``, which allocates buffers
+(``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
+``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
+reuses its memory), and returns the graph's outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import metrics
+from ..ir import nodes as ir
+from ..scheduler import ExternSchedulerNode, KernelGroup
+from .triton import GeneratedKernel, TritonKernelCodegen
+
+
+def _shape(xs) -> str:
+    xs = [int(x) for x in xs]
+    return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
+
+
+def _ref(node: Any) -> str:
+    """Python expression for an IR node that exists at runtime."""
+    if isinstance(node, ir.ReinterpretView):
+        L = node.layout
+        base = node.data.get_name()
+        # offsets are relative to the base tensor's own start (its storage offset included)
+        return f"{base}.as_strided({_shape(L.size)}, {_shape(L.stride)}, {base}.storage_offset() + {int(L.offset)})"
+    if isinstance(node, ir.Buffer):
+        return node.name
+    raise TypeError(f"no runtime reference for {type(node).__name__}")
+
+
+class WrapperCodegen:
+    """Builds the module source for a lowered, scheduled graph."""
+
+    def __init__(self, graph, items: list[Any]):
+        self.graph, self.items = graph, items
+        self.kernels: list[GeneratedKernel] = []
+        self.consts: dict[str, Any] = {}
+        self.device = graph.default_device
+
+    def _const(self, value: Any) -> str:
+        """A literal for simple values, else a module-level constant holding the object."""
+        if value is None or isinstance(value, (bool, int, float, str)):
+            if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+                k = f"_c{len(self.consts)}"
+                self.consts[k] = value
+                return k
+            return repr(value)
+        if isinstance(value, torch.dtype):
+            return str(value)
+        if isinstance(value, (list, tuple)):
+            inner = ", ".join(self._const(v) for v in value)
+            return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+        k = f"_c{len(self.consts)}"
+        self.consts[k] = value
+        return k
+
+    def _extern_arg(self, a: Any, inputs: list) -> str:
+        if isinstance(a, ir.TensorArg):
+            return _ref(inputs[a.i])
+        if isinstance(a, (list, tuple)) and any(isinstance(x, ir.TensorArg) for x in a):
+            inner = ", ".join(self._extern_arg(x, inputs) for x in a)
+            return f"[{inner}]"
+        return self._const(a)
+
+    def generate(self) -> tuple[str, dict[str, Any]]:
+        g = self.graph
+        # who reads what: decides which kernel outputs must be stored and when to free buffers
+        readers: dict[str, list[int]] = {}
+        for i, item in enumerate(self.items):
+            names: set[str] = set()
+            if isinstance(item, KernelGroup):
+                produced = item.names()
+                for n in item.nodes:
+                    names |= {r for r in n.read_names() if r not in produced}
+            else:
+                names = item.read_names()
+            for r in names:
+                readers.setdefault(r, []).append(i)
+        out_names = set()
+        for o in g.outputs:
+            if isinstance(o, ir.ReinterpretView):
+                out_names.add(o.data.get_name())
+            elif isinstance(o, ir.Buffer):
+                out_names.add(o.name)
+
+        body: list[str] = []
+        kernel_src: list[str] = []
+        live: list[str] = []
+        last_use: dict[str, int] = {}
+        for name, rs in readers.items():
+            last_use[name] = max(rs)
+        for i, item in enumerate(self.items):
+            if isinstance(item, KernelGroup):
+                keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
+                kname = f"tf_kernel_{len(self.kernels)}"
+                gk = TritonKernelCodegen(item, kname, self.device, keep).generate()
+                metrics.generated_kernel_count += 1
+                self.kernels.append(gk)
+                kernel_src.append(gk.source)
+                for n in item.nodes:
+                    if n.name in gk.removed:
+                        continue
+                    L = n.buf.layout
+                    body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
+                                f"dtype={L.dtype}, device=_device)")
+                    live.append(n.name)
+                args = ", ".join(gk.arg_names)
+                blocks = f"XBLOCK={gk.xblock}" + (f", RBLOCK={gk.rblock}" if gk.rnumel != 1 else "")
+                grid = f"(({gk.numel} + {gk.xblock} - 1) // {gk.xblock},)"
+                warps = "" if self.device.type != "cuda" else f", num_warps={gk.num_warps}"
+                body.append(f"{kname}[{grid}]({args}, {blocks}{warps})")
+            else:
+                buf = item.buf
+                if isinstance(buf, ir.MultiOutput):
+                    path = "".join(f"[{p}]" for p in buf.path)
+                    body.append(f"{buf.name} = {buf.parent.name}{path}")
+                elif isinstance(buf, ir.ExternKernel):
+                    if isinstance(buf, ir.FallbackKernel):
+                        metrics.fallback_kernel_count += 1
+                    else:
+                        metrics.extern_kernel_count += 1
+                    op = buf.op
+                    opname = self._const(op)
+                    a = ", ".join(self._extern_arg(x, buf.inputs) for x in buf.args)
+                    kw = ", ".join(f"{k}={self._extern_arg(v, buf.inputs)}" for k, v in buf.kwargs.items())
+                    call = f"{opname}({a}{', ' if a and kw else ''}{kw})"
+                    body.append(f"{buf.name} = {call}  # {op}")
+                else:  # an empty ComputedBuffer: allocation only
+                    L = buf.layout
+                    body.append(f"{buf.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
+                                f"dtype={L.dtype}, device=_device)")
+                live.append(buf.name)
+            # free what is no longer needed
+            dead = [n for n in live if last_use.get(n, -1) <= i and n not in out_names]
+            for n in dead:
+                live.remove(n)
+                body.append(f"del {n}")
+
+        rets = []
+        for o in g.outputs:
+            if isinstance(o, ir.IRNode):
+                rets.append(_ref(o))
+            else:
+                rets.append(self._const(o))
+        head = [
+            f"# tilefuse: generated module for graph {g.name}",
+            "import torch",
+            "import triton",
+            "import triton.language as tl",
+            "from triton.language.extra import libdevice  # noqa: F401",
+            "from tilefuse.runtime import jit_for",
+            "",
+            f"_device = torch.device({str(self.device)!r})",
+            f"_jit = jit_for({self.device.type!r})",
+            "",
+            "",
+            "@_jit",
+            "def _prod_combine(a, b):",
+            "    return a * b",
+            "",
+            "",
+        ]
+        sig = [n or f"_unused{k}" for k, n in enumerate(g.graph_input_order)]
+        call = ["def call(args):"]
+        if sig:
+            call.append(f"    {', '.join(sig)}{',' if len(sig) == 1 else ''} = args")
+        call.append("    args.clear()")
+        for cname in g.constants:
+            call.append(f"    {cname} = _constants[{cname!r}]")
+        call += ["    " + ln for ln in body]
+        call.append(f"    return ({', '.join(rets)}{',' if len(rets) == 1 else ''})")
+        src = "\n".join(head) + "\n\n".join(kernel_src) + "\n\n" + "\n".join(call) + "\n"
+        consts = dict(self.consts)
+        consts["_constants"] = dict(g.constants)
+        return src, consts

@@ -1,0 +1,73 @@
+"""tilefuse configuration.
+
+Every option has a default, can be overridden by an environment variable (read at import), and can
+be overridden per compile through ``torch.compile(m, backend="tilefuse", options={...})``.
+
+Options:
+    fallback_on_error (bool, env TILEFUSE_FALLBACK_ON_ERROR, default True): an exception while
+        compiling a graph emits one warning and runs that graph eagerly; False re-raises (tests).
+    debug_dir (str | None, env TILEFUSE_DEBUG_DIR): write each graph's generated wrapper and
+        kernels to this directory.
+    persistent_reduction_threshold (int, default 1024): reductions with rnumel up to this run in
+        one block (persistent); larger ones loop over RBLOCK chunks (Inductor's threshold for an
+        inner reduction).
+    realize_reads_threshold (int, default 4): a lazily computed (pointwise) value read by more
+        consumers than this, or by more than one consumer when it is expensive, is realized into
+        a buffer (Inductor's ``realize_reads_threshold``).
+    max_inline_ops (int, default 64): a pointwise value whose inner function grew beyond this many
+        ops is realized instead of being inlined further.
+    autotune (bool, env TILEFUSE_AUTOTUNE, default True): on the GPU, let Triton's autotuner pick
+        among a few block-size configs; under the interpreter one config is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    return v.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
+debug_dir: str | None = os.environ.get("TILEFUSE_DEBUG_DIR") or None
+persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "1024"))
+realize_reads_threshold: int = 4
+max_inline_ops: int = 64
+autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
+
+_OPTIONS = (
+    "fallback_on_error",
+    "debug_dir",
+    "persistent_reduction_threshold",
+    "realize_reads_threshold",
+    "max_inline_ops",
+    "autotune",
+)
+
+
+def validate(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Check ``torch.compile(..., options=...)`` keys; raises ValueError naming unknown ones."""
+    options = dict(options or {})
+    unknown = sorted(k for k in options if k not in _OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown tilefuse option(s) {unknown}; known options: {list(_OPTIONS)}")
+    return options
+
+
+@contextlib.contextmanager
+def patch(**overrides: Any) -> Iterator[None]:
+    """Temporarily set options (``with config.patch(fallback_on_error=False): ...``)."""
+    validate(overrides)
+    g = globals()
+    old = {k: g[k] for k in overrides}
+    g.update(overrides)
+    try:
+        yield
+    finally:
+        g.update(old)

@@ -1,0 +1,220 @@
+"""GraphLowering: walks an aten FX graph and builds the IR (Inductor's ``graph.py``).
+
+Each placeholder becomes an ``InputBuffer``; each ``call_function`` node runs its lowering
+(``tilefuse.lowering.lowerings``) or, when there is none, becomes a ``FallbackKernel`` (the aten op
+called from the wrapper); each graph output is realized into a buffer. The result is the ordered
+list of buffers the scheduler turns into kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from . import config
+from .ir import graph_context as G
+from .ir import nodes as ir
+from .lowering import EXTERN_OPS, lowerings
+
+log = logging.getLogger("tilefuse")
+
+
+def _layout_from_meta(t: torch.Tensor) -> ir.FixedLayout:
+    return ir.FixedLayout(t.device, t.dtype, [int(s) for s in t.shape], [int(s) for s in t.stride()],
+                          int(t.storage_offset()))
+
+
+def _is_dense_non_overlapping(size, stride) -> bool:
+    dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
+    acc = 1
+    for st, s in dims:
+        if st != acc:
+            return False
+        acc *= s
+    return True
+
+
+class GraphLowering(torch.fx.Interpreter):
+    """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
+
+    After ``run()``: ``buffers`` (ComputedBuffer / ExternKernel / MultiOutput in creation order),
+    ``graph_inputs`` (name -> InputBuffer, in placeholder order), ``constants`` (name -> tensor),
+    ``outputs`` (per graph output: an IR node, None, or a Python scalar).
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph"):
+        super().__init__(gm, garbage_collect_values=False)
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.name = name
+        self.buffers: list[ir.Buffer] = []
+        self.name_to_buffer: dict[str, ir.Buffer] = {}
+        self.graph_inputs: dict[str, ir.InputBuffer] = {}
+        self.graph_input_order: list[str | None] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.outputs: list[Any] = []
+        self.current_node: torch.fx.Node | None = None
+        self.current_target: Any = None
+        self.default_device = next((t.device for t in self.example_inputs if isinstance(t, torch.Tensor)),
+                                   torch.device("cpu"))
+        self.fallback_ops: list[str] = []
+        self._placeholder_idx = 0
+
+    # ---------------------------------------------------------------- registry
+    def new_buffer_name(self) -> str:
+        return f"buf{len(self.buffers)}"
+
+    def register_buffer(self, buf: ir.Buffer) -> None:
+        self.buffers.append(buf)
+        self.name_to_buffer[buf.name] = buf
+
+    def get_dtype(self, name: str) -> torch.dtype:
+        if name in self.graph_inputs:
+            return self.graph_inputs[name].get_dtype()
+        if name in self.name_to_buffer:
+            return self.name_to_buffer[name].get_dtype()
+        raise KeyError(f"unknown buffer {name}")
+
+    # ---------------------------------------------------------------- interpreter hooks
+    def run(self, *args, **kwargs):
+        with G.set_graph(self):
+            return super().run(*self.example_inputs)
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        self.current_node = n
+        self.current_target = n.target
+        out = super().run_node(n)
+        if n.op == "call_function" and isinstance(out, ir.TensorBox):
+            self._maybe_realize_on_reuse(n, out)
+        return out
+
+    def placeholder(self, target, args, kwargs):
+        idx = self._placeholder_idx
+        self._placeholder_idx += 1
+        ex = self.example_inputs[idx]
+        if isinstance(ex, torch.Tensor):
+            name = f"arg{idx}"
+            # kernels index an input from its data pointer, which already includes its storage
+            # offset: the layout's offset is 0
+            lay = _layout_from_meta(ex)
+            lay.offset = 0
+            buf = ir.InputBuffer(name, lay)
+            self.graph_inputs[name] = buf
+            self.graph_input_order.append(name)
+            return ir.TensorBox(ir.StorageBox(buf))
+        self.graph_input_order.append(None)
+        if isinstance(ex, torch.SymInt):
+            raise NotImplementedError("symbolic sizes (dynamic shapes) are not supported yet")
+        return ex
+
+    def get_attr(self, target, args, kwargs):
+        value = getattr(self.gm, target) if not isinstance(target, str) or "." not in target else \
+            operator.attrgetter(target)(self.gm)
+        if not isinstance(value, torch.Tensor):
+            return value
+        name = f"const_{len(self.constants)}"
+        self.constants[name] = value
+        buf = ir.ConstantBuffer(name, _layout_from_meta(value))
+        self.graph_inputs[name] = buf
+        return ir.TensorBox(ir.StorageBox(buf))
+
+    def call_function(self, target, args, kwargs):
+        if target is operator.getitem:
+            return args[0][args[1]]
+        fn = lowerings.get(target)
+        if fn is not None:
+            try:
+                return fn(*args, **kwargs)
+            except NotImplementedError as e:
+                log.debug("tilefuse: lowering of %s declined (%s); using a fallback kernel", target, e)
+        return self.fallback(target, args, kwargs)
+
+    def output(self, target, args, kwargs):
+        result = args[0]
+        metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+                 for n in pytree.tree_leaves(self.current_node.args[0])]
+        leaves = pytree.tree_leaves(result)
+        for i, v in enumerate(leaves):
+            meta = metas[i] if i < len(metas) else None
+            self.outputs.append(self._realize_output(v, meta))
+        return result
+
+    # ---------------------------------------------------------------- helpers
+    def _maybe_realize_on_reuse(self, n: torch.fx.Node, box: ir.TensorBox) -> None:
+        """Realize a lazily computed value read by several consumers (Inductor's mark_reuse):
+        recomputing it in each would repeat its work; one buffer (fused away when the readers
+        share a kernel) is cheaper."""
+        data = box.data
+        if not isinstance(data, ir.StorageBox) or not isinstance(data.data, ir.Pointwise):
+            return
+        users = len(n.users)
+        if users > 1 and (data.data.op_count() > 1 or users > config.realize_reads_threshold):
+            data.realize()
+
+    def _realize_output(self, v: Any, meta: Any) -> Any:
+        if not isinstance(v, ir.IRNode):
+            return v
+        if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.StorageBox):
+            sb = v.data
+            if isinstance(sb.data, (ir.Pointwise, ir.Reduction)):
+                sb.realize()
+                buf = sb.data
+                if isinstance(meta, torch.Tensor) and _is_dense_non_overlapping(meta.shape, meta.stride()) \
+                        and list(meta.shape) == list(buf.get_size()):
+                    buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, list(buf.get_size()),
+                                                [int(s) for s in meta.stride()], 0)
+                else:
+                    buf.freeze_layout()
+            return sb.data
+        if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.ReinterpretView):
+            return v.data
+        # a lazy view: compute it into a fresh buffer
+        node = ir.realize_input(v)
+        if isinstance(node, ir.Buffer):
+            node.freeze_layout()
+        return node
+
+    def fallback(self, target, args, kwargs):
+        """Run ``target`` as an aten call from the wrapper (FallbackKernel / extern kernel)."""
+        meta = self.current_node.meta.get("val")
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        inputs: list = []
+        new_flat = []
+        for a in flat:
+            if isinstance(a, ir.IRNode):
+                inputs.append(ir.realize_input(a))
+                new_flat.append(ir.TensorArg(len(inputs) - 1))
+            else:
+                new_flat.append(a)
+        cargs, ckwargs = pytree.tree_unflatten(new_flat, spec)
+        cls = ir.ExternKernel if target in EXTERN_OPS else ir.FallbackKernel
+        if cls is ir.FallbackKernel:
+            self.fallback_ops.append(str(target))
+            log.debug("tilefuse: no lowering for %s; it runs as a fallback kernel", target)
+        name = self.new_buffer_name()
+        if isinstance(meta, torch.Tensor):
+            k = cls(name, _layout_from_meta(meta), target, tuple(cargs), dict(ckwargs), inputs, meta)
+            self.register_buffer(k)
+            return ir.TensorBox(ir.StorageBox(k))
+        k = cls(name, None, target, tuple(cargs), dict(ckwargs), inputs, meta)
+        self.register_buffer(k)
+        metas, mspec = pytree.tree_flatten(meta)
+
+        def make(path, m):
+            if not isinstance(m, torch.Tensor):
+                return m
+            mo = ir.MultiOutput(self.new_buffer_name(), _layout_from_meta(m), k, path)
+            self.register_buffer(mo)
+            return ir.TensorBox(ir.StorageBox(mo))
+
+        if isinstance(meta, (list, tuple)):
+            outs = [make((i,), m) for i, m in enumerate(meta)]
+            return type(meta)(outs) if isinstance(meta, tuple) else outs
+        if meta is None:
+            return None
+        raise NotImplementedError(f"fallback for {target} with output {type(meta).__name__}")

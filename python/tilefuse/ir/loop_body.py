@@ -1,0 +1,129 @@
+"""LoopBody: the traced body of one loop nest (Inductor's ``loop_body.LoopBody``).
+
+A lowering describes a computed tensor by an inner function ``inner_fn(index) -> value`` written in
+``ops.*`` calls. Tracing that function once, with symbolic loop variables, records every op in
+order; the scheduler reads the loads and stores (the buffer dependencies) and codegen replays the
+ops as Triton source. Index arguments are ``tilefuse.symbolic.Expr`` in the loop variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..virtualized import set_ops_handler
+
+_BOOL_OPS = frozenset(
+    "eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf signbit".split()
+)
+
+
+@dataclass(eq=False)
+class BodyValue:
+    """A value in a loop body: the result of node ``idx``; ``dtype`` is its torch dtype."""
+
+    body: "LoopBody"
+    idx: int
+    dtype: torch.dtype
+
+    def __repr__(self) -> str:
+        return f"%{self.idx}"
+
+
+@dataclass
+class BodyNode:
+    """One op: ``op(*args)``. Args are BodyValues, Python scalars, dtypes, Exprs or strings."""
+
+    op: str
+    args: tuple
+    dtype: torch.dtype | None
+
+
+@dataclass
+class LoopBody:
+    """The ops of one loop nest in order, traced from an inner function.
+
+    ``var_ranges`` maps each loop variable (an index symbol) to its length; ``iter_vars`` are the
+    pointwise variables, ``reduce_vars`` the reduction variables (empty for pointwise nodes).
+    """
+
+    iter_vars: list
+    reduce_vars: list
+    var_ranges: dict
+    nodes: list[BodyNode] = field(default_factory=list)
+
+    @staticmethod
+    def trace(fn: Callable[..., Any], iter_vars: Sequence, reduce_vars: Sequence, var_ranges: dict,
+              dtype_of: Callable[[str], torch.dtype]) -> "LoopBody":
+        body = LoopBody(list(iter_vars), list(reduce_vars), dict(var_ranges))
+        with set_ops_handler(_Tracer(body, dtype_of)):
+            if reduce_vars:
+                fn(list(iter_vars), list(reduce_vars))
+            else:
+                fn(list(iter_vars))
+        return body
+
+    def add(self, op: str, args: tuple, dtype: torch.dtype | None) -> BodyValue | None:
+        self.nodes.append(BodyNode(op, args, dtype))
+        return BodyValue(self, len(self.nodes) - 1, dtype) if dtype is not None else None
+
+    # ---- what the scheduler needs
+    def loads(self) -> list[tuple[str, Any]]:
+        """(buffer name, index expression) of every load, in order."""
+        return [(n.args[0], n.args[1]) for n in self.nodes if n.op == "load"]
+
+    def stores(self) -> list[tuple[str, Any]]:
+        """(buffer name, index expression) of every store / store_reduction."""
+        return [(n.args[0], n.args[1]) for n in self.nodes if n.op in ("store", "store_reduction")]
+
+    def op_count(self) -> int:
+        return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr"))
+
+
+class _Tracer:
+    """ops handler that records each call into a LoopBody."""
+
+    def __init__(self, body: LoopBody, dtype_of: Callable[[str], torch.dtype]):
+        self.body = body
+        self.dtype_of = dtype_of
+
+    def load(self, name: str, index) -> BodyValue:
+        return self.body.add("load", (name, index), self.dtype_of(name))
+
+    def store(self, name: str, index, value) -> None:
+        self.body.add("store", (name, index, value), None)
+
+    def store_reduction(self, name: str, index, value) -> None:
+        self.body.add("store_reduction", (name, index, value), None)
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value) -> BodyValue:
+        return self.body.add("reduction", (dtype, src_dtype, reduction_type, value), dtype)
+
+    def constant(self, value, dtype: torch.dtype) -> BodyValue:
+        return self.body.add("constant", (value, dtype), dtype)
+
+    def index_expr(self, expr, dtype: torch.dtype) -> BodyValue:
+        return self.body.add("index_expr", (expr, dtype), dtype)
+
+    def to_dtype(self, x, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> BodyValue:
+        return self.body.add("to_dtype", (x, dtype), dtype)
+
+    def where(self, cond, a, b) -> BodyValue:
+        dt = a.dtype if isinstance(a, BodyValue) else (b.dtype if isinstance(b, BodyValue) else None)
+        if dt is None:
+            raise TypeError("ops.where needs at least one traced value among its branches")
+        return self.body.add("where", (cond, a, b), dt)
+
+    def __getattr__(self, op: str):
+        def call(*args):
+            if op in _BOOL_OPS:
+                dt = torch.bool
+            else:
+                dt = next((a.dtype for a in args if isinstance(a, BodyValue)), None)
+                if dt is None:
+                    raise TypeError(f"ops.{op} needs at least one traced value argument")
+            return self.body.add(op, tuple(args), dt)
+
+        return call

@@ -1,0 +1,605 @@
+"""The loop-level IR, after Inductor's ``ir.py`` (modern API).
+
+Values flow through lowerings as ``TensorBox(StorageBox(data))``: ``data`` is a lazily computed
+``Pointwise``/``Reduction`` (an inner function over symbolic indices), a view of another node, or a
+realized ``Buffer``. Realizing a StorageBox turns its Loops into a ``ComputedBuffer`` registered with
+the graph; views of a realized buffer become ``ReinterpretView``s (same storage, new layout); other
+views stay lazy and re-index their input's loader.
+
+Shapes are lists of Python ints (static shapes). Indices are ``tilefuse.symbolic.Expr``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .. import symbolic as S
+from ..virtualized import ops
+from . import graph_context as G
+
+Index = list  # list[S.Expr | int]
+
+
+def prod(xs) -> int:
+    r = 1
+    for x in xs:
+        r *= x
+    return r
+
+
+def contiguous_strides(size: Sequence[int]) -> list[int]:
+    """Row-major strides of ``size`` (a 0-d tensor has none)."""
+    out, acc = [], 1
+    for s in reversed(list(size)):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return list(reversed(out))
+
+
+# ------------------------------------------------------------------------------------------ layouts
+
+
+@dataclass
+class Layout:
+    """Device, dtype, size, stride and storage offset of a buffer (element units)."""
+
+    device: torch.device
+    dtype: torch.dtype
+    size: list
+    stride: list
+    offset: int = 0
+
+    def make_indexer(self) -> Callable[[Index], Any]:
+        """index -> ``offset + Σ index_i·stride_i`` (size-1 dims skipped), as FixedLayout."""
+        size, stride, offset = self.size, self.stride, self.offset
+
+        def indexer(index: Index):
+            if len(index) != len(size):
+                raise ValueError(f"index of rank {len(index)} used on a layout of rank {len(size)}")
+            out = S.Integer(offset)
+            for i, s, st in zip(index, size, stride):
+                if s != 1 and st != 0:
+                    out = out + i * st
+            return out
+
+        return indexer
+
+    def storage_size(self) -> int:
+        if any(s == 0 for s in self.size):
+            return 0
+        return self.offset + sum((s - 1) * st for s, st in zip(self.size, self.stride)) + 1
+
+    def is_contiguous(self) -> bool:
+        return all(s == 1 or st == c for s, st, c in zip(self.size, self.stride, contiguous_strides(self.size)))
+
+
+class FixedLayout(Layout):
+    """A decided layout: strides will not change."""
+
+
+class FlexibleLayout(Layout):
+    """Not yet decided (contiguous by default); frozen to a FixedLayout when a view or an extern
+    kernel needs concrete strides."""
+
+
+# ------------------------------------------------------------------------------------------ base
+
+
+class IRNode:
+    """Base of every IR node: a tensor of ``get_size()``, ``get_dtype()`` on ``get_device()``."""
+
+    def get_size(self) -> list:
+        raise NotImplementedError
+
+    def get_dtype(self) -> torch.dtype:
+        raise NotImplementedError
+
+    def get_device(self) -> torch.device:
+        raise NotImplementedError
+
+    def get_numel(self) -> int:
+        return prod(self.get_size())
+
+    def make_loader(self) -> Callable[[Index], Any]:
+        raise NotImplementedError(f"{type(self).__name__} has no loader")
+
+    def realize(self) -> str | None:
+        return None
+
+    def num_reads(self) -> int:
+        return 1
+
+
+class Loops(IRNode):
+    """Lazily computed values over ``ranges``: ``inner_fn(index)`` in ops.* calls."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype, inner_fn: Callable, ranges: list):
+        self.device, self.dtype, self.inner_fn, self.ranges = device, dtype, inner_fn, list(ranges)
+        self._op_count: int | None = None
+
+    def get_size(self):
+        return self.ranges
+
+    def get_dtype(self):
+        return self.dtype
+
+    def get_device(self):
+        return self.device
+
+    def op_count(self) -> int:
+        """Number of compute ops in the inner function (traced once, cached)."""
+        if self._op_count is None:
+            from .loop_body import LoopBody
+
+            iv = [S.sym(f"i{k}") for k in range(len(self.ranges))]
+            if isinstance(self, Reduction):
+                rv = [S.sym(f"r{k}") for k in range(len(self.reduction_ranges))]
+                body = LoopBody.trace(self.inner_fn, iv, rv, {}, G.dtype_of)
+            else:
+                body = LoopBody.trace(self.inner_fn, iv, [], {}, G.dtype_of)
+            self._op_count = body.op_count() + len(body.loads())
+        return self._op_count
+
+
+class Pointwise(Loops):
+    """Elementwise values; the loader is the inner function itself (inlining)."""
+
+    def make_loader(self):
+        return self.inner_fn
+
+    @staticmethod
+    def create(device, dtype, inner_fn, ranges) -> "TensorBox":
+        return TensorBox.create(Pointwise(device, dtype, inner_fn, ranges))
+
+
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any")
+
+
+class Reduction(Loops):
+    """``reduction_type`` over ``reduction_ranges`` of ``inner_fn(index, rindex)``, producing a
+    tensor of ``ranges`` in ``dtype`` (values of ``src_dtype`` are combined, in fp32 for low
+    precision floats). Types: sum, prod, max, min, argmax, argmin, any."""
+
+    def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
+        super().__init__(device, dtype, inner_fn, ranges)
+        if reduction_type not in REDUCTION_TYPES:
+            raise ValueError(f"unknown reduction type {reduction_type!r}; expected one of {REDUCTION_TYPES}")
+        self.reduction_ranges = list(reduction_ranges)
+        self.reduction_type = reduction_type
+        self.src_dtype = src_dtype
+
+    def store_fn(self, name: str, indexer: Callable[[Index], Any]):
+        def fn(index, rindex):
+            v = self.inner_fn(index, rindex)
+            r = ops.reduction(self.dtype, self.src_dtype, self.reduction_type, v)
+            ops.store_reduction(name, indexer(index), r)
+
+        return fn
+
+    @staticmethod
+    def create(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype) -> "TensorBox":
+        """A realized reduction. An empty reduction (rnumel 0) gives the identity as a Pointwise;
+        rnumel 1 gives the single element."""
+        rnumel = prod(reduction_ranges)
+        if rnumel == 0:
+            ident = {"sum": 0, "prod": 1, "any": False}.get(reduction_type)
+            if ident is None:
+                raise ValueError(f"{reduction_type} of an empty tensor has no identity (torch raises here too)")
+            return Pointwise.create(device, dtype, lambda idx: ops.constant(ident, dtype), ranges)
+        if rnumel == 1 and reduction_type not in ("argmax", "argmin"):
+            zeros = [S.Integer(0)] * len(reduction_ranges)
+
+            def single(idx):
+                v = inner_fn(idx, zeros)
+                if reduction_type == "any":
+                    return ops.ne(v, ops.constant(0, v.dtype)) if v.dtype != torch.bool else v
+                return ops.to_dtype(v, dtype) if v.dtype != dtype else v
+
+            return Pointwise.create(device, dtype, single, ranges)
+        box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
+        box.realize()
+        return box
+
+
+# ------------------------------------------------------------------------------------------ buffers
+
+
+class Buffer(IRNode):
+    """Named storage with a layout; the loader reads it through the layout's indexer."""
+
+    def __init__(self, name: str, layout: Layout):
+        self.name, self.layout = name, layout
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_size(self):
+        return self.layout.size
+
+    def get_dtype(self):
+        return self.layout.dtype
+
+    def get_device(self):
+        return self.layout.device
+
+    def make_loader(self):
+        indexer = self.layout.make_indexer()
+        name = self.name
+
+        def loader(index):
+            return ops.load(name, indexer(index))
+
+        return loader
+
+    def realize(self):
+        return self.name
+
+    def freeze_layout(self) -> None:
+        if isinstance(self.layout, FlexibleLayout):
+            L = self.layout
+            self.layout = FixedLayout(L.device, L.dtype, L.size, L.stride, L.offset)
+
+
+class InputBuffer(Buffer):
+    """A graph input (placeholder)."""
+
+
+class ConstantBuffer(Buffer):
+    """A tensor constant of the graph (get_attr), passed to the compiled module like an input."""
+
+
+class ComputedBuffer(Buffer):
+    """A buffer computed by a kernel from ``data`` (Pointwise or Reduction)."""
+
+    def __init__(self, name: str, layout: Layout, data: Loops):
+        super().__init__(name, layout)
+        self.data = data
+
+    def store_fn(self):
+        indexer = self.layout.make_indexer()
+        if isinstance(self.data, Reduction):
+            return self.data.store_fn(self.name, indexer)
+        inner, name = self.data.inner_fn, self.name
+
+        def fn(index):
+            ops.store(name, indexer(index), inner(index))
+
+        return fn
+
+    def is_reduction(self) -> bool:
+        return isinstance(self.data, Reduction)
+
+
+class ExternKernel(Buffer):
+    """A buffer produced by calling an aten kernel from the wrapper (mm, addmm, convolution, …, or
+    any op without a lowering — FallbackKernel). ``inputs`` are realized buffers or
+    ReinterpretViews; ``args``/``kwargs`` are the call's arguments with those inputs in place of
+    tensors (as ``TensorArg(i)`` markers)."""
+
+    def __init__(self, name: str, layout: Layout | None, op: Any, args: tuple, kwargs: dict, inputs: list,
+                 outputs_meta: Any = None):
+        super().__init__(name, layout)  # layout None for multi-output kernels
+        self.op, self.args, self.kwargs, self.inputs, self.outputs_meta = op, args, kwargs, inputs, outputs_meta
+
+    def get_size(self):
+        if self.layout is None:
+            raise TypeError("a multi-output kernel has no single size; use its MultiOutputs")
+        return self.layout.size
+
+
+class FallbackKernel(ExternKernel):
+    """An aten op with no tilefuse lowering, run as is from the wrapper."""
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """Marker for the i-th tensor input inside an ExternKernel's args."""
+
+    i: int
+
+
+class MultiOutput(Buffer):
+    """Output ``path`` (a tuple of indices) of a multi-output extern kernel."""
+
+    def __init__(self, name: str, layout: Layout, parent: ExternKernel, path: tuple):
+        super().__init__(name, layout)
+        self.parent, self.path = parent, path
+
+
+# ------------------------------------------------------------------------------------------ views
+
+
+class BaseView(IRNode):
+    def __init__(self, data: IRNode):
+        self.data = data
+
+    def get_dtype(self):
+        return self.data.get_dtype()
+
+    def get_device(self):
+        return self.data.get_device()
+
+    def realize(self):
+        return self.data.realize()
+
+
+class GenericView(BaseView):
+    """A lazy view: ``size`` and ``reindex(new_index) -> old_index``."""
+
+    def __init__(self, data: IRNode, size: list, reindex: Callable[[Index], Index]):
+        super().__init__(data)
+        self.size, self.reindex = list(size), reindex
+
+    def get_size(self):
+        return self.size
+
+    def make_loader(self):
+        inner, reindex = self.data.make_loader(), self.reindex
+        return lambda index: inner(reindex(index))
+
+
+class ReinterpretView(BaseView):
+    """Storage of ``data`` (a Buffer) under another FixedLayout (as_strided)."""
+
+    def __init__(self, data: Buffer, layout: Layout):
+        super().__init__(data)
+        self.layout = layout
+
+    def get_size(self):
+        return self.layout.size
+
+    def get_name(self):
+        return self.data.get_name()
+
+    def make_loader(self):
+        indexer, name = self.layout.make_indexer(), self.data.get_name()
+        return lambda index: ops.load(name, indexer(index))
+
+
+def unwrap_storage(x: IRNode) -> IRNode:
+    while isinstance(x, (TensorBox, StorageBox)):
+        x = x.data
+    return x
+
+
+def as_storage_and_layout(x: IRNode) -> tuple[Buffer, Layout] | None:
+    """(buffer, layout) when ``x`` is a realized buffer or a ReinterpretView of one (freezing a
+    flexible layout); None for lazy values and lazy views."""
+    if isinstance(x, TensorBox):
+        x = x.data
+    if isinstance(x, StorageBox):
+        if isinstance(x.data, Buffer) and x.data.layout is not None:
+            x.data.freeze_layout()
+            return x.data, x.data.layout
+        return None
+    if isinstance(x, ReinterpretView):
+        return unwrap_storage(x.data), x.layout
+    if isinstance(x, Buffer) and x.layout is not None:
+        x.freeze_layout()
+        return x, x.layout
+    return None
+
+
+def _view(x: IRNode, size: list, reindex: Callable, layout_fn: Callable[[Layout], Layout] | None) -> "TensorBox":
+    """A view of x: a ReinterpretView when x is stored and the view is strided, else lazy."""
+    if isinstance(x, TensorBox):
+        x = x.data
+    sl = as_storage_and_layout(x)
+    if sl is not None and layout_fn is not None:
+        buf, layout = sl
+        return TensorBox(ReinterpretView(buf, layout_fn(layout)))
+    return TensorBox(GenericView(x, size, reindex))
+
+
+def permute_view(x: IRNode, dims: Sequence[int]) -> "TensorBox":
+    """``x.permute(dims)``."""
+    size = x.get_size()
+    n = len(size)
+    dims = [d % n if n else d for d in dims]
+    if sorted(dims) != list(range(n)):
+        raise ValueError(f"permute dims {list(dims)} are not a permutation of range({n})")
+    new_size = [size[d] for d in dims]
+    inv = [dims.index(i) for i in range(n)]
+
+    def reindex(index):
+        return [index[inv[i]] for i in range(n)]
+
+    def layout_fn(L: Layout):
+        return FixedLayout(L.device, L.dtype, new_size, [L.stride[d] for d in dims], L.offset)
+
+    return _view(x, new_size, reindex, layout_fn)
+
+
+def expand_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
+    """``x.expand(size)`` (-1 keeps a dim; new leading dims broadcast)."""
+    old = x.get_size()
+    size = list(size)
+    skip = len(size) - len(old)
+    if skip < 0:
+        raise ValueError(f"cannot expand a tensor of shape {old} to fewer dims {size}")
+    new = [old[i - skip] if (i >= skip and s == -1) else s for i, s in enumerate(size)]
+    for i, o in enumerate(old):
+        if o != 1 and o != new[i + skip]:
+            raise ValueError(f"cannot expand shape {old} to {new}")
+    if new == list(old):
+        return x if isinstance(x, TensorBox) else TensorBox(x)
+
+    def reindex(index):
+        out = list(index[skip:])
+        for i, o in enumerate(old):
+            if o == 1 and new[i + skip] != 1:
+                out[i] = S.Integer(0)
+        return out
+
+    def layout_fn(L: Layout):
+        st = [0] * skip + [0 if (o == 1 and new[i + skip] != 1) else L.stride[i] for i, o in enumerate(old)]
+        return FixedLayout(L.device, L.dtype, new, st, L.offset)
+
+    return _view(x, new, reindex, layout_fn)
+
+
+def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
+    """``x.reshape(size)``: strided when the stored input is contiguous, else a lazy view that maps
+    the new index to the flat position and from it to the old index (FloorDiv/ModularIndexing)."""
+    old = list(x.get_size())
+    size = list(size)
+    if -1 in size:
+        k = size.index(-1)
+        rest = prod(s for i, s in enumerate(size) if i != k)
+        size[k] = prod(old) // rest if rest else 0
+    if prod(size) != prod(old):
+        raise ValueError(f"cannot reshape a tensor of shape {old} to {size}")
+    if size == old:
+        return x if isinstance(x, TensorBox) else TensorBox(x)
+    new_strides = contiguous_strides(size)
+    old_strides = contiguous_strides(old)
+
+    def reindex(index):
+        flat = S.Integer(0)
+        for i, st in zip(index, new_strides):
+            flat = flat + i * st
+        out = []
+        for s, st in zip(old, old_strides):
+            if s == 1:
+                out.append(S.Integer(0))
+            else:
+                out.append(S.ModularIndexing(flat, st, s))
+        return out
+
+    sl = as_storage_and_layout(x.data if isinstance(x, TensorBox) else x)
+    layout_fn = None
+    if sl is not None and sl[1].is_contiguous():
+        layout_fn = lambda L: FixedLayout(L.device, L.dtype, size, new_strides, L.offset)  # noqa: E731
+    return _view(x, size, reindex, layout_fn)
+
+
+def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "TensorBox":
+    """``x[..., start:end:step, ...]`` along ``dim`` (negative and out-of-range bounds clamp as
+    Python slicing does)."""
+    size = list(x.get_size())
+    dim = dim % len(size)
+    if step <= 0:
+        raise ValueError(f"slice step must be positive, got {step}")
+    n = size[dim]
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = max(0, min(n, start + n if start < 0 else start))
+    end = max(start, min(n, end + n if end < 0 else end))
+    new_n = (end - start + step - 1) // step
+    if start == 0 and end == n and step == 1:
+        return x if isinstance(x, TensorBox) else TensorBox(x)
+    new_size = size[:dim] + [new_n] + size[dim + 1:]
+
+    def reindex(index):
+        out = list(index)
+        out[dim] = index[dim] * step + start
+        return out
+
+    def layout_fn(L: Layout):
+        st = list(L.stride)
+        off = L.offset + st[dim] * start
+        st[dim] = st[dim] * step
+        return FixedLayout(L.device, L.dtype, new_size, st, off)
+
+    return _view(x, new_size, reindex, layout_fn)
+
+
+def squeeze_view(x: IRNode, dims: Sequence[int] | None = None) -> "TensorBox":
+    """Drop size-1 dims (all, or those of ``dims`` that have size 1)."""
+    size = list(x.get_size())
+    if dims is None:
+        drop = [i for i, s in enumerate(size) if s == 1]
+    else:
+        drop = [d % len(size) for d in dims if size[d % len(size)] == 1] if size else []
+    return reshape_view(x, [s for i, s in enumerate(size) if i not in drop])
+
+
+def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
+    size = list(x.get_size())
+    dim = dim % (len(size) + 1)
+    return reshape_view(x, size[:dim] + [1] + size[dim:])
+
+
+# ------------------------------------------------------------------------------------------ boxes
+
+
+class MutableBox(IRNode):
+    def __init__(self, data: IRNode):
+        self.data = data
+
+    def get_size(self):
+        return self.data.get_size()
+
+    def get_dtype(self):
+        return self.data.get_dtype()
+
+    def get_device(self):
+        return self.data.get_device()
+
+    def make_loader(self):
+        return self.data.make_loader()
+
+    def realize(self):
+        return self.data.realize()
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.data!r})"
+
+
+class StorageBox(MutableBox):
+    """Holds a value that may be realized into a buffer in place (all users see the buffer)."""
+
+    def realize(self) -> str | None:
+        if isinstance(self.data, (Pointwise, Reduction)):
+            size = list(self.data.get_size())
+            layout = FlexibleLayout(self.data.get_device(), self.data.get_dtype(), size, contiguous_strides(size))
+            buf = ComputedBuffer(G.graph().new_buffer_name(), layout, self.data)
+            G.graph().register_buffer(buf)
+            self.data = buf
+            return buf.name
+        return self.data.realize()
+
+    def is_realized(self) -> bool:
+        return isinstance(self.data, Buffer)
+
+    def make_loader(self):
+        if isinstance(self.data, Reduction):
+            self.realize()
+        if isinstance(self.data, Pointwise) and self.data.op_count() > G.config().max_inline_ops:
+            self.realize()
+        return self.data.make_loader()
+
+
+class TensorBox(MutableBox):
+    """What lowerings pass around: a (possibly viewed) StorageBox."""
+
+    @staticmethod
+    def create(data: IRNode) -> "TensorBox":
+        return TensorBox(StorageBox(data))
+
+
+def realize_input(x: IRNode) -> IRNode:
+    """A node an extern kernel can take: a realized buffer or a ReinterpretView of one; anything
+    else is computed into a new contiguous buffer first."""
+    if isinstance(x, TensorBox):
+        if isinstance(x.data, StorageBox):
+            x.data.realize()
+            return x.data.data
+        if isinstance(x.data, ReinterpretView):
+            return x.data
+        x = x.data
+    if isinstance(x, (Buffer, ReinterpretView)):
+        return x
+    size = list(x.get_size())
+    copy = Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), size)
+    box = StorageBox(copy)
+    box.realize()
+    return box.data
+
+
+def iter_index_product(sizes: Sequence[int]):
+    return itertools.product(*(range(s) for s in sizes))

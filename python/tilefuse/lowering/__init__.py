@@ -1,0 +1,609 @@
+"""Lowerings: aten op -> IR (Inductor's ``lowering.py``).
+
+``lowerings`` maps an aten OpOverload (or OpOverloadPacket, matching every overload) to a function
+taking the op's arguments — tensors as ``TensorBox`` — and returning a TensorBox (or a tuple).
+An op with no entry runs as a FallbackKernel (``graph.py``). Type promotion follows torch's
+``elementwise_dtypes``; low-precision floats compute in float32 (opmath), as eager does.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from .. import symbolic as S
+from ..ir import nodes as ir
+from ..ir.nodes import Pointwise, Reduction, TensorBox, prod
+from ..virtualized import ops
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+lowerings: dict[Any, Callable] = {}
+EXTERN_OPS: set = set()  # aten ops run as extern kernels (counted as extern, not fallback)
+
+DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
+ALWAYS_BOOL = ELEMENTWISE_TYPE_PROMOTION_KIND.ALWAYS_BOOL
+NO_OPMATH = ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH
+BOOL_TO_LONG = ELEMENTWISE_TYPE_PROMOTION_KIND.BOOL_TO_LONG
+
+
+def register_lowering(*targets):
+    """Decorator: register ``fn`` for each aten op (an OpOverloadPacket registers all overloads)."""
+
+    def deco(fn):
+        for t in targets:
+            if isinstance(t, torch._ops.OpOverloadPacket):
+                for name in t.overloads():
+                    lowerings[getattr(t, name)] = fn
+            else:
+                lowerings[t] = fn
+        return fn
+
+    return deco
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, ir.IRNode)
+
+
+def _meta(x):
+    if is_tensor(x):
+        return torch.empty(x.get_size(), dtype=x.get_dtype(), device="meta")
+    return x
+
+
+def broadcast_shapes(*shapes):
+    return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+
+
+def _device(args) -> torch.device:
+    for a in args:
+        if is_tensor(a):
+            return a.get_device()
+    from ..ir import graph_context as G
+
+    return G.graph().default_device
+
+
+def to_dtype_value(v, dtype: torch.dtype):
+    return v if v.dtype == dtype else ops.to_dtype(v, dtype)
+
+
+def _scalar_loader(value, dtype):
+    return lambda idx: ops.constant(value, dtype)
+
+
+def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = None, compute_dtype=None):
+    """A lowering for an elementwise op: broadcast, promote, load each input converted to the
+    computation dtype, apply ``fn`` (ops calls) and convert to the result dtype."""
+
+    def lower(*args):
+        tensors = [a for a in args if is_tensor(a)]
+        if not tensors:
+            raise TypeError("pointwise lowering needs at least one tensor argument")
+        shape = broadcast_shapes(*[t.get_size() for t in tensors])
+        cdt, rdt = elementwise_dtypes(*[_meta(a) for a in args], type_promotion_kind=kind)
+        if compute_dtype is not None:
+            cdt = compute_dtype
+        if out_dtype is not None:
+            rdt = out_dtype
+        device = tensors[0].get_device()
+        loaders = []
+        for a in args:
+            if is_tensor(a):
+                loaders.append((ir.expand_view(a, shape).make_loader(), a.get_dtype()))
+            else:
+                loaders.append((None, a))
+
+        def inner(idx):
+            vals = []
+            for ld, a in loaders:
+                if ld is None:
+                    vals.append(ops.constant(a, cdt))
+                else:
+                    vals.append(to_dtype_value(ld(idx), cdt))
+            r = fn(*vals)
+            return to_dtype_value(r, rdt)
+
+        return Pointwise.create(device, rdt, inner, shape)
+
+    return lower
+
+
+def _binary(name, kind=DEFAULT):
+    return make_pointwise(lambda a, b: getattr(ops, name)(a, b), kind)
+
+
+def _unary(name, kind=DEFAULT):
+    return make_pointwise(lambda a: getattr(ops, name)(a), kind)
+
+
+# ---------------------------------------------------------------------------------- arithmetic
+
+
+def _add_alpha(name):
+    def lower(a, b, alpha=1):
+        if alpha != 1:
+            b = lowerings[aten.mul.Tensor](b, alpha) if is_tensor(b) else b * alpha
+        return make_pointwise(lambda x, y: getattr(ops, name)(x, y))(a, b)
+
+    return lower
+
+
+register_lowering(aten.add)(_add_alpha("add"))
+register_lowering(aten.sub)(_add_alpha("sub"))
+register_lowering(aten.mul)(_binary("mul"))
+register_lowering(aten.div.Tensor, aten.div.Scalar)(_binary("truediv", INT_TO_FLOAT))
+register_lowering(aten.maximum)(_binary("maximum"))
+register_lowering(aten.minimum)(_binary("minimum"))
+register_lowering(aten.fmax)(_binary("fmax"))
+register_lowering(aten.fmin)(_binary("fmin"))
+register_lowering(aten.remainder)(_binary("remainder"))
+register_lowering(aten.atan2)(_binary("atan2", INT_TO_FLOAT))
+register_lowering(aten.pow.Tensor_Tensor)(_binary("pow", BOOL_TO_LONG))
+
+
+@register_lowering(aten.pow.Tensor_Scalar)
+def _pow_scalar(a, b):
+    if isinstance(b, numbers.Number) and float(b).is_integer() and 0 <= b <= 8:
+        n = int(b)
+
+        def f(x):
+            if n == 0:
+                return ops.constant(1, x.dtype)
+            r = x
+            for _ in range(n - 1):
+                r = ops.mul(r, x)
+            return r
+
+        return make_pointwise(f, BOOL_TO_LONG)(a, b)
+    if b == 0.5:
+        return make_pointwise(lambda x: ops.sqrt(x), BOOL_TO_LONG)(a, b)
+    if b == -0.5:
+        return make_pointwise(lambda x: ops.rsqrt(x), BOOL_TO_LONG)(a, b)
+    return make_pointwise(lambda x, y: ops.pow(x, y), BOOL_TO_LONG)(a, b)
+
+
+@register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(a, b, rounding_mode=None):
+    if rounding_mode is None:
+        return _binary("truediv", INT_TO_FLOAT)(a, b)
+    if rounding_mode == "floor":
+        return _binary("floordiv")(a, b)
+    if rounding_mode == "trunc":
+        return _binary("truncdiv")(a, b)
+    raise ValueError(f"div: unknown rounding_mode {rounding_mode!r} (expected None, 'trunc' or 'floor')")
+
+
+for _name, _op, _kind in [
+    ("neg", aten.neg, DEFAULT),
+    ("abs", aten.abs, DEFAULT),
+    ("exp", aten.exp, INT_TO_FLOAT),
+    ("exp2", aten.exp2, INT_TO_FLOAT),
+    ("expm1", aten.expm1, INT_TO_FLOAT),
+    ("log", aten.log, INT_TO_FLOAT),
+    ("log2", aten.log2, INT_TO_FLOAT),
+    ("log10", aten.log10, INT_TO_FLOAT),
+    ("log1p", aten.log1p, INT_TO_FLOAT),
+    ("sqrt", aten.sqrt, INT_TO_FLOAT),
+    ("rsqrt", aten.rsqrt, INT_TO_FLOAT),
+    ("sin", aten.sin, INT_TO_FLOAT),
+    ("cos", aten.cos, INT_TO_FLOAT),
+    ("tan", aten.tan, INT_TO_FLOAT),
+    ("tanh", aten.tanh, INT_TO_FLOAT),
+    ("sigmoid", aten.sigmoid, INT_TO_FLOAT),
+    ("erf", aten.erf, INT_TO_FLOAT),
+    ("reciprocal", aten.reciprocal, INT_TO_FLOAT),
+    ("floor", aten.floor, DEFAULT),
+    ("ceil", aten.ceil, DEFAULT),
+    ("trunc", aten.trunc, DEFAULT),
+    ("round", aten.round.default, DEFAULT),
+    ("sign", aten.sign, DEFAULT),
+    ("relu", aten.relu, DEFAULT),
+    ("bitwise_not", aten.bitwise_not, DEFAULT),
+]:
+    register_lowering(_op)(_unary(_name, _kind))
+
+for _name, _op in [("eq", aten.eq), ("ne", aten.ne), ("lt", aten.lt), ("le", aten.le), ("gt", aten.gt), ("ge", aten.ge),
+                   ("logical_and", aten.logical_and), ("logical_or", aten.logical_or),
+                   ("logical_xor", aten.logical_xor)]:
+    register_lowering(_op)(_binary(_name, ALWAYS_BOOL))
+for _name, _op in [("bitwise_and", aten.bitwise_and), ("bitwise_or", aten.bitwise_or),
+                   ("bitwise_xor", aten.bitwise_xor)]:
+    register_lowering(_op)(_binary(_name))
+register_lowering(aten.logical_not)(_unary("logical_not", ALWAYS_BOOL))
+register_lowering(aten.isnan)(_unary("isnan", ALWAYS_BOOL))
+register_lowering(aten.isinf)(_unary("isinf", ALWAYS_BOOL))
+
+
+@register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(cond, a, b):
+    def f(c, x, y):
+        return ops.where(c, x, y)
+
+    tensors = [t for t in (cond, a, b) if is_tensor(t)]
+    shape = broadcast_shapes(*[t.get_size() for t in tensors])
+    _, rdt = elementwise_dtypes(_meta(a), _meta(b), type_promotion_kind=NO_OPMATH)
+    device = tensors[0].get_device()
+    lc = ir.expand_view(cond, shape).make_loader() if is_tensor(cond) else None
+    la = ir.expand_view(a, shape).make_loader() if is_tensor(a) else None
+    lb = ir.expand_view(b, shape).make_loader() if is_tensor(b) else None
+
+    def inner(idx):
+        c = lc(idx) if lc else ops.constant(bool(cond), torch.bool)
+        if c.dtype != torch.bool:
+            c = ops.ne(c, ops.constant(0, c.dtype))
+        x = to_dtype_value(la(idx), rdt) if la else ops.constant(a, rdt)
+        y = to_dtype_value(lb(idx), rdt) if lb else ops.constant(b, rdt)
+        return f(c, x, y)
+
+    return Pointwise.create(device, rdt, inner, shape)
+
+
+@register_lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+def _clamp(x, min=None, max=None):
+    out = x
+    if min is not None:
+        out = make_pointwise(lambda a, b: ops.maximum(a, b))(out, min)
+    if max is not None:
+        out = make_pointwise(lambda a, b: ops.minimum(a, b))(out, max)
+    return out
+
+
+def _to_dtype_lowering(x, dtype):
+    if dtype is None or dtype == x.get_dtype():
+        return make_pointwise(lambda a: a, NO_OPMATH, out_dtype=x.get_dtype(), compute_dtype=x.get_dtype())(x)
+    src = x.get_dtype()
+    loader = x.make_loader()
+    return Pointwise.create(x.get_device(), dtype, lambda idx: ops.to_dtype(loader(idx), dtype), list(x.get_size()))
+
+
+@register_lowering(prims.convert_element_type)
+def _convert_element_type(x, dtype):
+    return _to_dtype_lowering(x, dtype)
+
+
+@register_lowering(aten._to_copy)
+def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device) != x.get_device():
+        raise NotImplementedError("device transfer")  # -> fallback kernel
+    return _to_dtype_lowering(x, dtype)
+
+
+@register_lowering(aten.clone)
+def _clone(x, memory_format=None):
+    loader = x.make_loader()
+    return Pointwise.create(x.get_device(), x.get_dtype(), loader, list(x.get_size()))
+
+
+@register_lowering(aten.alias, aten.lift_fresh_copy)
+def _alias(x):
+    return x
+
+
+# ---------------------------------------------------------------------------------- creation
+
+
+def _full(size, value, dtype, device):
+    dtype = dtype or (torch.get_default_dtype() if isinstance(value, float) else
+                      torch.bool if isinstance(value, bool) else torch.int64)
+    device = torch.device(device) if device is not None else _device([])
+    return Pointwise.create(device, dtype, lambda idx: ops.constant(value, dtype), list(size))
+
+
+@register_lowering(aten.full.default)
+def _full_default(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _full(size, fill_value, dtype, device)
+
+
+@register_lowering(aten.scalar_tensor)
+def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _full([], s, dtype or torch.get_default_dtype(), device)
+
+
+@register_lowering(aten.full_like)
+def _full_like(x, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _full(x.get_size(), fill_value, dtype or x.get_dtype(), device or x.get_device())
+
+
+@register_lowering(aten.zeros_like, aten.ones_like)
+def _zeros_ones_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    from ..ir import graph_context as G
+
+    v = 1 if G.graph().current_target in (aten.ones_like.default,) else 0
+    return _full(x.get_size(), v, dtype or x.get_dtype(), device or x.get_device())
+
+
+@register_lowering(aten.zeros.default, aten.ones.default)
+def _zeros_ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    from ..ir import graph_context as G
+
+    v = 1 if G.graph().current_target is aten.ones.default else 0
+    return _full(size, v, dtype or torch.get_default_dtype(), device)
+
+
+@register_lowering(prims.iota)
+def _iota(length, *, start, step, dtype, device, requires_grad=False):
+    return Pointwise.create(torch.device(device), dtype,
+                            lambda idx: ops.index_expr(idx[0] * step + start, dtype), [length])
+
+
+@register_lowering(aten.arange.start_step)
+def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
+        raise NotImplementedError("floating arange")  # -> fallback
+    n = max(0, -(-(end - start) // step))
+    dtype = dtype or torch.int64
+    return Pointwise.create(torch.device(device) if device else _device([]), dtype,
+                            lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
+
+
+# ---------------------------------------------------------------------------------- views
+
+
+@register_lowering(aten.view, aten._unsafe_view, aten.reshape)
+def _view(x, size):
+    return ir.reshape_view(x, list(size))
+
+
+@register_lowering(aten.permute)
+def _permute(x, dims):
+    return ir.permute_view(x, list(dims))
+
+
+@register_lowering(aten.expand)
+def _expand(x, size, *, implicit=False):
+    return ir.expand_view(x, list(size))
+
+
+@register_lowering(aten.squeeze)
+def _squeeze(x, dim=None):
+    if dim is None:
+        return ir.squeeze_view(x)
+    return ir.squeeze_view(x, [dim] if isinstance(dim, int) else list(dim))
+
+
+@register_lowering(aten.unsqueeze)
+def _unsqueeze(x, dim):
+    return ir.unsqueeze_view(x, dim)
+
+
+@register_lowering(aten.slice.Tensor)
+def _slice(x, dim=0, start=None, end=None, step=1):
+    return ir.slice_view(x, dim, start, end, step)
+
+
+@register_lowering(aten.select.int)
+def _select(x, dim, index):
+    n = x.get_size()[dim % len(x.get_size())]
+    index = index + n if index < 0 else index
+    if not 0 <= index < n:
+        raise IndexError(f"select: index {index} out of range for dimension of size {n}")
+    return ir.squeeze_view(ir.slice_view(x, dim, index, index + 1), [dim])
+
+
+@register_lowering(aten.t)
+def _t(x):
+    return x if len(x.get_size()) < 2 else ir.permute_view(x, [1, 0])
+
+
+@register_lowering(aten.transpose.int)
+def _transpose(x, d0, d1):
+    n = len(x.get_size())
+    if n == 0:
+        return x
+    dims = list(range(n))
+    dims[d0 % n], dims[d1 % n] = dims[d1 % n], dims[d0 % n]
+    return ir.permute_view(x, dims)
+
+
+# ---------------------------------------------------------------------------------- reductions
+
+
+def _reduction_dims(x, dims) -> list[int]:
+    n = len(x.get_size())
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % n if n else 0 for d in dims}) if n else []
+
+
+def make_reduction(reduction_type: str):
+    """A lowering for sum/prod/amax/amin/any/argmax/argmin over ``dims`` (all when empty)."""
+
+    def lower(x, dims=None, keepdim=False, *, dtype=None):
+        size = list(x.get_size())
+        rdims = _reduction_dims(x, dims)
+        if reduction_type in ("argmax", "argmin") and dims is None:
+            # torch flattens first
+            x = ir.reshape_view(x, [prod(size)])
+            size, rdims = [prod(size)], [0]
+        kept = [i for i in range(len(size)) if i not in rdims]
+        ranges = [size[i] for i in kept]
+        rranges = [size[i] for i in rdims]
+        src = x.get_dtype()
+        if reduction_type in ("sum", "prod"):
+            out = dtype or (torch.int64 if (not src.is_floating_point and not src.is_complex) else src)
+        elif reduction_type in ("argmax", "argmin"):
+            out = torch.int64
+        elif reduction_type == "any":
+            out = torch.bool
+        else:
+            out = src
+        acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
+        if reduction_type in ("max", "min", "argmax", "argmin") and src in (torch.float16, torch.bfloat16):
+            val_dtype = torch.float32
+        elif reduction_type in ("argmax", "argmin"):
+            val_dtype = src
+        elif reduction_type == "any":
+            val_dtype = torch.bool
+        else:
+            val_dtype = acc
+        loader = x.make_loader()
+
+        def inner(idx, ridx):
+            full = [None] * len(size)
+            for k, i in enumerate(kept):
+                full[i] = idx[k]
+            for k, i in enumerate(rdims):
+                full[i] = ridx[k]
+            v = loader(full)
+            if reduction_type == "any" and v.dtype != torch.bool:
+                return ops.ne(v, ops.constant(0, v.dtype))
+            return to_dtype_value(v, val_dtype)
+
+        rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
+        res = Reduction.create(x.get_device(), acc if rtype not in ("argmax", "argmin", "any") else out,
+                               inner, ranges, rranges, rtype, val_dtype)
+        if res.get_dtype() != out:
+            res = _to_dtype_lowering(res, out)
+        if keepdim:
+            ksize = [1 if i in rdims else s for i, s in enumerate(size)]
+            res = ir.reshape_view(res, ksize)
+        return res
+
+    return lower
+
+
+register_lowering(aten.sum.dim_IntList)(make_reduction("sum"))
+register_lowering(aten.prod.dim_int)(lambda x, dim, keepdim=False, *, dtype=None: make_reduction("prod")(x, [dim], keepdim, dtype=dtype))
+register_lowering(aten.amax)(make_reduction("amax"))
+register_lowering(aten.amin)(make_reduction("amin"))
+register_lowering(aten.any.dim, aten.any.dims)(make_reduction("any"))
+register_lowering(aten.argmax)(make_reduction("argmax"))
+register_lowering(aten.argmin)(make_reduction("argmin"))
+
+
+@register_lowering(aten.sum.default)
+def _sum_all(x, *, dtype=None):
+    return make_reduction("sum")(x, None, False, dtype=dtype)
+
+
+@register_lowering(aten.prod.default)
+def _prod_all(x, *, dtype=None):
+    return make_reduction("prod")(x, None, False, dtype=dtype)
+
+
+@register_lowering(aten.any.default)
+def _any_all(x):
+    return make_reduction("any")(x, None, False)
+
+
+@register_lowering(aten.max.default)
+def _max_all(x):
+    return make_reduction("amax")(x, None, False)
+
+
+@register_lowering(aten.min.default)
+def _min_all(x):
+    return make_reduction("amin")(x, None, False)
+
+
+# ---------------------------------------------------------------------------------- extern kernels
+
+# Matrix products, convolution and attention run as extern kernels (cuBLAS/cuDNN/flash) called
+# from the wrapper; pointwise consumers of their outputs fuse into the kernels after them.
+for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+            aten.convolution.default, aten.convolution_backward.default,
+            aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_cudnn_attention.default,
+            aten._scaled_dot_product_flash_attention_for_cpu.default):
+    EXTERN_OPS.add(_op)
+
+
+def decompositions() -> dict:
+    """The decomposition table AOTAutograd traces with: torch's core aten decompositions plus the
+    torch decompositions of composite ops that tilefuse fuses better as primitives (softmax,
+    layer norm, GELU, …)."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions([
+        aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.gelu, aten.gelu_backward,
+        aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
+        aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
+        aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,
+        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit,
+    ]))
+    # keep these as primitives that tilefuse lowers or calls directly
+    for op in (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std):
+        for k in list(table):
+            if getattr(k, "overloadpacket", None) is op:
+                del table[k]
+    return table
+
+
+@register_lowering(aten.mean.dim, aten.mean.default)
+def _mean(x, dims=None, keepdim=False, *, dtype=None):
+    """mean = sum / count, summed in fp32 for low-precision inputs."""
+    size = list(x.get_size())
+    rdims = _reduction_dims(x, dims)
+    n = prod(size[d] for d in rdims)
+    out_dtype = dtype or x.get_dtype()
+    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    s = make_reduction("sum")(x, rdims if rdims else None, keepdim, dtype=acc)
+    return make_pointwise(lambda a: ops.truediv(a, ops.constant(float(n), acc)), NO_OPMATH,
+                          out_dtype=out_dtype, compute_dtype=acc)(s)
+
+
+def _var_mean_impl(x, dims, correction, keepdim):
+    """Two-pass variance (Inductor computes Welford; two passes give the same result to rounding,
+    and both reductions fuse into one kernel): mean = Σx/n, var = Σ(x-mean)²/(n-correction)."""
+    size = list(x.get_size())
+    rdims = _reduction_dims(x, dims)
+    n = prod(size[d] for d in rdims)
+    corr = 1 if correction is None else correction
+    out_dtype = x.get_dtype()
+    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    mean_k = _mean(x, rdims, True, dtype=acc)
+    diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
+                          out_dtype=acc, compute_dtype=acc)(x, mean_k)
+    ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
+    denom = max(n - corr, 0)
+    var = make_pointwise(lambda a: ops.truediv(a, ops.constant(float(denom), acc)), NO_OPMATH,
+                         out_dtype=out_dtype, compute_dtype=acc)(ssq)
+    mean = mean_k if keepdim else ir.reshape_view(mean_k, [s for i, s in enumerate(size) if i not in rdims])
+    mean = _to_dtype_lowering(mean, out_dtype) if acc != out_dtype else mean
+    return var, mean
+
+
+@register_lowering(aten.var_mean.correction)
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    return _var_mean_impl(x, dim, correction, keepdim)
+
+
+@register_lowering(aten.var.correction)
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    return _var_mean_impl(x, dim, correction, keepdim)[0]
+
+
+@register_lowering(aten.std.correction)
+def _std(x, dim=None, *, correction=None, keepdim=False):
+    return _unary("sqrt", DEFAULT)(_var_mean_impl(x, dim, correction, keepdim)[0])
+
+
+@register_lowering(prims.var.default)
+def _prims_var(x, dims, correction=1, *, output_dtype=None):
+    return _var_mean_impl(x, dims, correction, False)[0]
+
+
+@register_lowering(prims.sum.default)
+def _prims_sum(x, dims, *, output_dtype=None):
+    return make_reduction("sum")(x, list(dims), False, dtype=output_dtype)
+
+
+@register_lowering(prims.broadcast_in_dim.default)
+def _broadcast_in_dim(x, shape, broadcast_dimensions):
+    """Insert size-1 dims so that x's dims land at ``broadcast_dimensions``, then expand."""
+    s = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        s[dst] = x.get_size()[src]
+    return ir.expand_view(ir.reshape_view(x, s), list(shape))

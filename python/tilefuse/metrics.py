@@ -1,0 +1,21 @@
+"""Counters of what tilefuse generated, as Inductor's ``torch._inductor.metrics``.
+
+``generated_kernel_count``: Triton kernels generated since the last ``reset()`` (one per fused
+kernel, counted when its source is generated). ``generated_graph_count``: graphs compiled.
+``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
+``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
+"""
+
+generated_kernel_count: int = 0
+generated_graph_count: int = 0
+fallback_kernel_count: int = 0
+extern_kernel_count: int = 0
+
+
+def reset() -> None:
+    """Set every counter to 0."""
+    global generated_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
+    generated_kernel_count = 0
+    generated_graph_count = 0
+    fallback_kernel_count = 0
+    extern_kernel_count = 0

@@ -1,0 +1,61 @@
+"""Runtime: load generated modules, pick the Triton JIT for a device.
+
+Kernels of a CUDA graph are ``triton.jit`` functions; kernels of a CPU graph run through Triton's
+interpreter (``InterpretedFunction``: each program instance executed with NumPy on CPU tensors),
+whatever ``TRITON_INTERPRET`` says, so CPU and GPU graphs can live in one process.
+Generated modules are written to a cache directory keyed by their source hash (Triton needs the
+kernels' source file) and imported from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from typing import Any, Callable
+
+_CACHE_DIR = os.environ.get("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+
+
+def jit_for(device_type: str) -> Callable[[Callable], Any]:
+    """The decorator that turns generated kernel functions into launchable Triton kernels."""
+    if device_type == "cuda":
+        import triton
+
+        return triton.jit
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not triton.knobs.runtime.interpret:
+        raise RuntimeError(
+            "tilefuse runs kernels on CPU tensors through Triton's interpreter, which must be enabled "
+            "before triton is imported: set TRITON_INTERPRET=1 in the environment before importing "
+            "torch (on a machine without a GPU, importing tilefuse before torch.compile does it)")
+    return lambda fn: InterpretedFunction(fn)
+
+
+def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph"):
+    """Write ``source`` under the cache dir (and ``debug_dir`` when given), import it, inject
+    ``constants`` as module globals, and return the module."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    os.makedirs(_CACHE_DIR, exist_ok=True)
+    path = os.path.join(_CACHE_DIR, f"tf_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    if debug_dir:
+        os.makedirs(debug_dir, exist_ok=True)
+        with open(os.path.join(debug_dir, f"{name_hint}_{digest}.py"), "w") as f:
+            f.write(source)
+    modname = f"tilefuse_generated_{digest}"
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__dict__.update(constants)
+    sys.modules[modname] = mod
+    spec.loader.exec_module(mod)
+    mod.__dict__.update(constants)
+    return mod

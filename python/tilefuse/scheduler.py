@@ -1,0 +1,224 @@
+"""Scheduler: buffers -> fused kernel groups (Inductor's ``scheduler.py`` with simd.py's rules).
+
+Every ComputedBuffer becomes a ``SchedulerNode``: its store function traced into a LoopBody over
+index variables ``i*`` (and reduction variables ``r*``), with its group ``(numel, rnumel)``. Extern
+and fallback kernels are ``ExternSchedulerNode``s and are never fused.
+
+Fusion (in graph order, which is topological): a node joins the current kernel when its group
+fits the kernel's ``(numel, rnumel)`` — the same group; a pointwise node of ``numel·rnumel``
+elements in a reduction kernel (a prologue / main-body node, computed inside the reduction loop);
+a pointwise node of ``numel`` elements after a reduction (an epilogue) — and every value it reads
+from a buffer written earlier in the kernel is read at exactly the index it was written (the
+MemoryDep of the read equals that of the write), so the value can stay in registers.
+
+Indices of every node are rewritten over the kernel's two flat index symbols ``xindex`` (range
+numel) and ``rindex`` (range rnumel) and simplified with ``simplify_with_ranges`` (native core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import symbolic as S
+from .ir import nodes as ir
+from .ir.loop_body import LoopBody
+from .ir import graph_context as G
+
+XINDEX = S.sym("xindex")
+RINDEX = S.sym("rindex")
+
+
+def digits(flat, sizes: list[int]) -> list:
+    """Row-major digits of ``flat`` (ranging over prod(sizes)): FloorDiv for the outermost digit,
+    ModularIndexing for the others, 0 for size-1 dims (Inductor's range-tree construct)."""
+    out = []
+    stride = 1
+    strides = []
+    for s in reversed(sizes):
+        strides.append(stride)
+        stride *= s
+    strides.reverse()
+    for k, (s, st) in enumerate(zip(sizes, strides)):
+        if s == 1:
+            out.append(S.Integer(0))
+        elif k == 0 or all(x == 1 for x in sizes[:k]):
+            out.append(S.FloorDiv(flat, st) if st != 1 else flat)
+        else:
+            out.append(S.ModularIndexing(flat, st, s))
+    return out
+
+
+@dataclass(eq=False)
+class SchedulerNode:
+    """A ComputedBuffer to be generated as (part of) a Triton kernel."""
+
+    buf: ir.ComputedBuffer
+    body: LoopBody
+    sizes: list[int]
+    rsizes: list[int]
+
+    @property
+    def name(self) -> str:
+        return self.buf.name
+
+    @property
+    def numel(self) -> int:
+        return ir.prod(self.sizes)
+
+    @property
+    def rnumel(self) -> int:
+        return ir.prod(self.rsizes) if self.rsizes else 1
+
+    def is_reduction(self) -> bool:
+        return bool(self.rsizes)
+
+    def read_names(self) -> set[str]:
+        return {n for n, _ in self.body.loads()}
+
+    @staticmethod
+    def create(buf: ir.ComputedBuffer) -> "SchedulerNode":
+        sizes = list(buf.get_size())
+        iv = [S.sym(f"i{k}") for k in range(len(sizes))]
+        ranges = dict(zip(iv, sizes))
+        if buf.is_reduction():
+            rsizes = list(buf.data.reduction_ranges)
+            rv = [S.sym(f"r{k}") for k in range(len(rsizes))]
+            ranges.update(zip(rv, rsizes))
+            body = LoopBody.trace(buf.store_fn(), iv, rv, ranges, G.dtype_of)
+        else:
+            rsizes = []
+            body = LoopBody.trace(buf.store_fn(), iv, [], ranges, G.dtype_of)
+        return SchedulerNode(buf, body, sizes, rsizes)
+
+    def mapping(self, numel: int, rnumel: int) -> tuple[str, dict] | None:
+        """How this node sits in a kernel of (numel, rnumel): (kind, var -> kernel index expr),
+        kind 'x' (pointwise over xindex), 'xr' (pointwise over xindex·rnumel + rindex) or 'red'
+        (a reduction); None when it does not fit."""
+        iv, rv = self.body.iter_vars, self.body.reduce_vars
+        if self.is_reduction():
+            if (self.numel, self.rnumel) != (numel, rnumel):
+                return None
+            m = dict(zip(iv, digits(XINDEX, self.sizes)))
+            m.update(zip(rv, digits(RINDEX, self.rsizes)))
+            return "red", m
+        if self.numel == numel:
+            return "x", dict(zip(iv, digits(XINDEX, self.sizes)))
+        if rnumel != 1 and self.numel == numel * rnumel:
+            flat = XINDEX * rnumel + RINDEX
+            return "xr", dict(zip(iv, digits(flat, self.sizes)))
+        return None
+
+
+@dataclass(eq=False)
+class ExternSchedulerNode:
+    """An extern / fallback kernel call, or one output of a multi-output one."""
+
+    buf: ir.Buffer
+
+    @property
+    def name(self) -> str:
+        return self.buf.name
+
+    def read_names(self) -> set[str]:
+        if isinstance(self.buf, ir.MultiOutput):
+            return {self.buf.parent.name}
+        out = set()
+        for i in getattr(self.buf, "inputs", []):
+            out.add(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
+        return out
+
+
+@dataclass(eq=False)
+class KernelGroup:
+    """Nodes fused into one Triton kernel over (numel, rnumel)."""
+
+    nodes: list[SchedulerNode]
+    numel: int
+    rnumel: int
+    # node -> (kind, var map); index expressions over xindex/rindex
+    maps: dict = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        return {n.name for n in self.nodes}
+
+
+def _mapped(expr, m: dict, numel: int, rnumel: int):
+    e = expr.subs(m) if m else expr
+    ranges = {XINDEX: numel}
+    if rnumel != 1:
+        ranges[RINDEX] = rnumel
+    return S.simplify_with_ranges(e, ranges)
+
+
+def _index_map(node: SchedulerNode, numel: int, rnumel: int):
+    mp = node.mapping(numel, rnumel)
+    if mp is None:
+        return None
+    kind, m = mp
+    loads = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.loads()]
+    stores = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.stores()]
+    return kind, m, loads, stores
+
+
+def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
+    """The group extended by ``node``, or None when they cannot share a kernel."""
+    if node.is_reduction():
+        numel, rnumel = node.numel, node.rnumel
+        if group.rnumel != 1 and (group.numel, group.rnumel) != (numel, rnumel):
+            return None
+        if group.rnumel == 1 and group.numel != numel * rnumel:
+            return None
+    else:
+        numel, rnumel = group.numel, group.rnumel
+    nodes = group.nodes + [node]
+    maps = {}
+    for n in nodes:
+        mp = _index_map(n, numel, rnumel)
+        if mp is None:
+            return None
+        maps[n] = mp
+    # every read of a buffer written in the kernel must be at the written index, and an x-only
+    # node cannot read a buffer that varies along rindex
+    written: dict[str, tuple[Any, str]] = {}
+    for n in nodes:
+        kind, _, loads, stores = maps[n]
+        for name, idx in loads:
+            if name in written:
+                widx, wkind = written[name]
+                if idx != widx:
+                    return None
+                if kind == "x" and wkind == "xr":
+                    return None
+        for name, idx in stores:
+            written[name] = (idx, "x" if kind in ("x", "red") else "xr")
+    return KernelGroup(nodes, numel, rnumel, maps)
+
+
+def schedule(buffers: list[ir.Buffer]) -> list[Any]:
+    """Fuse the graph's buffers into an ordered list of KernelGroup / ExternSchedulerNode."""
+    items: list[Any] = []
+    current: KernelGroup | None = None
+    for buf in buffers:
+        if isinstance(buf, ir.ComputedBuffer):
+            node = SchedulerNode.create(buf)
+            if node.numel == 0:
+                # nothing to compute: the buffer is allocated (empty) by the wrapper
+                items.append(ExternSchedulerNode(buf))
+                continue
+            if current is not None:
+                fused = _try_fuse(current, node)
+                if fused is not None:
+                    current = fused
+                    continue
+                items.append(current)
+            current = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
+            assert current is not None
+        else:
+            if current is not None:
+                items.append(current)
+                current = None
+            items.append(ExternSchedulerNode(buf))
+    if current is not None:
+        items.append(current)
+    return items

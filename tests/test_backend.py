@@ -1,0 +1,202 @@
+"""End-to-end: torch.compile(backend="tilefuse") against eager, on the CPU through Triton's
+interpreter (and on CUDA with the ``gpu`` marker). Kernel counts assert fusion."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tilefuse
+from tilefuse import config, metrics
+
+torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _raise_on_compile_errors():
+    torch._dynamo.reset()
+    with config.patch(fallback_on_error=False):
+        yield
+    torch._dynamo.reset()
+
+
+def _devices():
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out.append(pytest.param("cuda", marks=pytest.mark.gpu))
+    return out
+
+
+def compile_and_check(fn, *args, atol=1e-5, rtol=1e-5, kernels=None, fallbacks=0):
+    metrics.reset()
+    cf = torch.compile(fn, backend="tilefuse")
+    got = cf(*args)
+    want = fn(*args)
+    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    if kernels is not None:
+        assert metrics.generated_kernel_count == kernels, metrics.generated_kernel_count
+    assert metrics.fallback_kernel_count == fallbacks, metrics.fallback_kernel_count
+    return got
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("n", [1, 3, 127, 1025])
+def test_pointwise_chain_sizes(device, n):
+    x = torch.randn(n, device=device)
+    y = torch.randn(n, device=device)
+    compile_and_check(lambda a, b: torch.sigmoid(a * 2 - b).exp() + torch.relu(b), x, y, kernels=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_pointwise_low_precision(dtype):
+    x = torch.randn(64, 33, dtype=dtype)
+    y = torch.randn(33, dtype=dtype)
+    # eager rounds to the low precision after every op, tilefuse once at the end (fp32 opmath)
+    tol = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 4e-2}[dtype]
+    compile_and_check(lambda a, b: (a + b) * a.sin() / (b.abs() + 1), x, y, atol=tol, rtol=tol, kernels=1)
+
+
+def test_integer_and_bool_ops():
+    a = torch.randint(-50, 50, (5, 7))
+    b = torch.randint(1, 9, (5, 7))
+    compile_and_check(lambda x, y: (x // y, x % y, x * y - 3, torch.maximum(x, y), x > y, (x > 0) & (y > 3)), a, b)
+
+
+def test_broadcast_transpose_add_is_one_kernel():
+    x = torch.randn(17, 19)
+    y = torch.randn(19, 17)
+    compile_and_check(lambda a, b: a + b.t(), x, y, kernels=1)
+
+
+def test_noncontiguous_inputs():
+    base = torch.randn(8, 10, 12)
+    perm = base.permute(2, 0, 1)
+    sl = base[:, 1:9:2, ::3]
+    ex = torch.randn(1, 10, 1).expand(8, 10, 12)
+    compile_and_check(lambda p, s, e: p.sum(0) + 1, perm, sl, ex)
+    compile_and_check(lambda p, s, e: s * 2 + e[:, 1:9:2, ::3], perm, sl, ex)
+
+
+@pytest.mark.parametrize("shape,dim", [((7, 33), -1), ((7, 33), 0), ((4, 5, 6), (0, 2)), ((3, 1500), 1), ((1,), 0)])
+def test_reductions(shape, dim):
+    x = torch.randn(*shape)
+    compile_and_check(lambda a: (a.sum(dim), a.amax(dim), a.amin(dim), a.mean(dim, keepdim=True)), x, atol=1e-4, rtol=1e-4)
+
+
+def test_argmax_argmin_and_any():
+    x = torch.randn(6, 40)
+    x[2, 5] = x[2].max() + 1
+    compile_and_check(lambda a: (a.argmax(1), a.argmin(0), (a > 1.5).any(1), a.argmax()), x)
+
+
+def test_looped_reduction_softmax():
+    # rnumel above the persistent threshold: looped reductions, several loops in one kernel
+    x = torch.randn(3, 2000)
+    compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=1)
+
+
+def test_softmax_is_one_kernel():
+    x = torch.randn(10, 37)
+    compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=1)
+
+
+def test_layer_norm_forward_is_one_kernel():
+    ln = torch.nn.LayerNorm(48)
+    x = torch.randn(6, 48)
+    with torch.no_grad():
+        compile_and_check(ln, x, atol=1e-5, rtol=1e-5, kernels=1)
+
+
+def test_pointwise_after_matmul_is_one_kernel():
+    a, b, bias = torch.randn(8, 16), torch.randn(16, 12), torch.randn(12)
+    compile_and_check(lambda x, y, c: torch.nn.functional.gelu(x @ y + c) * 2, a, b, bias, kernels=1, atol=1e-4)
+    assert metrics.extern_kernel_count == 1
+
+
+def test_fallback_kernel_for_unlowered_op():
+    x = torch.randn(5, 9)
+    compile_and_check(lambda a: torch.cumsum(a, 1) * 2, x, fallbacks=1)
+
+
+def test_output_is_view_of_input():
+    x = torch.randn(4, 6)
+    cf = torch.compile(lambda a: (a.t(), a[1:3], a * 1), backend="tilefuse")
+    t, s, m = cf(x)
+    assert t.data_ptr() == x.data_ptr() and s.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(t, x.t())
+    torch.testing.assert_close(s, x[1:3])
+
+
+def test_inplace_on_graph_input_keeps_torch_semantics():
+    def f(a, b):
+        a.add_(b)
+        return a * 2
+
+    x, y = torch.randn(5), torch.randn(5)
+    x2 = x.clone()
+    out = torch.compile(f, backend="tilefuse")(x, y)
+    ref = f(x2, y)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x, x2)
+
+
+def test_training_mlp_grads_match_eager():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    ref = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    ref.load_state_dict(model.state_dict())
+    cm = torch.compile(model, backend="tilefuse")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 12)
+        y = torch.randn(8, 4)
+        loss = torch.nn.functional.mse_loss(cm(x), y)
+        rloss = torch.nn.functional.mse_loss(ref(x), y)
+        opt.zero_grad()
+        ropt.zero_grad()
+        loss.backward()
+        rloss.backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+        opt.step()
+        ropt.step()
+        torch.testing.assert_close(loss, rloss, atol=1e-5, rtol=1e-5)
+
+
+def test_compile_error_falls_back_to_eager_with_one_warning(monkeypatch):
+    import tilefuse.scheduler as sch
+
+    def boom(*a, **k):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(sch, "schedule", boom)
+    x = torch.randn(4)
+    with config.patch(fallback_on_error=True):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = torch.compile(lambda a: a * 3 + 1, backend="tilefuse")(x)
+    torch.testing.assert_close(out, x * 3 + 1)
+    msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
+    assert len(msgs) == 1 and "injected failure" in msgs[0], msgs
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="injected failure"):
+        torch.compile(lambda a: a * 3 + 1, backend="tilefuse")(x)
+
+
+def test_backend_is_registered_by_entry_point():
+    assert "tilefuse" in torch._dynamo.list_backends()
+
+
+def test_unknown_option_is_a_clear_error():
+    with pytest.raises(Exception, match="unknown tilefuse option"):
+        torch.compile(lambda a: a + 1, backend="tilefuse", options={"no_such_option": 1})(torch.randn(2))
+
+
+def test_debug_dir_receives_generated_code(tmp_path):
+    with config.patch(debug_dir=str(tmp_path)):
+        torch.compile(lambda a: a.cos() + 1, backend="tilefuse")(torch.randn(3))
+    files = list(tmp_path.glob("*.py"))
+    assert files and "@_jit" in files[0].read_text()
