@@ -1,8 +1,10 @@
-"""End-to-end: torch.compile(backend="tilefuse") against eager, on the CPU through Triton's
-interpreter (and on CUDA with the ``gpu`` marker). Kernel counts assert fusion."""
+"""End-to-end: torch.compile(backend="tilefuse") against eager. Runs on the CPU through Triton's
+interpreter when TRITON_INTERPRET=1 (CI), and on CUDA when it is 0 on a GPU machine — then every
+test here carries the ``gpu`` marker. Kernel counts assert fusion."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -13,20 +15,27 @@ from tilefuse import config, metrics
 
 torch.manual_seed(0)
 
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+DEVICE = "cpu" if INTERPRET else "cuda"
+if DEVICE == "cuda":
+    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+
 
 @pytest.fixture(autouse=True)
 def _raise_on_compile_errors():
     torch._dynamo.reset()
-    with config.patch(fallback_on_error=False):
-        yield
-    torch._dynamo.reset()
+    prev = torch.get_default_device()
+    torch.set_default_device(DEVICE)
+    try:
+        with config.patch(fallback_on_error=False):
+            yield
+    finally:
+        torch.set_default_device(prev)
+        torch._dynamo.reset()
 
 
 def _devices():
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out.append(pytest.param("cuda", marks=pytest.mark.gpu))
-    return out
+    return [DEVICE]
 
 
 def compile_and_check(fn, *args, atol=1e-5, rtol=1e-5, kernels=None, fallbacks=0):

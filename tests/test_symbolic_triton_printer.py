@@ -17,8 +17,9 @@ import sys
 
 import pytest
 
-assert os.environ.get("TRITON_INTERPRET") == "1" or "triton" not in sys.modules, (
-    "TRITON_INTERPRET must be set before triton is imported (tests/conftest.py does this)"
+assert os.environ.get("TRITON_INTERPRET") in ("0", "1") or "triton" not in sys.modules, (
+    "TRITON_INTERPRET must be set before triton is imported (tests/conftest.py does this; set it "
+    "to 0 on a GPU machine to run the `gpu` tests on the device)"
 )
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -131,9 +132,21 @@ def _kernel(tmp_path_factory, rid: str, index_dtype: str, src_expr: str):
     return mod.kernel
 
 
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("0", "", "false", "False")
+
+
+DEVICES = [
+    pytest.param("cpu", marks=pytest.mark.skipif(not _interpreting(), reason="needs TRITON_INTERPRET=1")),
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        _interpreting() or not torch.cuda.is_available(), reason="needs a CUDA GPU with TRITON_INTERPRET unset")]),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("index_dtype", ["tl.int32", "tl.int64"])
 @pytest.mark.parametrize("rid", list(ROWS))
-def test_texpr_matches_floor_semantics(tmp_path_factory, rid, index_dtype):
+def test_texpr_matches_floor_semantics(tmp_path_factory, rid, index_dtype, device):
     expr, oracle, plain, small = ROWS[rid]
     src = ts.texpr(expr, index_dtype)
     if plain:
@@ -143,10 +156,10 @@ def test_texpr_matches_floor_semantics(tmp_path_factory, rid, index_dtype):
     dtype = torch.int32 if index_dtype == "tl.int32" else torch.int64
     vals = _values(dtype, small, seed=sum(map(ord, rid)))
     kernel = _kernel(tmp_path_factory, rid, index_dtype, src)
-    tensors = [torch.tensor(vals[n], dtype=dtype) for n in NAMES]
-    out = torch.empty(N, dtype=dtype)
+    tensors = [torch.tensor(vals[n], dtype=dtype, device=device) for n in NAMES]
+    out = torch.empty(N, dtype=dtype, device=device)
     kernel[(1,)](*tensors, out, N=N)
-    got = out.tolist()
+    got = out.cpu().tolist()
     for i in range(N):
         env = {n: vals[n][i] for n in NAMES}
         want = oracle(env)
@@ -154,6 +167,7 @@ def test_texpr_matches_floor_semantics(tmp_path_factory, rid, index_dtype):
         assert got[i] == want, (rid, src, env, got[i], want)
 
 
+@pytest.mark.skipif(not _interpreting(), reason="checks the interpreter")
 def test_interpreter_truncates(tmp_path_factory):
     """Guard: the interpreter's integer // and % truncate like the GPU, so the rows above really
     tell a plain form from a floor-correct one."""
