@@ -560,3 +560,30 @@ def test_type_stubs_cover_the_native_module():
     native_members = {n for n in dir(Expr) if not n.startswith("__")}
     assert native_members <= members, native_members - members
     assert (members - {m for m in members if m.startswith("__")}) <= native_members
+
+
+def test_deep_nesting_is_a_clear_error_not_a_crash():
+    e = sym("x0")
+    with pytest.raises(ValueError, match="levels deep"):
+        for _ in range(5000):
+            e = FloorDiv(e + 1, 2)
+    # printing stays linear in the expression's size (each child printed once)
+    import time
+
+    s0 = sym("s0")
+    e = sym("x0")
+    for k in range(40):
+        e = Max(FloorDiv(e, s0 + k), 1) if k % 2 else FloorDiv(Max(e, 1), s0 + k)
+    t0 = time.perf_counter()
+    text = str(e)
+    assert time.perf_counter() - t0 < 1.0 and "Max" in text
+
+
+def test_domain_errors_of_evaluate_simplify_and_split():
+    m = ModularIndexing(x0, 2, x1)
+    with pytest.raises(ValueError, match="modulus"):
+        m.evaluate({x0: 5, x1: -1})
+    with pytest.raises(ValueError, match="empty range"):
+        ts.simplify_with_ranges(x0 + 1, {x0: 0})
+    with pytest.raises(ValueError, match="negative"):
+        ts.split_iteration_ranges([-4, 1], [[-4], []])

@@ -104,6 +104,7 @@ pub struct ExprData {
     pub node: Node,
     hash: u64,
     range: Interval,
+    depth: u32,
 }
 
 impl PartialEq for ExprData {
@@ -117,6 +118,10 @@ impl Hash for ExprData {
         state.write_u64(self.hash)
     }
 }
+
+/// Deepest nesting the Python bindings accept: deeper expressions could exhaust the native stack in
+/// the recursive algorithms. Index expressions are a few levels deep in practice.
+pub const MAX_DEPTH: u32 = 1000;
 
 /// An interned integer expression. Copy, O(1) equality and hashing.
 #[derive(Clone, Copy)]
@@ -237,17 +242,29 @@ fn node_range(node: &Node) -> Interval {
     }
 }
 
+fn node_children(node: &Node) -> Box<dyn Iterator<Item = Expr> + '_> {
+    match node {
+        Node::Int(_) | Node::Sym(_) => Box::new(std::iter::empty()),
+        Node::Add { terms, .. } => Box::new(terms.iter().map(|t| t.0)),
+        Node::Mul { factors } => Box::new(factors.iter().map(|t| t.0)),
+        Node::FloorDiv(a, b) | Node::CleanDiv(a, b) | Node::Mod(a, b) => Box::new([*a, *b].into_iter()),
+        Node::ModularIndexing(a, b, c) => Box::new([*a, *b, *c].into_iter()),
+        Node::Min(a) | Node::Max(a) => Box::new(a.iter().copied()),
+    }
+}
+
 /// Intern a node: return the unique `Expr` for it. The node must already be canonical.
 pub(crate) fn intern(node: Node) -> Expr {
     let hash = structural_hash(&node);
-    let probe = ExprData { node, hash, range: Interval::UNKNOWN };
+    let probe = ExprData { node, hash, range: Interval::UNKNOWN, depth: 0 };
     let mut guard = INTERNER.lock().unwrap_or_else(|e| e.into_inner());
     let set = guard.get_or_insert_with(Interner::default);
     if let Some(found) = set.get(&probe) {
         return Expr(found);
     }
     let range = node_range(&probe.node);
-    let data: &'static ExprData = Box::leak(Box::new(ExprData { node: probe.node, hash, range }));
+    let depth = node_children(&probe.node).map(|c| c.0.depth).max().map_or(0, |d| d.saturating_add(1));
+    let data: &'static ExprData = Box::leak(Box::new(ExprData { node: probe.node, hash, range, depth }));
     set.insert(data);
     Expr(data)
 }
@@ -395,6 +412,12 @@ impl Expr {
     #[inline]
     pub fn range(&self) -> Interval {
         self.0.range
+    }
+    /// Nesting depth (atoms are 0). Recursive algorithms (printing, evaluation, simplification)
+    /// recurse this deep; the Python bindings refuse expressions deeper than `MAX_DEPTH`.
+    #[inline]
+    pub fn depth(&self) -> u32 {
+        self.0.depth
     }
     /// Provably ≥ 0 from the symbols' assumptions.
     #[inline]
@@ -836,6 +859,12 @@ impl Expr {
             Node::ModularIndexing(a, b, c) => {
                 let q = floor_div(a.eval_memo(values, memo)?, b.eval_memo(values, memo)?)?;
                 let m = c.eval_memo(values, memo)?;
+                if m < 0 {
+                    return Err(SymError::Value(format!(
+                        "ModularIndexing evaluated with a negative modulus ({m}); its modulus must \
+                         be positive"
+                    )));
+                }
                 floor_mod(q, m)?
             }
             Node::Mod(a, b) => floor_mod(a.eval_memo(values, memo)?, b.eval_memo(values, memo)?)?,

@@ -121,9 +121,13 @@ fn pr(e: Expr, style: Style) -> SymResult<(String, u8)> {
             }
         },
         Node::Mod(a, b) => {
-            let (x, y) = (wrap(pr(*a, style)?, ATOM), wrap(pr(*b, style)?, ATOM));
+            let (pa, pb) = (pr(*a, style)?, pr(*b, style)?);
+            if style == Style::Sympy {
+                return Ok((format!("Mod({}, {})", pa.0, pb.0), ATOM));
+            }
+            let (x, y) = (wrap(pa, ATOM), wrap(pb, ATOM));
             match style {
-                Style::Sympy => (format!("Mod({}, {})", pr(*a, style)?.0, pr(*b, style)?.0), ATOM),
+                Style::Sympy => unreachable!(),
                 Style::Python => (format!("({x} % {y})"), ATOM),
                 Style::Triton { .. } => {
                     if a.is_nonneg() && b.is_positive() {
@@ -162,9 +166,14 @@ fn triton_floor_mod(x: &str, y: &str) -> String {
 }
 
 fn floordiv_str(a: Expr, b: Expr, style: Style) -> SymResult<String> {
-    let (x, y) = (wrap(pr(a, style)?, ATOM), wrap(pr(b, style)?, ATOM));
+    // each child is printed once (printing them again per use would be exponential in depth)
+    let (pa, pb) = (pr(a, style)?, pr(b, style)?);
+    if style == Style::Sympy {
+        return Ok(format!("({}//{})", wrap(pa, MUL), wrap(pb, ATOM)));
+    }
+    let (x, y) = (wrap(pa, ATOM), wrap(pb, ATOM));
     Ok(match style {
-        Style::Sympy => format!("({}//{})", wrap(pr(a, style)?, MUL), wrap(pr(b, style)?, ATOM)),
+        Style::Sympy => unreachable!(),
         Style::Python => format!("({x} // {y})"),
         Style::Triton { .. } => {
             if a.is_nonneg() && b.is_positive() {

@@ -99,7 +99,16 @@ fn new_obj(py: Python<'_>, e: Expr) -> PyResult<Py<PyAny>> {
 #[inline]
 fn as_expr(obj: &Bound<'_, PyAny>) -> PyResult<Option<Expr>> {
     if let Ok(p) = obj.cast::<PyExpr>() {
-        return Ok(Some(p.get().e));
+        let e = p.get().e;
+        if e.depth() > crate::expr::MAX_DEPTH {
+            return Err(PyValueError::new_err(format!(
+                "expression nested {} levels deep; tilefuse accepts at most {} levels (index \
+                 expressions are a few levels deep — build it flatter)",
+                e.depth(),
+                crate::expr::MAX_DEPTH
+            )));
+        }
+        return Ok(Some(e));
     }
     int_like(obj).map(|o| o.map(int_expr))
 }

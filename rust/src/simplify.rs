@@ -732,6 +732,14 @@ fn sr_pass(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
 /// The result equals `e` at every point of the domain. Errors: overflow or division by zero from
 /// the constructors.
 pub fn simplify_with_ranges(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
+    for (v, len) in ranges {
+        if len.range().hi < 1 {
+            return Err(SymError::Value(format!(
+                "simplify_with_ranges: {v} has length {len}, an empty range; every length must be \
+                 at least 1"
+            )));
+        }
+    }
     let mut cur = e;
     for _ in 0..MAX_ROUNDS {
         let joined = join_dimensions(cur)?;

@@ -168,6 +168,13 @@ fn fmt_list(v: &[Expr]) -> String {
 /// Other errors (`Overflow`) come from building the expressions.
 pub fn split_iteration_ranges(groups: &[Expr], lengths: &[Vec<Expr>]) -> SymResult<SplitResult> {
     let n = groups.len();
+    for s in groups.iter().chain(lengths.iter().flatten()) {
+        if s.range().hi < 0 {
+            return Err(SymError::Value(format!(
+                "split_iteration_ranges: size {s} is negative; sizes must be non-negative"
+            )));
+        }
+    }
     if lengths.iter().all(|l| l.is_empty()) {
         return Ok(SplitResult {
             new_ranges: vec![Vec::new(); n],
