@@ -25,7 +25,10 @@ _TRAINING_BUGS = (
     _INFERENCE_BUGS + "; and for backward: tilefuse's decomposition table decomposes "
     "aten._scaled_dot_product_flash_attention_for_cpu into math that returns the attention "
     "probabilities where the fallback aten._scaled_dot_product_flash_attention_for_cpu_backward "
-    "expects the logsumexp, so q/k/v gradients are wrong")
+    "expects the logsumexp, so q/k/v gradients are wrong; with that decomposition removed, the "
+    "flash-attention fallback gets its permuted inputs realized contiguous while its output layout "
+    "is taken from the FX meta (strides of the permuted-input case), so the view after it reads "
+    "the wrong elements")
 
 
 def _assert_all_compiled(res: demo.Result) -> None:
