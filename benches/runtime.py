@@ -19,6 +19,7 @@ Usage:
     python benches/runtime.py --only softmax,layernorm
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
+    python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
 Exit status: 0 when every checked output matched eager, 1 otherwise; without a GPU (and without
 --cpu-smoke) it prints why and exits 0 after doing nothing.
 """
@@ -34,7 +35,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-if "--cpu-smoke" in sys.argv:  # kernels on CPU tensors need the interpreter, set before triton loads
+if "--cpu-smoke" in sys.argv or "--dry-run" in sys.argv:  # kernels on CPU tensors need the interpreter, set before triton loads
     os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
@@ -282,29 +283,49 @@ def cpu_smoke(only: set[str] | None, dtype: torch.dtype) -> int:
     return 1 if bad else 0
 
 
-def copy_bandwidth(device: str = "cuda", gib: float = 1.0) -> float:
+def _cpu_bench(fn, warmup: int = 1, rep: int = 1) -> float:
+    """Wall-clock ms of one call (``--dry-run``: exercises the GPU path's code on the CPU)."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | None = None) -> float:
     """Device-to-device copy bandwidth in GB/s (reads + writes), from a large tensor copy."""
-    from triton.testing import do_bench
+    if bench is None:
+        from triton.testing import do_bench as bench
 
     n = int(gib * 2**30) // 4
     src = torch.empty(n, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=10, rep=100)
+    ms = bench(lambda: dst.copy_(src), warmup=10, rep=100)
     bw = 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
     del src, dst
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return bw
 
 
-def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int) -> int:
-    from triton.testing import do_bench
+def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
+              against: str = "inductor") -> int:
+    """The side-by-side table. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with
+    wall-clock timing, to check the script itself; its numbers mean nothing."""
     import torch._inductor.metrics as imetrics
 
-    dev = torch.cuda.get_device_name()
-    copy_bw = copy_bandwidth()
-    print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}")
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        dev = torch.cuda.get_device_name()
+        copy_bw = copy_bandwidth(device)
+    else:
+        do_bench = _cpu_bench
+        dev = "CPU (dry run: Triton interpreter, timings meaningless)"
+        copy_bw = copy_bandwidth(device, gib=1 / 64, bench=_cpu_bench)
+    print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}; against: {against}")
     print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
-    hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {'Inductor ms':>11} {'ratio':>6} "
+    other = "Inductor" if against == "inductor" else against
+    hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
            f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8}  notes")
     print(hdr)
     print("-" * len(hdr))
@@ -317,7 +338,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int) ->
         shape = "x".join(map(str, SHAPES["block" if w.name.startswith("block") else w.name][size]))
         notes = []
         try:
-            args = w.make(size, dtype, "cuda")
+            args = w.make(size, dtype, device)
             want = w.fn(*args)
             tf_fn, got, fails, tf_kernels = _run_tilefuse_once(w, args)
             msg = _check(w.name, got, want, w.atol, w.rtol)
@@ -327,7 +348,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int) ->
                 bad += 1
                 notes.append("MISMATCH " + msg)
             imetrics.reset()
-            ind_fn = _compile(w.fn, "inductor")
+            ind_fn = _compile(w.fn, against)
             ind_out = ind_fn(*args)
             ind_kernels = imetrics.generated_kernel_count
             imsg = _check(w.name, ind_out, want, w.atol, w.rtol)
@@ -356,11 +377,12 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int) ->
         print(f"{w.name:<20} {shape:<22} {t_tf:11.3f} {t_ind:11.3f} {ratio:6.2f} {tf_bw} {ind_bw} "
               f"{tf_kernels:7d} {ind_kernels:8d}  {'; '.join(notes)}")
         del args, want, got, ind_out
-        torch.cuda.empty_cache()
+        if device == "cuda":
+            torch.cuda.empty_cache()
     if ratios:
         ratios.sort()
         med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-        print(f"\nratio = Inductor time / tilefuse time (> 1: tilefuse faster); median over "
+        print(f"\nratio = {other} time / tilefuse time (> 1: tilefuse faster); median over "
               f"{len(ratios)} fully compiled, matching workloads: {med:.2f}, min {ratios[0]:.2f}")
     print("all outputs match eager" if not bad else f"{bad} workload(s) FAILED (mismatch, error or OOM)")
     return 1 if bad else 0
@@ -374,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
     args = ap.parse_args(argv)
     if args.list:
         for w in WORKLOADS:
@@ -388,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.cpu_smoke:
         return cpu_smoke(only, dtype)
+    if args.dry_run:
+        return gpu_bench(only, "tiny", dtype, args.rep, device="cpu", against=args.against)
     if not torch.cuda.is_available():
         print("benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
               "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
