@@ -420,7 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and res.failures:
         print(f"\nFAILED (--strict): {len(res.failures)} graph(s) ran eagerly", file=sys.stderr)
         return 3
-    print("\nOK: compiled results match eager" + (" (partly eager: see the warning above)" if res.failures else ""))
+    if res.failures and res.compiled_graphs == 0:
+        print("\nOK only trivially: results match eager, but tilefuse compiled NO graph (all ran eagerly; see above)")
+    else:
+        print("\nOK: compiled results match eager" + (" (partly eager: see the warning above)" if res.failures else ""))
     return 0
 
 
