@@ -1,0 +1,437 @@
+"""Kernel runtime: tilefuse vs PyTorch Inductor, side by side in one process, on CUDA.
+
+For each workload (bf16): compile the same function with ``backend="tilefuse"`` and with
+``backend="inductor"``, check both outputs (and, for fwd+bwd, the gradients) against eager, then
+time each with ``triton.testing.do_bench`` and print
+
+    tilefuse ms | Inductor ms | ratio (Inductor time / tilefuse time; > 1: tilefuse faster) |
+    achieved bandwidth of each as a share of the device-to-device copy bandwidth
+
+The copy bandwidth is measured in the same run (a large tensor copy: 2 × bytes / time). Achieved
+bandwidth counts the bytes a perfect kernel must move (every input read once, every output written
+once); it is left out for matmul-bound workloads (MLP, transformer block). Kernel counts of both
+backends are printed too. A workload whose graph tilefuse could not compile (it warns and runs that
+graph eagerly) is flagged "EAGER" — its time is then eager's, not tilefuse's.
+
+Usage:
+    python benches/runtime.py                 # every workload at full size (needs a CUDA GPU)
+    python benches/runtime.py --small         # sizes ~8-16x smaller (less memory and time)
+    python benches/runtime.py --only softmax,layernorm
+    python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
+                                              # Triton's interpreter, tilefuse vs eager: correctness only
+    python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
+Exit status: 0 when every checked output matched eager, 1 otherwise; without a GPU (and without
+--cpu-smoke) it prints why and exits 0 after doing nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+if "--cpu-smoke" in sys.argv or "--dry-run" in sys.argv:  # kernels on CPU tensors need the interpreter, set before triton loads
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+# --------------------------------------------------------------------------------------------
+# workloads: plain functions of tensors (parameters passed in), so each backend compiles its own
+# copy of the code object and neither cache sees the other.
+
+
+def silu_mul(x, y):
+    return F.silu(x) * y
+
+
+def bias_gelu(x, b):
+    return F.gelu(x + b)
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def layernorm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+def rmsnorm(x, w):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def column_sum(x):
+    return x.sum(dim=0)
+
+
+def transpose_add(a, b):
+    return a + b.t()
+
+
+def nchw_to_nhwc_relu(x):
+    return torch.relu(x.permute(0, 2, 3, 1).contiguous())
+
+
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def mlp(x, w1, b1, w2, b2):
+    return F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2)
+
+
+def block(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w1, b1, w2, b2, n_head: int):
+    """A pre-norm GPT-style transformer block: x + attn(ln1(x)); x + mlp(ln2(x))."""
+    B, S, D = x.shape
+    h = F.layer_norm(x, (D,), ln1_w, ln1_b)
+    q, k, v = F.linear(h, w_qkv, b_qkv).split(D, dim=-1)
+    q, k, v = (t.view(B, S, n_head, D // n_head).transpose(1, 2) for t in (q, k, v))
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    x = x + F.linear(a.transpose(1, 2).reshape(B, S, D), w_o, b_o)
+    h = F.layer_norm(x, (D,), ln2_w, ln2_b)
+    return x + F.linear(F.gelu(F.linear(h, w1, b1), approximate="tanh"), w2, b2)
+
+
+def block_fwd_bwd(*args):
+    """Forward and backward of ``block``: returns the input gradient and every parameter's."""
+    *tensors, n_head = args
+    out = block(*tensors, n_head=n_head)
+    grads = torch.autograd.grad(out.float().square().mean(), tensors)
+    return grads
+
+
+@dataclass
+class Workload:
+    name: str
+    fn: Callable
+    make: Callable[[str, torch.dtype, str], tuple]  # (size, dtype, device) -> args
+    bytes_moved: Callable[[tuple, Any], int] | None  # (args, output) -> ideal bytes; None: compute-bound
+    atol: float = 2e-2
+    rtol: float = 2e-2
+    train: bool = False  # inputs need requires_grad (fwd+bwd inside the compiled function)
+    relative: bool = False  # check max error against rtol x the output's largest magnitude
+
+
+def _nbytes(*ts) -> int:
+    n = 0
+    for t in ts:
+        if isinstance(t, torch.Tensor):
+            n += t.numel() * t.element_size()
+        elif isinstance(t, (tuple, list)):
+            n += _nbytes(*t)
+    return n
+
+
+def _io_bytes(args, out) -> int:
+    return _nbytes(*args) + _nbytes(out)
+
+
+# sizes per mode: "full" (the Inductor comparison's sizes), "small" (--small), "tiny" (--cpu-smoke)
+SHAPES: dict[str, dict[str, tuple]] = {
+    "silu_mul": {"full": (8192, 8192), "small": (2048, 4096), "tiny": (8, 33)},
+    "bias_gelu": {"full": (8192, 8192), "small": (2048, 4096), "tiny": (8, 33)},
+    "softmax": {"full": (32768, 4096), "small": (4096, 4096), "tiny": (8, 33)},
+    "layernorm": {"full": (32768, 4096), "small": (4096, 4096), "tiny": (8, 33)},
+    "rmsnorm": {"full": (32768, 4096), "small": (4096, 4096), "tiny": (8, 33)},
+    "column_sum": {"full": (32768, 4096), "small": (4096, 4096), "tiny": (37, 16)},
+    "transpose_add": {"full": (8192, 8192), "small": (2048, 2048), "tiny": (17, 19)},
+    "nchw_to_nhwc_relu": {"full": (64, 256, 56, 56), "small": (16, 128, 56, 56), "tiny": (2, 3, 5, 4)},
+    "cross_entropy": {"full": (8192, 32000), "small": (2048, 32000), "tiny": (8, 50)},
+    "mlp": {"full": (8192, 4096, 16384), "small": (2048, 1024, 4096), "tiny": (8, 16, 32)},  # tokens, d, hidden
+    "block": {"full": (8, 1024, 2048, 16), "small": (4, 512, 1024, 8), "tiny": (2, 8, 16, 2)},  # B, S, D, heads
+}
+
+
+def _rand(shape, dtype, device, scale=1.0, requires_grad=False):
+    t = torch.randn(shape, dtype=torch.float32, device=device).mul_(scale).to(dtype)
+    return t.requires_grad_(requires_grad)
+
+
+def _block_args(size, dtype, device, train):
+    B, S, D, H = SHAPES["block"][size]
+    r = lambda *s, scale=0.02: _rand(s, dtype, device, scale, train)  # noqa: E731
+    ones = lambda n: torch.ones(n, dtype=dtype, device=device).requires_grad_(train)  # noqa: E731
+    zeros = lambda n: torch.zeros(n, dtype=dtype, device=device).requires_grad_(train)  # noqa: E731
+    return (r(B, S, D, scale=1.0), ones(D), zeros(D), r(3 * D, D), zeros(3 * D), r(D, D), zeros(D),
+            ones(D), zeros(D), r(4 * D, D), zeros(4 * D), r(D, 4 * D), zeros(D), H)
+
+
+def _make(name):
+    def make(size, dtype, device):
+        s = SHAPES["block" if name.startswith("block") else name][size]
+        if name in ("silu_mul",):
+            return (_rand(s, dtype, device), _rand(s, dtype, device))
+        if name == "bias_gelu":
+            return (_rand(s, dtype, device), _rand(s[-1:], dtype, device))
+        if name == "layernorm":
+            return (_rand(s, dtype, device), _rand(s[-1:], dtype, device), _rand(s[-1:], dtype, device))
+        if name == "rmsnorm":
+            return (_rand(s, dtype, device), _rand(s[-1:], dtype, device))
+        if name == "transpose_add":
+            return (_rand(s, dtype, device), _rand(s[::-1], dtype, device))
+        if name == "cross_entropy":
+            n, c = s
+            return (_rand(s, dtype, device), torch.randint(0, c, (n,), device=device))
+        if name == "mlp":
+            t, d, h = s
+            return (_rand((t, d), dtype, device), _rand((h, d), dtype, device, 0.02), _rand((h,), dtype, device, 0.02),
+                    _rand((d, h), dtype, device, 0.02), _rand((d,), dtype, device, 0.02))
+        if name == "block":
+            return _block_args(size, dtype, device, False)
+        if name == "block_fwd_bwd":
+            return _block_args(size, dtype, device, True)
+        return (_rand(s, dtype, device),)
+
+    return make
+
+
+def _block_fwd_kw(*args):
+    *t, n_head = args
+    return block(*t, n_head=n_head)
+
+
+WORKLOADS: list[Workload] = [
+    Workload("silu_mul", silu_mul, _make("silu_mul"), _io_bytes),
+    Workload("bias_gelu", bias_gelu, _make("bias_gelu"), _io_bytes),
+    Workload("softmax", softmax, _make("softmax"), _io_bytes),
+    Workload("layernorm", layernorm, _make("layernorm"), _io_bytes),
+    Workload("rmsnorm", rmsnorm, _make("rmsnorm"), _io_bytes),
+    Workload("column_sum", column_sum, _make("column_sum"), _io_bytes, atol=1e-1, rtol=2e-2),
+    Workload("transpose_add", transpose_add, _make("transpose_add"), _io_bytes),
+    Workload("nchw_to_nhwc_relu", nchw_to_nhwc_relu, _make("nchw_to_nhwc_relu"), _io_bytes),
+    Workload("cross_entropy", cross_entropy, _make("cross_entropy"), _io_bytes),
+    Workload("mlp", mlp, _make("mlp"), None, rtol=3e-2, relative=True),
+    Workload("block_fwd", _block_fwd_kw, _make("block"), None, rtol=3e-2, relative=True),
+    Workload("block_fwd_bwd", block_fwd_bwd, _make("block_fwd_bwd"), None, rtol=3e-2, relative=True, train=True),
+]
+
+
+def _fresh(fn: Callable, tag: str) -> Callable:
+    """A copy of ``fn`` with its own (unequal) code object, so Dynamo's per-code caches of the two
+    backends never meet."""
+    name = f"{fn.__code__.co_name}__{tag}"
+    code = fn.__code__.replace(co_name=name, co_qualname=name) if hasattr(fn.__code__, "co_qualname") \
+        else fn.__code__.replace(co_name=name)
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+
+
+def _compile(fn: Callable, backend: str) -> Callable:
+    return torch.compile(_fresh(fn, backend), backend=backend)
+
+
+def _flat(out) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in out for t in _flat(o)] if isinstance(out, (tuple, list)) else []
+
+
+def _check(name: str, got, want, atol: float, rtol: float, relative: bool = False) -> str | None:
+    """None when close, else a message naming the worst output."""
+    g, w = _flat(got), _flat(want)
+    if len(g) != len(w):
+        return f"{name}: {len(g)} outputs, eager has {len(w)}"
+    for i, (a, b) in enumerate(zip(g, w)):
+        if a.shape != b.shape:
+            return f"{name}: output {i} has shape {tuple(a.shape)}, eager {tuple(b.shape)}"
+        if relative:
+            # bf16 matmul chains: compare the worst error with the output's scale
+            err = (a.float() - b.float()).abs().max().item()
+            scale = b.float().abs().max().item()
+            if not err <= rtol * scale + 1e-6:
+                return (f"{name}: output {i} differs from eager (max abs err {err:.3g} > {rtol} x max |eager| "
+                        f"{scale:.3g})")
+        elif not torch.allclose(a.float(), b.float(), atol=atol, rtol=rtol, equal_nan=True):
+            err = (a.float() - b.float()).abs().max().item()
+            return f"{name}: output {i} differs from eager (max abs err {err:.3g}, atol {atol}, rtol {rtol})"
+    return None
+
+
+def _run_tilefuse_once(w: Workload, args) -> tuple[Callable, Any, list[str], int]:
+    """Compile with tilefuse and call once; return (compiled fn, output, compile-failure warnings, kernels)."""
+    from tilefuse import metrics
+
+    metrics.reset()
+    fn = _compile(w.fn, "tilefuse")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    fails = [str(r.message).splitlines()[0] for r in rec if str(r.message).startswith("tilefuse:")]
+    return fn, out, fails, metrics.generated_kernel_count
+
+
+def cpu_smoke(only: set[str] | None, dtype: torch.dtype) -> int:
+    """Every workload once at a tiny size on the CPU (Triton interpreter), tilefuse vs eager."""
+    bad = 0
+    print(f"cpu smoke: tilefuse vs eager, tiny shapes, {dtype}, kernels in Triton's interpreter")
+    for w in WORKLOADS:
+        if only and w.name not in only:
+            continue
+        torch.manual_seed(0)
+        args = w.make("tiny", dtype, "cpu")
+        t0 = time.perf_counter()
+        want = w.fn(*args)
+        try:
+            _, got, fails, kernels = _run_tilefuse_once(w, args)
+        except Exception as e:  # noqa: BLE001 - report every workload, then fail
+            print(f"  {w.name:<20} ERROR {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            bad += 1
+            continue
+        msg = _check(w.name, got, want, w.atol, w.rtol, w.relative)
+        status = "ok" if msg is None else "MISMATCH"
+        bad += msg is not None
+        extra = f"  EAGER ({len(fails)} graph(s) fell back: {fails[0][:200]})" if fails else ""
+        print(f"  {w.name:<20} {status:<8} {kernels:>3} kernels  {time.perf_counter() - t0:5.1f} s{extra}")
+        if msg:
+            print(f"      {msg}")
+    print("all workloads match eager" if not bad else f"{bad} workload(s) FAILED")
+    return 1 if bad else 0
+
+
+def _cpu_bench(fn, warmup: int = 1, rep: int = 1) -> float:
+    """Wall-clock ms of one call (``--dry-run``: exercises the GPU path's code on the CPU)."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | None = None) -> float:
+    """Device-to-device copy bandwidth in GB/s (reads + writes), from a large tensor copy."""
+    if bench is None:
+        from triton.testing import do_bench as bench
+
+    n = int(gib * 2**30) // 4
+    src = torch.empty(n, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src), warmup=10, rep=100)
+    bw = 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
+    del src, dst
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return bw
+
+
+def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
+              against: str = "inductor") -> int:
+    """The side-by-side table. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with
+    wall-clock timing, to check the script itself; its numbers mean nothing."""
+    import torch._inductor.metrics as imetrics
+
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        dev = torch.cuda.get_device_name()
+        copy_bw = copy_bandwidth(device)
+    else:
+        do_bench = _cpu_bench
+        dev = "CPU (dry run: Triton interpreter, timings meaningless)"
+        copy_bw = copy_bandwidth(device, gib=1 / 64, bench=_cpu_bench)
+    print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}; against: {against}")
+    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
+    other = "Inductor" if against == "inductor" else against
+    hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
+           f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8}  notes")
+    print(hdr)
+    print("-" * len(hdr))
+    bad = 0
+    ratios = []
+    for w in WORKLOADS:
+        if only and w.name not in only:
+            continue
+        torch.manual_seed(0)
+        shape = "x".join(map(str, SHAPES["block" if w.name.startswith("block") else w.name][size]))
+        notes = []
+        try:
+            args = w.make(size, dtype, device)
+            want = w.fn(*args)
+            tf_fn, got, fails, tf_kernels = _run_tilefuse_once(w, args)
+            msg = _check(w.name, got, want, w.atol, w.rtol, w.relative)
+            if fails:
+                notes.append(f"EAGER: {len(fails)} graph(s) fell back ({fails[0][:160]})")
+            if msg:
+                bad += 1
+                notes.append("MISMATCH " + msg)
+            imetrics.reset()
+            ind_fn = _compile(w.fn, against)
+            ind_out = ind_fn(*args)
+            ind_kernels = imetrics.generated_kernel_count
+            imsg = _check(w.name, ind_out, want, w.atol, w.rtol, w.relative)
+            if imsg:
+                notes.append("(Inductor itself differs from eager: " + imsg + ")")
+            t_tf = do_bench(lambda: tf_fn(*args), warmup=25, rep=rep)
+            t_ind = do_bench(lambda: ind_fn(*args), warmup=25, rep=rep)
+        except torch.cuda.OutOfMemoryError:
+            print(f"{w.name:<20} {shape:<22} out of memory: rerun with --small")
+            bad += 1
+            torch.cuda.empty_cache()
+            continue
+        except Exception as e:  # noqa: BLE001 - report every workload, then fail
+            print(f"{w.name:<20} {shape:<22} ERROR {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            bad += 1
+            continue
+        ratio = t_ind / t_tf
+        if not fails and not msg:
+            ratios.append(ratio)
+        if w.bytes_moved is not None:
+            nb = w.bytes_moved(args, want)
+            tf_bw = f"{100 * nb / (t_tf * 1e-3) / 1e9 / copy_bw:9.0f}%"
+            ind_bw = f"{100 * nb / (t_ind * 1e-3) / 1e9 / copy_bw:10.0f}%"
+        else:
+            tf_bw, ind_bw = f"{'-':>10}", f"{'-':>11}"
+        print(f"{w.name:<20} {shape:<22} {t_tf:11.3f} {t_ind:11.3f} {ratio:6.2f} {tf_bw} {ind_bw} "
+              f"{tf_kernels:7d} {ind_kernels:8d}  {'; '.join(notes)}")
+        del args, want, got, ind_out
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    if ratios:
+        ratios.sort()
+        med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+        print(f"\nratio = {other} time / tilefuse time (> 1: tilefuse faster); median over "
+              f"{len(ratios)} fully compiled, matching workloads: {med:.2f}, min {ratios[0]:.2f}")
+    print("all outputs match eager" if not bad else f"{bad} workload(s) FAILED (mismatch, error or OOM)")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
+    ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
+    ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
+    args = ap.parse_args(argv)
+    if args.list:
+        for w in WORKLOADS:
+            print(w.name)
+        return 0
+    names = {w.name for w in WORKLOADS}
+    only = {s.strip() for s in args.only.split(",") if s.strip()} or None
+    if only and only - names:
+        ap.error(f"unknown workload(s) {sorted(only - names)}; known: {sorted(names)}")
+    dtype = getattr(torch, args.dtype)
+    import tilefuse.backend  # noqa: F401  (the backend, registered by entry point; imported for metrics)
+
+    if args.cpu_smoke:
+        return cpu_smoke(only, dtype)
+    if args.dry_run:
+        return gpu_bench(only, "tiny", dtype, args.rep, device="cpu", against=args.against)
+    if not torch.cuda.is_available():
+        print("benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
+              "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
+        return 0
+    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

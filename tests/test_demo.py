@@ -1,0 +1,95 @@
+"""The main job (``python -m tilefuse.demo``) at its tiny size on the CPU: GPT-2 from transformers
+compiled by tilefuse must match eager, in inference and for one training step's gradients.
+
+A run in which tilefuse gave up on a graph and ran it eagerly would match eager trivially, so these
+tests also require that every graph Dynamo captured was compiled by tilefuse."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers", reason="the demo compiles transformers' GPT-2 (pip install -r requirements-dev.txt)")
+
+from tilefuse import demo  # noqa: E402
+
+# Known backend bugs that keep GPT-2 from compiling correctly (reported to the backend's owner;
+# minimal repros in the report). Remove the markers when they are fixed: the tests then pass
+# (strict=False keeps them from failing CI in between).
+_INFERENCE_BUGS = (
+    "backend: aten.pow.Tensor_Scalar lowering raises TypeError (_pow_scalar's f() gets the scalar "
+    "as a second argument) so GPT-2's GELU graph runs eagerly; behind it, aten.split_with_sizes runs "
+    "as a fallback kernel whose outputs are then read with their storage offset applied twice "
+    "(wrong q/k/v in attention)")
+_TRAINING_BUGS = (
+    _INFERENCE_BUGS + "; and for backward: tilefuse's decomposition table decomposes "
+    "aten._scaled_dot_product_flash_attention_for_cpu into math that returns the attention "
+    "probabilities where the fallback aten._scaled_dot_product_flash_attention_for_cpu_backward "
+    "expects the logsumexp, so q/k/v gradients are wrong; with that decomposition removed, the "
+    "flash-attention fallback gets its permuted inputs realized contiguous while its output layout "
+    "is taken from the FX meta (strides of the permuted-input case), so the view after it reads "
+    "the wrong elements")
+
+
+def _assert_all_compiled(res: demo.Result) -> None:
+    assert not res.failures, f"{len(res.failures)} graph(s) ran eagerly: {res.failures}"
+    assert res.compiled_graphs >= 1
+    assert res.generated_kernels >= 1
+
+
+def test_build_gpt2_is_deterministic():
+    m1, ids1 = demo.build_gpt2("tiny", "cpu", seed=3)
+    m2, ids2 = demo.build_gpt2("tiny", "cpu", seed=3)
+    assert torch.equal(ids1, ids2)
+    for (n, a), (_, b) in zip(m1.named_parameters(), m2.named_parameters()):
+        assert torch.equal(a, b), n
+    assert ids1.shape == (demo.SIZES["tiny"]["batch"], demo.SIZES["tiny"]["seq"])
+
+
+@pytest.mark.xfail(reason=_INFERENCE_BUGS, strict=False)
+def test_demo_gpt2_inference_matches_eager():
+    res = demo.run_gpt2(device="cpu", size="tiny", reps=1)
+    assert res.logits_close, f"compiled logits differ from eager: max abs err {res.max_abs_err:.3g}"
+    assert res.max_abs_err <= 1e-4
+    _assert_all_compiled(res)
+
+
+@pytest.mark.xfail(reason=_TRAINING_BUGS, strict=False)
+def test_demo_gpt2_training_step_grads_match_eager():
+    res = demo.run_gpt2(device="cpu", size="tiny", train=True, reps=1, n_layer=1)
+    assert res.grads_close, "gradients differ from eager:\n" + "\n".join(res.grad_mismatches)
+    assert res.loss_err is not None and res.loss_err <= 1e-4
+    _assert_all_compiled(res)
+
+
+def test_demo_reports_partial_eager_runs(capsys):
+    """Whatever the backend's state, the report must say how many graphs ran eagerly."""
+    res = demo.run_gpt2(device="cpu", size="tiny", reps=1, n_layer=1)
+    # the comparison itself must hold: a graph that ran eagerly is eager's result
+    assert res.logits_close, f"max abs err {res.max_abs_err:.3g}"
+    demo.report(res)
+    out = capsys.readouterr().out
+    assert "generated Triton kernels" in out and "fallback kernels" in out and "compile time" in out
+    if res.failures:
+        assert f"WARNING: {len(res.failures)} graph(s) could not be compiled" in out
+    else:
+        assert "no eager fallback" in out
+
+
+def test_demo_main_exit_status(monkeypatch):
+    """main() returns 1 (and says FAILED) when the compiled results differ from eager; the
+    mismatch is forced by marking a real run's comparison as failed."""
+    real = demo.run_gpt2
+
+    def mismatching(**kw):
+        res = real(**kw)
+        res.logits_close = False
+        return res
+
+    monkeypatch.setattr(demo, "run_gpt2", mismatching)
+    assert demo.main(["--device", "cpu", "--size", "tiny", "--reps", "1"]) == 1
+
+
+def test_symbolic_section_runs(capsys):
+    assert demo.main(["--symbolic"]) == 0
+    assert "all checks passed" in capsys.readouterr().out
