@@ -344,10 +344,7 @@ class TritonKernelCodegen:
                 return self.cse(f"({x} != 0)")
             if src == torch.bool:
                 return self.cse(f"{x}.to(tl.int8).to({tl_dtype(dt)})")
-            if src is not None and src.is_floating_point and not dt.is_floating_point:
-                # torch truncates toward zero
-                return self.cse(f"{x}.to({tl_dtype(dt)})")
-            return self.cse(f"{x}.to({tl_dtype(dt)})")
+            return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
         if op == "where":
@@ -371,10 +368,29 @@ class TritonKernelCodegen:
         istr = self.index_str(idx)
         if self.mask_for(idx) is None:  # a constant address: make the pointer a block too
             istr = f"{istr} + tl.zeros({self.shape(skind)}, {self.index_dtype})"
-        li = self.emit(f"tl.store({ptr} + ({istr}), {vv}.to({tl_dtype(dt)}), {mask})")
+        src = value.dtype if isinstance(value, BodyValue) else None
+        li = self.emit(f"tl.store({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask})")
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)
         return None
+
+    def cast(self, x: str, src: torch.dtype | None, dst: torch.dtype) -> str:
+        """Source converting ``x`` (of ``src``) to ``dst`` as torch does: float -> int truncates
+        toward zero, to bool is ``!= 0``, and float -> bfloat16 rounds to nearest even. Triton's
+        interpreter truncates fp32 -> bf16, so there the rounding is done on the bits."""
+        if src == dst:
+            return x
+        if dst == torch.bool:
+            return f"({x} != 0)"
+        if src == torch.bool:
+            return f"{x}.to(tl.int8).to({tl_dtype(dst)})"
+        if dst == torch.bfloat16 and self.interpret and src is not None and src.is_floating_point:
+            bits = f"{x}.to(tl.float32).to(tl.uint32, bitcast=True)"
+            rounded = f"(({bits} + (0x7FFF + (({bits} >> 16) & 1))) & 0xFFFF0000)"
+            nan = f"({x} != {x})"
+            return (f"tl.where({nan}, {x}.to(tl.float32), {rounded}.to(tl.float32, bitcast=True))"
+                    f".to(tl.bfloat16)")
+        return f"{x}.to({tl_dtype(dst)})"
 
     # ------------------------------------------------------------------ math
     def math(self, op: str, x: list[str], dtype: torch.dtype, raw) -> str:
@@ -444,8 +460,8 @@ class TritonKernelCodegen:
             f = f"tl.floor({x[0]} + 0.5)"
             return f"tl.where((({f} - {x[0]}) == 0.5) & (({f} % 2) != 0), {f} - 1.0, {f})"
         if op == "sign":
-            s = f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
-            return f"tl.where({x[0]} != {x[0]}, {x[0]}, {s})" if is_float else s
+            # as torch: (0 < x) - (x < 0), so sign(nan) is 0
+            return f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
         if op == "pow":
             a, b = x
             if lib:

@@ -190,7 +190,9 @@ class Reduction(Loops):
             if ident is None:
                 raise ValueError(f"{reduction_type} of an empty tensor has no identity (torch raises here too)")
             return Pointwise.create(device, dtype, lambda idx: ops.constant(ident, dtype), ranges)
-        if rnumel == 1 and reduction_type not in ("argmax", "argmin"):
+        if rnumel == 1 and reduction_type in ("argmax", "argmin"):
+            return Pointwise.create(device, dtype, lambda idx: ops.constant(0, dtype), ranges)
+        if rnumel == 1:
             zeros = [S.Integer(0)] * len(reduction_ranges)
 
             def single(idx):

@@ -154,7 +154,7 @@ def _pow_scalar(a, b):
     if isinstance(b, numbers.Number) and float(b).is_integer() and 0 <= b <= 8:
         n = int(b)
 
-        def f(x):
+        def f(x, _exponent):
             if n == 0:
                 return ops.constant(1, x.dtype)
             r = x
@@ -164,9 +164,9 @@ def _pow_scalar(a, b):
 
         return make_pointwise(f, BOOL_TO_LONG)(a, b)
     if b == 0.5:
-        return make_pointwise(lambda x: ops.sqrt(x), BOOL_TO_LONG)(a, b)
+        return make_pointwise(lambda x, _: ops.sqrt(x), BOOL_TO_LONG)(a, b)
     if b == -0.5:
-        return make_pointwise(lambda x: ops.rsqrt(x), BOOL_TO_LONG)(a, b)
+        return make_pointwise(lambda x, _: ops.rsqrt(x), BOOL_TO_LONG)(a, b)
     return make_pointwise(lambda x, y: ops.pow(x, y), BOOL_TO_LONG)(a, b)
 
 
@@ -388,6 +388,36 @@ def _select(x, dim, index):
     return ir.squeeze_view(ir.slice_view(x, dim, index, index + 1), [dim])
 
 
+@register_lowering(aten.split_with_sizes)
+def _split_with_sizes(x, split_sizes, dim=0):
+    """``split_with_sizes`` as slice views (no copy; each piece fuses into its readers)."""
+    n = x.get_size()[dim % len(x.get_size())]
+    if sum(split_sizes) != n:
+        raise ValueError(f"split_with_sizes: sizes {list(split_sizes)} do not sum to dimension size {n}")
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(ir.slice_view(x, dim, start, start + s))
+        start += s
+    return out
+
+
+@register_lowering(aten.split.Tensor)
+def _split(x, split_size, dim=0):
+    """``split`` into chunks of ``split_size`` (the last may be smaller), as slice views."""
+    n = x.get_size()[dim % len(x.get_size())]
+    if split_size <= 0:
+        raise ValueError(f"split: split_size must be positive, got {split_size}")
+    sizes = [min(split_size, n - s) for s in range(0, n, split_size)] or [0]
+    return _split_with_sizes(x, sizes, dim)
+
+
+@register_lowering(aten.unbind.int)
+def _unbind(x, dim=0):
+    """``unbind``: one select view per index along ``dim``."""
+    n = x.get_size()[dim % len(x.get_size())]
+    return [_select(x, dim, i) for i in range(n)]
+
+
 @register_lowering(aten.t)
 def _t(x):
     return x if len(x.get_size()) < 2 else ir.permute_view(x, [1, 0])
@@ -531,7 +561,8 @@ def decompositions() -> dict:
         aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
         aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,
-        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit,
+        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit, aten.elu, aten.elu_backward,
+        aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly
     for op in (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std):
