@@ -329,3 +329,40 @@ def test_creation_ops():
     x = make([3, 4])
     check(lambda a: (a + torch.ones(3, 4), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
                      torch.arange(4) + a, torch.arange(2, 14, 3).float() * 2), x)
+
+
+# ------------------------------------------------------------------------------ indirect indexing
+
+
+def test_embedding_is_an_indirect_load_fused_with_its_consumer():
+    w = make([11, 6])
+    i = torch.tensor([[1, 10, 0], [3, 3, 7]])
+    check(lambda a, b: F.embedding(b, a) * 2 + 1, w, i, kernels=1)
+
+
+def test_index_select_gather_and_advanced_indexing():
+    x = make([5, 7], layout="permuted")
+    i = torch.tensor([4, 0, 2, 2])
+    j = torch.tensor([[0, 6], [1, 5], [2, 4], [3, 3], [6, 0]])
+    neg = torch.tensor([-1, 1, -5])
+    check(lambda a, b, c, d: (a.index_select(0, b) + 1, a.index_select(1, b), torch.gather(a, 1, c),
+                              a[b], a[:, b] * 2, a[d], a[b, b]), x, i, j, neg)
+
+
+def test_cross_entropy_forward_has_no_fallback():
+    logits = make([6, 9])
+    tgt = torch.tensor([0, 8, 3, 3, -100, 1])
+    check(lambda a, t: F.cross_entropy(a, t), logits, tgt, tol=(1e-5, 1e-5))
+
+
+def test_out_of_range_index_raises():
+    w = make([5, 3])
+    with pytest.raises(Exception, match="index out of bounds"):
+        torch.compile(lambda a, b: F.embedding(b, a), backend="tilefuse")(w, torch.tensor([1, 7]))
+
+
+def test_non_adjacent_advanced_indices_fall_back_correctly():
+    # index tensors on dims 0 and 2 move the indexed dim to the front: not lowered -> fallback
+    x = make([4, 3, 5])
+    i, j = torch.tensor([0, 3, 1]), torch.tensor([4, 0, 2])
+    check(lambda a, b, c: a[b, :, c] * 2, x, i, j, fallbacks=1)

@@ -154,6 +154,7 @@ class TritonKernelCodegen:
         self.stores: list[tuple[str, int]] = []  # (buffer, line index) for later removal
         self.needs_memory: set[str] = set()
         self.produced = {n.name for n in group.nodes}
+        self.indirect_masks: dict = {}  # indirect index symbol -> mask of the value it came from
         total = group.numel * group.rnumel
         self.index_dtype = "tl.int32" if total < 2**31 - 1 else "tl.int64"
 
@@ -190,6 +191,10 @@ class TritonKernelCodegen:
             parts.append("xmask")
         if RINDEX in syms:
             parts.append("rmask")
+        for sym_ in syms:
+            m = self.indirect_masks.get(sym_)
+            if m:
+                parts.extend(p for p in m.split(" & ") if p not in parts)
         if not parts:
             return None
         return " & ".join(parts)
@@ -347,6 +352,8 @@ class TritonKernelCodegen:
             return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
+        if op == "indirect_indexing":
+            return self.codegen_indirect(a, vals, kind)
         if op == "where":
             return self.cse(f"tl.where({A(0)}, {A(1)}, {A(2)})")
         return self.cse(self.math(op, [self.arg(x, vals, kind) for x in a], bn.dtype, a))
@@ -372,6 +379,21 @@ class TritonKernelCodegen:
         li = self.emit(f"tl.store({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask})")
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)
+        return None
+
+    def codegen_indirect(self, a, vals, kind) -> None:
+        """Define the indirect index symbol as a variable of the same name: the loaded value,
+        ``+ size`` where negative (torch's wrap-around), checked to lie in ``[0, size)`` in every
+        unmasked lane (``tl.device_assert``, as Inductor's bounds check)."""
+        value, size, symbol, check, wrap = a
+        v = vals[value.idx]
+        name = str(symbol)
+        mask = "xmask" if (kind == "x" or not self.reduction) else "xmask & rmask"
+        self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
+        if check:
+            self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
+                      f"\"index out of bounds: 0 <= {name} < {size}\")")
+        self.indirect_masks[symbol] = mask
         return None
 
     def cast(self, x: str, src: torch.dtype | None, dst: torch.dtype) -> str:

@@ -146,7 +146,7 @@ register_lowering(aten.fmax)(_binary("fmax"))
 register_lowering(aten.fmin)(_binary("fmin"))
 register_lowering(aten.remainder)(_binary("remainder"))
 register_lowering(aten.atan2)(_binary("atan2", INT_TO_FLOAT))
-register_lowering(aten.pow.Tensor_Tensor)(_binary("pow", BOOL_TO_LONG))
+register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)(_binary("pow", BOOL_TO_LONG))
 
 
 @register_lowering(aten.pow.Tensor_Scalar)
@@ -638,3 +638,100 @@ def _broadcast_in_dim(x, shape, broadcast_dimensions):
     for src, dst in enumerate(broadcast_dimensions):
         s[dst] = x.get_size()[src]
     return ir.expand_view(ir.reshape_view(x, s), list(shape))
+
+
+# ---------------------------------------------------------------------------------- indirect indexing
+
+
+def _index_loader(index: TensorBox, size: int, shape: list | None = None, wrap_negative: bool = True):
+    """Loader of an integer index tensor turned into an index symbol per element
+    (``ops.indirect_indexing``: negative values wrap, out-of-range ones trip a device assert)."""
+    if index.get_dtype() not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise NotImplementedError(f"indexing with a {index.get_dtype()} tensor")  # bool masks: fallback
+    ld = (ir.expand_view(index, shape) if shape is not None else index).make_loader()
+    return lambda idx: ops.indirect_indexing(ld(idx), size, True, wrap_negative)
+
+
+@register_lowering(aten.embedding.default)
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """``weight[indices]``: out[*i, j] = weight[indices[*i], j], an indirect load that fuses with
+    its consumers (Inductor's embedding lowering). Shapes: weight (V, D), indices (*I) -> (*I, D)."""
+    if len(weight.get_size()) != 2:
+        raise ValueError(f"embedding: weight must be 2-D, got shape {weight.get_size()}")
+    V, D = weight.get_size()
+    isize = list(indices.get_size())
+    wl = weight.make_loader()
+    il = _index_loader(indices, V)
+    n = len(isize)
+
+    def inner(idx):
+        return wl([il(idx[:n]), idx[n]])
+
+    return Pointwise.create(weight.get_device(), weight.get_dtype(), inner, isize + [D])
+
+
+@register_lowering(aten.index_select.default)
+def _index_select(x, dim, index):
+    """``x.index_select(dim, index)`` (index 0-d or 1-D) as an indirect load along ``dim``."""
+    size = list(x.get_size())
+    if not size:
+        raise NotImplementedError("index_select of a 0-d tensor")
+    dim = dim % len(size)
+    isize = list(index.get_size())
+    if len(isize) > 1:
+        raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {isize}")
+    xl = x.make_loader()
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    out = size[:dim] + [prod(isize)] + size[dim + 1:]
+
+    def inner(idx):
+        i = il([idx[dim]] if isize else [])
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
+
+
+@register_lowering(aten.gather.default)
+def _gather(x, dim, index, *, sparse_grad=False):
+    """``torch.gather``: out[i] = x[i with dim replaced by index[i]]; out has index's shape."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if len(isize) != len(size) and size:
+        raise ValueError(f"gather: index rank {len(isize)} differs from input rank {len(size)}")
+    if not size:
+        raise NotImplementedError("gather of a 0-d tensor")
+    dim = dim % len(size)
+    xl = x.make_loader()
+    il = _index_loader(index, size[dim], wrap_negative=False)
+
+    def inner(idx):
+        i = il(idx)
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, isize)
+
+
+@register_lowering(aten.index.Tensor)
+def _index_tensor(x, indices):
+    """Advanced indexing ``x[..., i0, i1, ...]`` with integer index tensors on adjacent dims
+    (broadcast together; the result's indexed dims replace them in place, as torch does when they
+    are adjacent). Bool masks (data-dependent shapes) and non-adjacent index tensors fall back."""
+    size = list(x.get_size())
+    pos = [k for k, t in enumerate(indices) if t is not None]
+    if not pos or pos != list(range(pos[0], pos[-1] + 1)):
+        raise NotImplementedError("non-adjacent advanced indices")
+    tensors = [indices[k] for k in pos]
+    if any(t.get_dtype() == torch.bool for t in tensors):
+        raise NotImplementedError("boolean mask indexing")
+    bshape = broadcast_shapes(*[t.get_size() for t in tensors])
+    loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
+    xl = x.make_loader()
+    first, nb = pos[0], len(bshape)
+    out = size[:first] + bshape + size[pos[-1] + 1:]
+
+    def inner(idx):
+        bidx = idx[first:first + nb]
+        sel = [ld(bidx) for ld in loaders]
+        return xl(list(idx[:first]) + sel + list(idx[first + nb:]))
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)

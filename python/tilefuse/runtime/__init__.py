@@ -33,7 +33,36 @@ def jit_for(device_type: str) -> Callable[[Callable], Any]:
             "tilefuse runs kernels on CPU tensors through Triton's interpreter, which must be enabled "
             "before triton is imported: set TRITON_INTERPRET=1 in the environment before importing "
             "torch (on a machine without a GPU, importing tilefuse before torch.compile does it)")
-    return lambda fn: InterpretedFunction(fn)
+    return lambda fn: _CheckedInterpretedFunction(fn)
+
+
+_checked_cls = None
+
+
+def _CheckedInterpretedFunction(fn):
+    """An interpreted kernel whose ``tl.device_assert``s are live while it runs. The interpreter
+    drops device asserts unless its builder's ``debug`` option is on (on the GPU they are
+    compiled in debug mode only, as Inductor's); tilefuse's bounds checks of indirect indices
+    must raise instead of reading out of bounds, so ``debug`` is switched on around each launch
+    and restored after."""
+    global _checked_cls
+    if _checked_cls is None:
+        from triton.runtime import interpreter as I
+
+        class Checked(I.InterpretedFunction):
+            def run(self, *args, **kwargs):
+                import dataclasses
+
+                b = I.interpreter_builder
+                old = b.options
+                b.options = dataclasses.replace(old, debug=True)
+                try:
+                    return super().run(*args, **kwargs)
+                finally:
+                    b.options = old
+
+        _checked_cls = Checked
+    return _checked_cls(fn)
 
 
 def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph"):
