@@ -366,3 +366,34 @@ def test_non_adjacent_advanced_indices_fall_back_correctly():
     x = make([4, 3, 5])
     i, j = torch.tensor([0, 3, 1]), torch.tensor([4, 0, 2])
     check(lambda a, b, c: a[b, :, c] * 2, x, i, j, fallbacks=1)
+
+
+# ------------------------------------------------------------------------------ select-style ops
+
+
+def test_cat_is_one_pointwise_kernel():
+    a, b, c = make([3, 4]), make([3, 1], layout="sliced"), make([4, 3], layout="contiguous").t()
+    check(lambda x, y, z: torch.cat([x, y * 2, z], 1) + 1, a, b, c, kernels=1)
+    torch._dynamo.reset()
+    check(lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0)], 0), make([2, 5]), make([3, 5]))
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (-1, 2, 1, -1), (3, 0, 0, 0)])
+def test_constant_pad_nd(pad):
+    x = make([4, 5], layout="permuted")
+    check(lambda a: F.pad(a, pad, value=-2.5) * 2, x, kernels=1)
+
+
+def test_slice_and_select_scatter():
+    x, s1, s2, s3 = make([6, 8]), make([6, 3]), make([2, 8]), make([6])
+    check(lambda a, b, c, d: (torch.slice_scatter(a, b, 1, 1, 7, 2), torch.slice_scatter(a, c, 0, -3, -1),
+                              torch.select_scatter(a, d, 1, -2)), x, s1, s2, s3)
+
+
+def test_scatter_value_one_hot_and_general_fallback():
+    x = torch.zeros(5, 7)
+    idx = torch.tensor([[0], [6], [3], [3], [1]])
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx)
+    torch._dynamo.reset()
+    idx2 = torch.tensor([[0, 2], [6, 5], [3, 1], [3, 0], [1, 4]])
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2, fallbacks=1)

@@ -302,6 +302,13 @@ def _full_default(size, fill_value, *, dtype=None, layout=None, device=None, pin
     return _full(size, fill_value, dtype, device)
 
 
+@register_lowering(aten.empty.memory_format, aten.empty_strided.default)
+def _empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """``torch.empty``: contents are unspecified, so zeros are a valid (and fusable) value; in a
+    functional graph nothing relies on an empty tensor's contents."""
+    return _full(size, 0, dtype or torch.get_default_dtype(), device)
+
+
 @register_lowering(aten.scalar_tensor)
 def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return _full([], s, dtype or torch.get_default_dtype(), device)
@@ -735,3 +742,159 @@ def _index_tensor(x, indices):
         return xl(list(idx[:first]) + sel + list(idx[first + nb:]))
 
     return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
+
+
+# ---------------------------------------------------------------------------------- select-style ops
+#
+# cat / constant_pad_nd / slice_scatter / scatter of a value compute each output element from one
+# of several sources chosen by its index: a pointwise ``where`` over the sources. Every source is
+# loaded at its index clamped into range (Max/Min in the index expression), so no load leaves its
+# buffer in lanes where another source is selected (Inductor masks those loads instead).
+
+
+def _in_range(e, lo: int, hi: int):
+    """ops value: lo <= e < hi for an index expression e."""
+    v = ops.index_expr(e, torch.int64)
+    return ops.logical_and(ops.ge(v, ops.constant(lo, torch.int64)), ops.lt(v, ops.constant(hi, torch.int64)))
+
+
+def _clamped(e, n: int):
+    return S.Max(S.Integer(0), S.Min(e, S.Integer(max(n - 1, 0))))
+
+
+@register_lowering(aten.cat.default)
+def _cat(tensors, dim=0):
+    """``torch.cat`` as one pointwise kernel selecting, per output index, the input that covers it
+    (Inductor's pointwise cat). Empty 1-D inputs are skipped as torch does; dtypes promote."""
+    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
+    if not tensors:
+        raise NotImplementedError("cat of only empty tensors")
+    rank = len(tensors[0].get_size())
+    dim = dim % rank
+    base = list(tensors[0].get_size())
+    for t in tensors:
+        s = list(t.get_size())
+        if len(s) != rank or any(a != b for k, (a, b) in enumerate(zip(s, base)) if k != dim):
+            raise ValueError(f"cat: sizes {[list(x.get_size()) for x in tensors]} differ off dimension {dim}")
+    dtype = elementwise_dtypes(*[_meta(t) for t in tensors], type_promotion_kind=NO_OPMATH)[1]
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += t.get_size()[dim]
+    loaders = [t.make_loader() for t in tensors]
+    out = base[:dim] + [total] + base[dim + 1:]
+
+    def inner(idx):
+        result = None
+        for k in reversed(range(len(tensors))):
+            n = tensors[k].get_size()[dim]
+            if n == 0:
+                continue
+            i = list(idx)
+            i[dim] = _clamped(idx[dim] - offsets[k], n)
+            v = to_dtype_value(loaders[k](i), dtype)
+            if result is None:
+                result = v
+            else:
+                result = ops.where(_in_range(idx[dim], offsets[k], offsets[k] + n), v, result)
+        return result
+
+    return Pointwise.create(tensors[0].get_device(), dtype, inner, out)
+
+
+@register_lowering(aten.constant_pad_nd.default)
+def _constant_pad_nd(x, pad, value=0.0):
+    """``F.pad(x, pad, value=value)`` (constant mode): pad pairs apply from the last dim backwards;
+    negative pads crop."""
+    size = list(x.get_size())
+    if len(pad) % 2 or len(pad) // 2 > len(size):
+        raise ValueError(f"constant_pad_nd: padding {list(pad)} does not fit a tensor of rank {len(size)}")
+    lo = [0] * len(size)
+    hi = [0] * len(size)
+    for k in range(len(pad) // 2):
+        d = len(size) - 1 - k
+        lo[d], hi[d] = pad[2 * k], pad[2 * k + 1]
+    out = [s + a + b for s, a, b in zip(size, lo, hi)]
+    if any(s < 0 for s in out):
+        raise ValueError(f"constant_pad_nd: padding {list(pad)} leaves a negative size {out}")
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        src = [_clamped(i - a, n) if (a or b) else i for i, a, b, n in zip(idx, lo, hi, size)]
+        v = loader(src)
+        cond = None
+        for i, a, b, n in zip(idx, lo, hi, size):
+            if a > 0 or b > 0:
+                c = _in_range(i - a, 0, n)
+                cond = c if cond is None else ops.logical_and(cond, c)
+        if cond is None:
+            return v
+        return ops.where(cond, v, ops.constant(value, dtype))
+
+    if any(s == 0 for s in size) and prod(out) > 0:
+        return _full(out, value, dtype, x.get_device())
+    return Pointwise.create(x.get_device(), dtype, inner, out)
+
+
+@register_lowering(aten.slice_scatter.default)
+def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    """``x`` with ``x[..., start:end:step, ...]`` replaced by ``src`` (a backward of slicing)."""
+    size = list(x.get_size())
+    dim = dim % len(size)
+    n = size[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = max(0, min(n, start)), max(0, min(n, end))
+    m = src.get_size()[dim]
+    if m == 0:
+        return _clone(x)
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        i = idx[dim]
+        si = list(idx)
+        si[dim] = _clamped(S.FloorDiv(S.Max(i - start, S.Integer(0)), step) if step != 1 else i - start, m)
+        v = to_dtype_value(sl(si), dtype)
+        cond = _in_range(i, start, start + (m - 1) * step + 1)
+        if step != 1:
+            r = ops.index_expr(S.Mod(i - start + step * n, step), torch.int64)
+            cond = ops.logical_and(cond, ops.eq(r, ops.constant(0, torch.int64)))
+        return ops.where(cond, v, xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.select_scatter.default)
+def _select_scatter(x, src, dim, index):
+    """``x`` with ``x.select(dim, index)`` replaced by ``src``."""
+    n = x.get_size()[dim % len(x.get_size())]
+    index = index + n if index < 0 else index
+    return _slice_scatter(x, ir.unsqueeze_view(src, dim % len(x.get_size())), dim, index, index + 1, 1)
+
+
+@register_lowering(aten.scatter.value)
+def _scatter_value(x, dim, index, value):
+    """``x.scatter(dim, index, value)`` when ``index`` has size 1 along ``dim`` and ``x``'s sizes
+    elsewhere (one write per row, the one-hot pattern of nll_loss backward): a pointwise
+    ``where(j == index[..., 0, ...], value, x)``. Other shapes fall back."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size:
+        raise NotImplementedError("scatter into a 0-d tensor")
+    dim = dim % len(size)
+    if len(isize) != len(size) or isize[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
+        raise NotImplementedError("general scatter")
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    xl = x.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        ii = list(idx)
+        ii[dim] = S.Integer(0)
+        target = ops.index_expr(il(ii), torch.int64)
+        hit = ops.eq(ops.index_expr(idx[dim], torch.int64), target)
+        return ops.where(hit, ops.constant(value, dtype), xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
