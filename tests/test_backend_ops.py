@@ -328,7 +328,8 @@ def test_matmul_epilogues():
 def test_creation_ops():
     x = make([3, 4])
     check(lambda a: (a + torch.ones(3, 4), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
-                     torch.arange(4) + a, torch.arange(2, 14, 3).float() * 2), x)
+                     torch.arange(4) + a, torch.arange(2, 14, 3).float() * 2,
+                     torch.arange(0.5, 3.0, 0.25) + 1, torch.arange(5, dtype=torch.float16)), x)
 
 
 # ------------------------------------------------------------------------------ indirect indexing

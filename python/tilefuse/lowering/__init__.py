@@ -343,8 +343,22 @@ def _iota(length, *, start, step, dtype, device, requires_grad=False):
 
 @register_lowering(aten.arange.start_step)
 def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``torch.arange``: integer ranges as index expressions; floating ones as ``start + i*step``
+    computed in float64 and rounded once (torch's CPU kernel accumulates in double)."""
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
     if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
-        raise NotImplementedError("floating arange")  # -> fallback
+        dtype = dtype or torch.get_default_dtype()
+        n = max(0, math.ceil((end - start) / step))
+        if not dtype.is_floating_point:
+            raise NotImplementedError("integer arange with floating bounds")  # -> fallback
+
+        def fvalue(idx):
+            i = ops.to_dtype(ops.index_expr(idx[0], torch.int64), torch.float64)
+            v = ops.add(ops.mul(i, ops.constant(float(step), torch.float64)), ops.constant(float(start), torch.float64))
+            return ops.to_dtype(v, dtype)
+
+        return Pointwise.create(torch.device(device) if device else _device([]), dtype, fvalue, [n])
     n = max(0, -(-(end - start) // step))
     dtype = dtype or torch.int64
     return Pointwise.create(torch.device(device) if device else _device([]), dtype,
