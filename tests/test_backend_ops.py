@@ -8,6 +8,8 @@ tilefuse computes in fp32 and rounds once (Inductor's opmath behaviour).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -29,8 +31,21 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16:
        torch.float64: (1e-7, 1e-7)}
 
 
+# TILEFUSE_TEST_DEVICE=cuda runs this module's checks on the GPU (real Triton, libdevice math)
+DEVICE = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")
+
+
+def to_device(a):
+    """``a`` on DEVICE with the same sizes, strides and storage offset (views stay views)."""
+    if not isinstance(a, torch.Tensor) or a.device.type == DEVICE:
+        return a
+    base = a._base if a._base is not None else a
+    return base.to(DEVICE).as_strided(a.shape, a.stride(), a.storage_offset())
+
+
 def check(fn, *args, tol=None, kernels=None, fallbacks=0, exact=False):
     """Compile ``fn`` with tilefuse, compare with eager, check counters; returns the result."""
+    args = tuple(to_device(a) for a in args)
     metrics.reset()
     got = torch.compile(fn, backend="tilefuse")(*args)
     want = fn(*args)
@@ -327,9 +342,10 @@ def test_matmul_epilogues():
 
 def test_creation_ops():
     x = make([3, 4])
-    check(lambda a: (a + torch.ones(3, 4), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
-                     torch.arange(4) + a, torch.arange(2, 14, 3).float() * 2,
-                     torch.arange(0.5, 3.0, 0.25) + 1, torch.arange(5, dtype=torch.float16)), x)
+    check(lambda a: (a + torch.ones(3, 4, device=a.device), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
+                     torch.arange(4, device=a.device) + a, torch.arange(2, 14, 3, device=a.device).float() * 2,
+                     torch.arange(0.5, 3.0, 0.25, device=a.device) + 1,
+                     torch.arange(5, dtype=torch.float16, device=a.device)), x)
 
 
 # ------------------------------------------------------------------------------ indirect indexing
@@ -376,7 +392,7 @@ def test_cat_is_one_pointwise_kernel():
     a, b, c = make([3, 4]), make([3, 1], layout="sliced"), make([4, 3], layout="contiguous").t()
     check(lambda x, y, z: torch.cat([x, y * 2, z], 1) + 1, a, b, c, kernels=1)
     torch._dynamo.reset()
-    check(lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0)], 0), make([2, 5]), make([3, 5]))
+    check(lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0, device=x.device)], 0), make([2, 5]), make([3, 5]))
 
 
 @pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (-1, 2, 1, -1), (3, 0, 0, 0)])
