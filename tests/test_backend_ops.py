@@ -414,3 +414,44 @@ def test_scatter_value_one_hot_and_general_fallback():
     torch._dynamo.reset()
     idx2 = torch.tensor([[0, 2], [6, 5], [3, 1], [3, 0], [1, 4]])
     check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2, fallbacks=1)
+
+
+# ------------------------------------------------------------------------------ more lowerings
+
+
+def test_flip_repeat_diagonal_views():
+    x = make([4, 6], layout="permuted")
+    check(lambda a: (a.flip(1) + 1, a.flip(0, 1) * a, a.repeat(2, 1, 3) - 1, torch.diagonal(a, 1) * 2,
+                     torch.diagonal(a, -2) + 0, a.roll(2, 1) * 2), x)
+
+
+def test_max_min_dim_values_and_indices():
+    x = make([5, 9], layout="sliced")
+    check(lambda a: (a.max(1), a.min(0, keepdim=True), torch.max(a, -1).indices), x, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vector_norms(dtype):
+    x = make([5, 12], dtype)
+    check(lambda a: (torch.linalg.vector_norm(a, dim=1), a.norm(), torch.linalg.vector_norm(a, 1, dim=0),
+                     torch.linalg.vector_norm(a, float("inf"), dim=1), torch.linalg.vector_norm(a, float("-inf"))),
+          x, tol=TOL[dtype] if dtype != torch.float32 else (1e-5, 1e-5))
+
+
+def test_fmod_and_shifts():
+    x = make([4, 7], low=-9, high=9)
+    i = make([4, 7], torch.int64, low=-64, high=64)
+    s = make([7], torch.int64, low=0, high=5)
+    check(lambda a, b, c: (torch.fmod(a, 0.7), torch.fmod(b, 5), torch.fmod(b, -3), b << 2, b >> c, b >> 1),
+          x, i, s, tol=(1e-6, 1e-6))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.float64])
+def test_other_dtypes(dtype):
+    x = make([4, 9], dtype, low=0, high=100)
+    check(lambda a: (a + 1, a.sum(1), a * 3 - 2, a.amax(0), a.to(torch.float32) / 7), x, tol=(1e-6, 1e-6))
+
+
+def test_std_low_precision_rounds_once():
+    x = make([4, 33], torch.bfloat16)
+    check(lambda a: (a.std(1), a.var(0)), x, tol=(0, 0))

@@ -440,6 +440,15 @@ class TritonKernelCodegen:
             if is_float:
                 return f"{a} - tl.floor({a} / {b}) * {b}"
             return f"tl.where((({a} % {b}) != 0) & ((({a} % {b}) < 0) != ({b} < 0)), ({a} % {b}) + {b}, {a} % {b})"
+        if op == "fmod":
+            # Triton's % is C's (truncated) remainder for ints and floats alike: torch.fmod
+            return f"{x[0]} % {x[1]}"
+        if op in ("lshift", "rshift"):
+            return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
+        if op == "atan2":
+            if not lib:
+                raise NotImplementedError("atan2 has no portable form under the interpreter")
+            return f"libdevice.atan2({x[0]}, {x[1]})"
         if op == "neg":
             return f"-{x[0]}"
         if op == "abs":

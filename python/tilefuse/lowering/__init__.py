@@ -145,7 +145,31 @@ register_lowering(aten.minimum)(_binary("minimum"))
 register_lowering(aten.fmax)(_binary("fmax"))
 register_lowering(aten.fmin)(_binary("fmin"))
 register_lowering(aten.remainder)(_binary("remainder"))
-register_lowering(aten.atan2)(_binary("atan2", INT_TO_FLOAT))
+register_lowering(aten.fmod)(_binary("fmod"))
+
+
+@register_lowering(aten.atan2)
+def _atan2(a, b):
+    """atan2 via libdevice on the GPU; under the interpreter (no libdevice) it falls back."""
+    if _device([a, b]).type != "cuda":
+        raise NotImplementedError("atan2 under the Triton interpreter")
+    return _binary("atan2", INT_TO_FLOAT)(a, b)
+
+
+@register_lowering(aten.__lshift__, aten.bitwise_left_shift)
+def _lshift(a, b):
+    """``a << b`` on integers (bool and float operands fall back, as torch rejects floats)."""
+    if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
+        raise NotImplementedError("shift of a non-integer tensor")
+    return _binary("lshift")(a, b)
+
+
+@register_lowering(aten.__rshift__, aten.bitwise_right_shift)
+def _rshift(a, b):
+    """``a >> b`` on integers: arithmetic for signed types, as torch."""
+    if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
+        raise NotImplementedError("shift of a non-integer tensor")
+    return _binary("rshift")(a, b)
 register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)(_binary("pow", BOOL_TO_LONG))
 
 
@@ -439,6 +463,62 @@ def _unbind(x, dim=0):
     return [_select(x, dim, i) for i in range(n)]
 
 
+@register_lowering(aten.flip)
+def _flip(x, dims):
+    """``x.flip(dims)`` as a lazy view reading index ``n-1-i`` along each flipped dim."""
+    size = list(x.get_size())
+    dims = sorted({d % len(size) for d in dims}) if size else []
+
+    def reindex(index):
+        out = list(index)
+        for d in dims:
+            out[d] = S.Integer(size[d] - 1) - index[d]
+        return out
+
+    return ir.TensorBox(ir.GenericView(x, size, reindex)) if dims else x
+
+
+@register_lowering(aten.repeat)
+def _repeat(x, repeats):
+    """``x.repeat(repeats)``: output index i reads ``i % n`` along each dim (leading new dims
+    broadcast)."""
+    size = list(x.get_size())
+    if len(repeats) < len(size):
+        raise ValueError(f"repeat: {len(repeats)} repeats for a tensor of rank {len(size)}")
+    lead = len(repeats) - len(size)
+    padded = [1] * lead + size
+    out = [s * r for s, r in zip(padded, repeats)]
+
+    def reindex(index):
+        return [S.ModularIndexing(index[lead + k], 1, n) if n != 1 else S.Integer(0) for k, n in enumerate(size)]
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
+
+
+@register_lowering(aten.diagonal.default)
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal``: dims ``dim1``/``dim2`` removed, the diagonal appended last."""
+    size = list(x.get_size())
+    n = len(size)
+    d1, d2 = dim1 % n, dim2 % n
+    if d1 == d2:
+        raise ValueError("diagonal: dim1 and dim2 must differ")
+    r1, r2 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(size[d1] - r1, size[d2] - r2))
+    keep = [k for k in range(n) if k not in (d1, d2)]
+    out = [size[k] for k in keep] + [length]
+
+    def reindex(index):
+        full = [None] * n
+        for j, k in enumerate(keep):
+            full[k] = index[j]
+        full[d1] = index[-1] + r1
+        full[d2] = index[-1] + r2
+        return full
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
+
+
 @register_lowering(aten.t)
 def _t(x):
     return x if len(x.get_size()) < 2 else ir.permute_view(x, [1, 0])
@@ -606,7 +686,7 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
                           out_dtype=out_dtype, compute_dtype=acc)(s)
 
 
-def _var_mean_impl(x, dims, correction, keepdim):
+def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     """Two-pass variance (Inductor computes Welford; two passes give the same result to rounding,
     and both reductions fuse into one kernel): mean = Σx/n, var = Σ(x-mean)²/(n-correction)."""
     size = list(x.get_size())
@@ -620,8 +700,12 @@ def _var_mean_impl(x, dims, correction, keepdim):
                           out_dtype=acc, compute_dtype=acc)(x, mean_k)
     ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
     denom = max(n - corr, 0)
-    var = make_pointwise(lambda a: ops.truediv(a, ops.constant(float(denom), acc)), NO_OPMATH,
-                         out_dtype=out_dtype, compute_dtype=acc)(ssq)
+    def finish(a):
+        v = ops.truediv(a, ops.constant(float(denom), acc))
+        return ops.sqrt(v) if sqrt else v
+
+    # std: the square root is taken in the accumulation dtype, rounding once (as eager)
+    var = make_pointwise(finish, NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(ssq)
     mean = mean_k if keepdim else ir.reshape_view(mean_k, [s for i, s in enumerate(size) if i not in rdims])
     mean = _to_dtype_lowering(mean, out_dtype) if acc != out_dtype else mean
     return var, mean
@@ -639,7 +723,7 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 @register_lowering(aten.std.correction)
 def _std(x, dim=None, *, correction=None, keepdim=False):
-    return _unary("sqrt", DEFAULT)(_var_mean_impl(x, dim, correction, keepdim)[0])
+    return _var_mean_impl(x, dim, correction, keepdim, sqrt=True)[0]
 
 
 @register_lowering(prims.var.default)
@@ -912,3 +996,37 @@ def _scatter_value(x, dim, index, value):
         return ops.where(hit, ops.constant(value, dtype), xl(idx))
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.max.dim, aten.min.dim)
+def _max_min_dim(x, dim, keepdim=False):
+    """``x.max(dim)`` / ``x.min(dim)``: (values, indices) as amax/amin and argmax/argmin over the
+    same rows (both reductions fuse into one kernel)."""
+    from ..ir import graph_context as G
+
+    is_max = G.graph().current_target is aten.max.dim
+    values = make_reduction("amax" if is_max else "amin")(x, [dim], keepdim)
+    indices = make_reduction("argmax" if is_max else "argmin")(x, dim, keepdim)
+    return values, indices
+
+
+@register_lowering(aten.linalg_vector_norm.default)
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """``torch.linalg.vector_norm`` for ord 2, 1, inf and -inf (others fall back)."""
+    if not x.get_dtype().is_floating_point:
+        raise NotImplementedError("vector_norm of an integer tensor")
+    out_dtype = dtype or x.get_dtype()
+    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    if ord == 2:
+        sq = make_pointwise(lambda a: ops.mul(a, a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_pointwise(lambda a: ops.sqrt(a), NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(
+            make_reduction("sum")(sq, dim, keepdim, dtype=acc))
+    elif ord == 1:
+        ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("sum")(ab, dim, keepdim, dtype=acc)
+    elif ord in (math.inf, -math.inf):
+        ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("amax" if ord > 0 else "amin")(ab, dim, keepdim)
+    else:
+        raise NotImplementedError(f"vector_norm with ord={ord}")
+    return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r

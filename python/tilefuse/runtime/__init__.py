@@ -55,7 +55,9 @@ def _CheckedInterpretedFunction(fn):
 
                 b = I.interpreter_builder
                 old = b.options
-                b.options = dataclasses.replace(old, debug=True)
+                # debug also turns on the interpreter's integer-overflow sanitizer; torch's integer
+                # arithmetic wraps, so that stays off
+                b.options = dataclasses.replace(old, debug=True, sanitize_overflow=False)
                 try:
                     return super().run(*args, **kwargs)
                 finally:
