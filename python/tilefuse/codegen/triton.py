@@ -15,6 +15,12 @@ allocated. Index expressions are printed by the native core's Triton printer (``
 only uses truncating ``//``/``%`` where operands are provably non-negative. Expressions are
 common-subexpression-eliminated within a scope (the kernel, or one reduction loop).
 
+Indirect indexing: ``ops.indirect_indexing(value, size)`` in a loop body yields an index symbol
+``ind<N>`` (kind ``indirect``) used inside load indices. Codegen defines a variable of that name
+from the loaded value (``+ size`` where negative), asserts ``0 <= ind < size`` in unmasked lanes
+(``tl.device_assert``, live under the interpreter; on the GPU only in Triton debug mode, as in
+Inductor), and masks loads through it with the mask of the lanes that produced the value.
+
 Math: under the Triton interpreter (CPU tensors) ``libdevice`` is unavailable, so ops without a
 core ``tl`` builtin use portable formulas there; on the GPU they call libdevice.
 """

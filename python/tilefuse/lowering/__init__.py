@@ -4,6 +4,12 @@
 taking the op's arguments — tensors as ``TensorBox`` — and returning a TensorBox (or a tuple).
 An op with no entry runs as a FallbackKernel (``graph.py``). Type promotion follows torch's
 ``elementwise_dtypes``; low-precision floats compute in float32 (opmath), as eager does.
+
+Gather-style ops (embedding, index_select, gather, ``x[idx]``) load through
+``ops.indirect_indexing`` and fuse with their consumers; select-style ops (cat, constant_pad_nd,
+slice_scatter, one-hot scatter) are pointwise ``where``s over clamped source indices. A lowering
+raises NotImplementedError for a case it does not handle, and the op then runs as a
+FallbackKernel; it raises ValueError/IndexError for arguments torch would reject.
 """
 
 from __future__ import annotations
