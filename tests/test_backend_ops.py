@@ -455,3 +455,28 @@ def test_other_dtypes(dtype):
 def test_std_low_precision_rounds_once():
     x = make([4, 33], torch.bfloat16)
     check(lambda a: (a.std(1), a.var(0)), x, tol=(0, 0))
+
+
+def test_index_put_accumulate_and_scatter_add_with_repeated_indices():
+    x = make([6, 4])
+    idx = torch.tensor([1, 3, 1, 1, 5, -1])
+    v = make([6, 4])
+    col = torch.tensor([[0, 3, 3, 1], [2, 2, 2, 2], [1, 0, 3, 3]])
+    check(lambda a, i, b, c: (torch.index_put(a, [i], b, accumulate=True) * 2,
+                              a.scatter_add(0, i.abs().view(6, 1).expand(6, 4), b) + 1,
+                              a[:3].scatter_add(1, c, b[:3, :4]), torch.index_put(a, [i], b[0], accumulate=True)),
+          x, idx, v, col, tol=(1e-5, 1e-5))
+
+
+def test_embedding_backward_is_native():
+    w = make([9, 5]).requires_grad_()
+    i = torch.tensor([[1, 8, 1], [0, 1, -1]]).remainder(9)
+
+    metrics.reset()
+    out = torch.compile(lambda a, b: F.embedding(b, a).sum(1), backend="tilefuse")(w, i)
+    out.pow(2).sum().backward()
+    g = w.grad.clone()
+    w.grad = None
+    F.embedding(i, w).sum(1).pow(2).sum().backward()
+    torch.testing.assert_close(g, w.grad)
+    assert metrics.fallback_kernel_count == 0

@@ -142,7 +142,8 @@ class TritonKernelCodegen:
     def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str]):
         self.g, self.name, self.device = group, name, device
         self.interpret = device.type != "cuda"
-        self.keep = keep  # buffers read or returned outside this kernel
+        # buffers read or returned outside this kernel, and buffers updated in place
+        self.keep = set(keep) | {n.buf.target.name for n in group.nodes if isinstance(n.buf, ir.MutationBuffer)}
         self.args = KernelArgs()
         self.lines: list[str] = []
         self.indent = 1
@@ -382,6 +383,11 @@ class TritonKernelCodegen:
         if self.mask_for(idx) is None:  # a constant address: make the pointer a block too
             istr = f"{istr} + tl.zeros({self.shape(skind)}, {self.index_dtype})"
         src = value.dtype if isinstance(value, BodyValue) else None
+        mode = a[3] if op == "store" and len(a) > 3 else None
+        if mode == "atomic_add":
+            # accumulates into a buffer other kernels initialized: never forwarded or removed
+            self.emit(f"tl.atomic_add({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask}, sem=\"relaxed\")")
+            return None
         li = self.emit(f"tl.store({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask})")
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)

@@ -105,7 +105,7 @@ class WrapperCodegen:
                 self.kernels.append(gk)
                 kernel_src.append(gk.source)
                 for n in item.nodes:
-                    if n.name in gk.removed:
+                    if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                         continue
                     L = n.buf.layout
                     body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "

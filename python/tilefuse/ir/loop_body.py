@@ -112,8 +112,11 @@ class _Tracer:
     def load(self, name: str, index) -> BodyValue:
         return self.body.add("load", (name, index), self.dtype_of(name))
 
-    def store(self, name: str, index, value) -> None:
-        self.body.add("store", (name, index, value), None)
+    def store(self, name: str, index, value, mode: str | None = None) -> None:
+        """``mode``: None (plain store) or ``"atomic_add"`` (accumulate into the buffer)."""
+        if mode not in (None, "atomic_add"):
+            raise ValueError(f"unknown store mode {mode!r}")
+        self.body.add("store", (name, index, value, mode), None)
 
     def store_reduction(self, name: str, index, value) -> None:
         self.body.add("store_reduction", (name, index, value), None)

@@ -276,6 +276,31 @@ class ComputedBuffer(Buffer):
         return isinstance(self.data, Reduction)
 
 
+class MutationBuffer(ComputedBuffer):
+    """A kernel that accumulates into an existing buffer in place (Inductor's ``Scatter`` node
+    with a mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` adds
+    ``data.inner_fn(idx)`` at ``index_fn(idx)`` of ``target`` with an atomic add. ``target`` is a
+    realized ComputedBuffer (a fresh copy the lowering made), read afterwards under its own name;
+    this node's own name is never read and never allocated. The scheduler runs it as a kernel of
+    its own, after every earlier kernel (so the target is fully initialized) and before any
+    reader."""
+
+    def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable):
+        size = list(data.get_size())
+        super().__init__(name, FixedLayout(target.get_device(), target.get_dtype(), size,
+                                           contiguous_strides(size)), data)
+        self.target, self.index_fn = target, index_fn
+
+    def store_fn(self):
+        indexer = self.target.layout.make_indexer()
+        inner, target, index_fn = self.data.inner_fn, self.target.name, self.index_fn
+
+        def fn(index):
+            ops.store(target, indexer(index_fn(index)), inner(index), "atomic_add")
+
+        return fn
+
+
 class ExternKernel(Buffer):
     """A buffer produced by calling an aten kernel from the wrapper (mm, addmm, convolution, …, or
     any op without a lowering — FallbackKernel). ``inputs`` are realized buffers or

@@ -1036,3 +1036,69 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     else:
         raise NotImplementedError(f"vector_norm with ord={ord}")
     return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r
+
+
+# ---------------------------------------------------------------------------------- scatter-add
+
+
+def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
+    """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
+    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``)."""
+    from ..ir import graph_context as G
+
+    copy = _clone(x)
+    copy.realize()
+    target = copy.data.data
+    target.freeze_layout()
+    dtype = x.get_dtype()
+    data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
+    if prod(ranges) > 0:
+        g = G.graph()
+        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn))
+    return copy
+
+
+@register_lowering(aten.index_put.default)
+def _index_put(x, indices, values, accumulate=False):
+    """``x.index_put(indices, values, accumulate=True)`` (embedding backward) as a copy of ``x``
+    plus an atomic-add kernel over the indexed positions; integer index tensors on adjacent dims
+    only. ``accumulate=False`` (last write wins, unordered on a GPU) and other forms fall back."""
+    if not accumulate:
+        raise NotImplementedError("index_put without accumulate")
+    size = list(x.get_size())
+    pos = [k for k, t in enumerate(indices) if t is not None]
+    if not pos or pos != list(range(pos[0], pos[-1] + 1)):
+        raise NotImplementedError("non-adjacent advanced indices")
+    tensors = [indices[k] for k in pos]
+    if any(t.get_dtype() == torch.bool for t in tensors):
+        raise NotImplementedError("boolean mask index_put")
+    bshape = broadcast_shapes(*[t.get_size() for t in tensors])
+    loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
+    first, nb = pos[0], len(bshape)
+    ranges = size[:first] + bshape + size[pos[-1] + 1:]
+    vl = ir.expand_view(values, ranges).make_loader()
+
+    def index_fn(idx):
+        bidx = idx[first:first + nb]
+        return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb:])
+
+    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype())
+
+
+@register_lowering(aten.scatter_add.default)
+def _scatter_add(x, dim, index, src):
+    """``x.scatter_add(dim, index, src)``: out[i with dim -> index[i]] += src[i] over index's shape."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size or len(isize) != len(size):
+        raise NotImplementedError("scatter_add of a 0-d tensor or mismatched ranks")
+    dim = dim % len(size)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    sl = src.make_loader()
+
+    def index_fn(idx):
+        out = list(idx)
+        out[dim] = il(idx)
+        return out
+
+    return _accumulate_into_copy(x, isize, index_fn, sl, src.get_dtype())
