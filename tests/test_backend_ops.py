@@ -480,3 +480,15 @@ def test_embedding_backward_is_native():
     F.embedding(i, w).sum(1).pow(2).sum().backward()
     torch.testing.assert_close(g, w.grad)
     assert metrics.fallback_kernel_count == 0
+
+
+def test_fallback_result_with_unexpected_strides_is_copied_into_the_compiled_layout():
+    from tilefuse.runtime import ensure_strides
+
+    t = torch.randn(3, 4).t()                      # strides (1, 4)
+    fixed = ensure_strides(t, (4, 3), (3, 1))
+    assert fixed.stride() == (3, 1)
+    torch.testing.assert_close(fixed, t)
+    assert ensure_strides(t, (4, 3), (1, 4)) is t
+    with pytest.raises(RuntimeError, match="expected"):
+        ensure_strides(t, (3, 4), (4, 1))
