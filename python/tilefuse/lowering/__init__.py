@@ -670,6 +670,8 @@ def decompositions() -> dict:
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,
         aten.addcmul, aten.addcdiv, aten.lerp, aten.logit, aten.elu, aten.elu_backward,
         aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
+        aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
+        aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly
     for op in (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std):
