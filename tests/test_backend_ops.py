@@ -492,3 +492,26 @@ def test_fallback_result_with_unexpected_strides_is_copied_into_the_compiled_lay
     assert ensure_strides(t, (4, 3), (1, 4)) is t
     with pytest.raises(RuntimeError, match="expected"):
         ensure_strides(t, (3, 4), (4, 1))
+
+
+@pytest.mark.parametrize("k,s,p,d,shape", [(2, None, 0, 1, (2, 3, 8, 8)), (3, 2, 1, 1, (1, 2, 7, 9)),
+                                           (3, 1, 1, 2, (2, 5, 6)), (2, 3, 1, 1, (1, 1, 7, 7))])
+def test_max_pool2d_forward_indices_and_backward(k, s, p, d, shape):
+    x = make(list(shape))
+    x.view(-1)[3] = float("nan")
+
+    def fwd(a):
+        return F.max_pool2d(a, k, s, p, d, return_indices=True)
+
+    check(fwd, x, exact=True)
+    # backward: the compiled forward's autograd graph runs max_pool2d_with_indices_backward
+    torch._dynamo.reset()
+    metrics.reset()
+    xa = make(list(shape)).requires_grad_()
+    xb = xa.detach().clone().requires_grad_()
+    out = torch.compile(lambda a: F.max_pool2d(a, k, s, p, d) * 1, backend="tilefuse")(xa)
+    go = torch.randn_like(out)
+    out.backward(go)
+    F.max_pool2d(xb, k, s, p, d).backward(go)
+    torch.testing.assert_close(xa.grad, xb.grad, atol=1e-6, rtol=1e-6)
+    assert metrics.fallback_kernel_count == 0

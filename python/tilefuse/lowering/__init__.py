@@ -1104,3 +1104,97 @@ def _scatter_add(x, dim, index, src):
         return out
 
     return _accumulate_into_copy(x, isize, index_fn, sl, src.get_dtype())
+
+
+# ---------------------------------------------------------------------------------- max pooling
+
+
+def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
+    size = list(x.get_size())
+    if len(size) not in (3, 4):
+        raise NotImplementedError("max_pool2d of a tensor that is not 3-D or 4-D")
+    if ceil_mode:
+        raise NotImplementedError("max_pool2d with ceil_mode")  # -> fallback
+
+    def pair(v, default):
+        v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
+        return [v, v] if isinstance(v, int) else (list(v) * 2 if len(v) == 1 else list(v))
+
+    k = pair(kernel_size, None)
+    s = pair(stride, k)
+    p = pair(padding, 0)
+    d = pair(dilation, 1)
+    if k[0] * k[1] > 64:
+        raise NotImplementedError("max_pool2d with a large window")  # unrolled: keep it small
+    H, W = size[-2], size[-1]
+    OH = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    OW = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    return size, k, s, p, d, H, W, OH, OW
+
+
+@register_lowering(aten.max_pool2d_with_indices.default)
+def _max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """``max_pool2d`` (values and flat ``h*W + w`` indices) as one pointwise kernel over the
+    output, the window unrolled (Inductor's lowering). As torch's CPU kernel: the index starts at
+    the window's first in-bounds element, a larger value or a NaN takes over."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode)
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+    lead = size[:-2]
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def window(idx):
+        oh, ow = idx[-2], idx[-1]
+        best = ops.constant(float("-inf"), acc)
+        h0 = S.Max(S.Integer(0), oh * s[0] - p[0])
+        w0 = S.Max(S.Integer(0), ow * s[1] - p[1])
+        bidx = ops.index_expr(h0 * W + w0, torch.int64)
+        for kh in range(k[0]):
+            for kw in range(k[1]):
+                h = oh * s[0] - p[0] + kh * d[0]
+                w = ow * s[1] - p[1] + kw * d[1]
+                v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
+                inb = ops.logical_and(_in_range(h, 0, H), _in_range(w, 0, W))
+                take = ops.logical_and(inb, ops.logical_or(ops.gt(v, best), ops.ne(v, v)))
+                best = ops.where(take, v, best)
+                bidx = ops.where(take, ops.index_expr(_clamped(h, H) * W + _clamped(w, W), torch.int64), bidx)
+        return best, bidx
+
+    out = lead + [OH, OW]
+    values = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(window(idx)[0], dtype), out)
+    indices = Pointwise.create(x.get_device(), torch.int64, lambda idx: window(idx)[1], out)
+    return values, indices
+
+
+@register_lowering(aten.max_pool2d_with_indices_backward.default)
+def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Gradient of max_pool2d: each input element sums the output gradients of the windows that
+    contain it and picked it (``indices == h*W + w``), a pointwise gather over candidate windows."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode)
+    gl, il = grad_out.make_loader(), indices.make_loader()
+    dtype = grad_out.get_dtype()
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def inner(idx):
+        h, w = idx[-2], idx[-1]
+        flat = ops.index_expr(h * W + w, torch.int64)
+        total = ops.constant(0.0, acc)
+        for kh in range(k[0]):
+            th = h + p[0] - kh * d[0]           # = oh * stride when this window row covers h
+            for kw in range(k[1]):
+                tw = w + p[1] - kw * d[1]
+                oh = S.FloorDiv(S.Max(th, S.Integer(0)), s[0])
+                ow = S.FloorDiv(S.Max(tw, S.Integer(0)), s[1])
+                src = list(idx[:-2]) + [_clamped(oh, OH), _clamped(ow, OW)]
+                ok = ops.logical_and(_in_range(th, 0, OH * s[0]), _in_range(tw, 0, OW * s[1]))
+                if s[0] != 1:
+                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(th + s[0] * (H + p[0] + 1), s[0]), torch.int64),
+                                                    ops.constant(0, torch.int64)))
+                if s[1] != 1:
+                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(tw + s[1] * (W + p[1] + 1), s[1]), torch.int64),
+                                                    ops.constant(0, torch.int64)))
+                hit = ops.logical_and(ok, ops.eq(il(src), flat))
+                total = ops.where(hit, ops.add(total, to_dtype_value(gl(src), acc)), total)
+        return to_dtype_value(total, dtype)
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
