@@ -515,3 +515,11 @@ def test_max_pool2d_forward_indices_and_backward(k, s, p, d, shape):
     F.max_pool2d(xb, k, s, p, d).backward(go)
     torch.testing.assert_close(xa.grad, xb.grad, atol=1e-6, rtol=1e-6)
     assert metrics.fallback_kernel_count == 0
+
+
+def test_low_precision_index_put_accumulate_falls_back():
+    x = make([5, 3], torch.bfloat16)
+    i = torch.tensor([0, 4, 0])
+    v = make([3, 3], torch.bfloat16)
+    check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=True) * 2, x, i, v, tol=TOL[torch.bfloat16],
+          fallbacks=1)

@@ -1048,6 +1048,9 @@ def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
     of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``)."""
     from ..ir import graph_context as G
 
+    if x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
+        # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
+        raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
     copy = _clone(x)
     copy.realize()
     target = copy.data.data
