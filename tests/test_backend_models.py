@@ -204,3 +204,30 @@ def test_small_cnn_with_batchnorm_trains_like_eager_and_updates_running_stats():
     assert metrics.fallback_kernel_count == 0, metrics.fallback_kernel_count
     torch.testing.assert_close(model.net[1].running_mean, ref.net[1].running_mean)
     torch.testing.assert_close(model.net[1].running_var, ref.net[1].running_var)
+
+
+def test_transformer_block_under_bf16_autocast_and_in_fp16():
+    torch.manual_seed(5)
+    idx, tgt = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 8))
+    m = Block()
+    ref = copy.deepcopy(m)
+    metrics.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = torch.compile(m, backend="tilefuse")(idx, tgt)
+        rloss = ref(idx, tgt)
+    loss.backward()
+    rloss.backward()
+    torch.testing.assert_close(loss, rloss, atol=2e-2, rtol=2e-2)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=2e-2, rtol=2e-2)
+    assert metrics.fallback_kernel_count == 0
+    torch._dynamo.reset()
+    m16 = Block().to(torch.float16)
+    ref16 = copy.deepcopy(m16)
+    loss = torch.compile(m16, backend="tilefuse")(idx, tgt)
+    rloss = ref16(idx, tgt)
+    loss.backward()
+    rloss.backward()
+    torch.testing.assert_close(loss, rloss, atol=1e-2, rtol=1e-2)
+    for p, q in zip(m16.parameters(), ref16.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-2, rtol=1e-2)

@@ -523,3 +523,11 @@ def test_low_precision_index_put_accumulate_falls_back():
     v = make([3, 3], torch.bfloat16)
     check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=True) * 2, x, i, v, tol=TOL[torch.bfloat16],
           fallbacks=1)
+
+
+def test_bf16_constants_and_masked_fill_with_inf():
+    x = make([4, 8], torch.bfloat16)
+    m = torch.rand(4, 8) > 0.3
+    m[:, 0] = True
+    check(lambda a, b: (a.masked_fill(~b, float("-inf")).softmax(-1), a * 0.1 + 3.3, torch.full_like(a, 1.7)),
+          x, m, tol=TOL[torch.bfloat16])

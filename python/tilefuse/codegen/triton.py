@@ -344,6 +344,12 @@ class TritonKernelCodegen:
             return self._emit_store(op, a, vals, m, kind)
         if op == "constant":
             value, dt = a
+            if dt == torch.bfloat16 and self.interpret:
+                # the interpreter cannot build bf16 constants: round in Python (RNE, as torch), build
+                # the exactly representable value in fp32 and convert (exact)
+                v = float(torch.tensor(float(value), dtype=torch.bfloat16))
+                return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(v, torch.float32)}, tl.float32)"
+                                f".to(tl.bfloat16)")
             return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(value, dt)}, {tl_dtype(dt)})")
         if op == "index_expr":
             expr, dt = a
