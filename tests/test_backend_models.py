@@ -231,3 +231,20 @@ def test_transformer_block_under_bf16_autocast_and_in_fp16():
     torch.testing.assert_close(loss, rloss, atol=1e-2, rtol=1e-2)
     for p, q in zip(m16.parameters(), ref16.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-2, rtol=1e-2)
+
+
+def test_dynamic_shapes_are_specialized_per_concrete_shape():
+    f = lambda a, b: torch.softmax(a * 2, -1) + b.sum()  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    metrics.reset()
+    for n in [3, 5, 3]:
+        x, y = torch.randn(n, 7), torch.randn(n)
+        torch.testing.assert_close(cf(x, y), f(x, y))
+    assert metrics.generated_graph_count == 2  # one static compile per distinct shape, reused after
+
+
+def test_transformer_block_with_changing_sequence_length_trains_like_eager():
+    torch.manual_seed(6)
+    m = Block(T=16)
+    batches = [(torch.randint(0, 11, (2, T)), torch.randint(0, 11, (2, T))) for T in (4, 7, 4)]
+    _train_and_compare(m, batches)

@@ -62,9 +62,54 @@ class CompiledGraph:
         return self.module.call(args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward") -> Any:
-    """Compile one aten graph to a boxed callable; on error warn and fall back to eager."""
+def _is_symbolic(x: Any) -> bool:
+    if isinstance(x, torch.SymInt):
+        return True
+    if isinstance(x, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in (*x.shape, *x.stride()))
+    return False
+
+
+class SpecializingGraph:
+    """A graph with symbolic sizes (Dynamo's dynamic shapes), compiled once per concrete input
+    signature: on the first call with given shapes/strides/dtypes and integer arguments, the aten
+    graph is re-traced with those concrete values (``make_fx``, fake tensors), which gives a
+    static graph tilefuse compiles as usual; later calls with the same signature reuse it.
+    (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
+        self.gm, self.kind, self.name = gm, kind, name
+        self.cache: dict = {}
+
+    @staticmethod
+    def _key(args: list) -> tuple:
+        return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type) if isinstance(a, torch.Tensor)
+                     else (type(a).__name__, a) for a in args)
+
+    def __call__(self, *call_args: Any) -> Any:
+        args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
+        key = self._key(args)
+        fn = self.cache.get(key)
+        if fn is None:
+            from torch.fx.experimental.proxy_tensor import make_fx
+
+            static = make_fx(self.gm, tracing_mode="fake")(*args)
+            fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
+            self.cache[key] = fn
+        out = fn(list(args))
+        args.clear()
+        return out
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward",
+                  specialized_from: str | None = None) -> Any:
+    """Compile one aten graph to a boxed callable; on error warn and fall back to eager. A graph
+    with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time)."""
     name = f"{kind}_{next(_graph_ids)}"
+    if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
+        return SpecializingGraph(gm, kind, name)
     try:
         return _compile(gm, example_inputs, name)
     except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model
