@@ -82,6 +82,8 @@ class SpecializingGraph:
     def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
         self.gm, self.kind, self.name = gm, kind, name
         self.cache: dict = {}
+        # the options in force now (per-compile overrides included) also govern the later compiles
+        self.options = {k: getattr(config, k) for k in config._OPTIONS}
 
     @staticmethod
     def _key(args: list) -> tuple:
@@ -95,8 +97,9 @@ class SpecializingGraph:
         if fn is None:
             from torch.fx.experimental.proxy_tensor import make_fx
 
-            static = make_fx(self.gm, tracing_mode="fake")(*args)
-            fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
+            with config.patch(**self.options):
+                static = make_fx(self.gm, tracing_mode="fake")(*args)
+                fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
             self.cache[key] = fn
         out = fn(list(args))
         args.clear()
