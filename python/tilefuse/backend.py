@@ -98,8 +98,18 @@ class SpecializingGraph:
             from torch.fx.experimental.proxy_tensor import make_fx
 
             with config.patch(**self.options):
-                static = make_fx(self.gm, tracing_mode="fake")(*args)
-                fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
+                try:
+                    static = make_fx(self.gm, tracing_mode="fake")(*args)
+                except Exception as e:  # noqa: BLE001 - as compile_graph: warn, run eagerly
+                    if not config.fallback_on_error:
+                        raise
+                    warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
+                                  f"{e}); running it eagerly", stacklevel=2)
+                    from torch._functorch.aot_autograd import make_boxed_func
+
+                    fn = make_boxed_func(self.gm.forward)
+                else:
+                    fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
             self.cache[key] = fn
         out = fn(list(args))
         args.clear()
