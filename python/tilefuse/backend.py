@@ -5,6 +5,10 @@ without importing tilefuse. Dynamo hands the backend a torch-level FX graph; AOT
 tilefuse's decomposition table) turns it into aten-level forward and backward graphs, and each is
 compiled by ``compile_graph``: GraphLowering → scheduler → Triton + wrapper codegen → module.
 
+Dynamic shapes: tilefuse's IR has static shapes. A graph Dynamo hands over with symbolic sizes
+(``dynamic=True``, or automatic dynamic shapes after a recompile) is compiled lazily, once per
+concrete input signature (``SpecializingGraph``).
+
 Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
 ``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
 the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (then it raises).
