@@ -531,3 +531,21 @@ def test_bf16_constants_and_masked_fill_with_inf():
     m[:, 0] = True
     check(lambda a, b: (a.masked_fill(~b, float("-inf")).softmax(-1), a * 0.1 + 3.3, torch.full_like(a, 1.7)),
           x, m, tol=TOL[torch.bfloat16])
+
+
+def test_index_put_without_accumulate_falls_back_and_padding_idx_grads():
+    x = make([5, 3])
+    i = torch.tensor([4, 0])
+    v = make([2, 3])
+    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v, fallbacks=1)
+    torch._dynamo.reset()
+    emb = torch.nn.Embedding(7, 4, padding_idx=0)
+    ref = torch.nn.Embedding(7, 4, padding_idx=0)
+    ref.load_state_dict(emb.state_dict())
+    idx = torch.tensor([[0, 3, 3], [6, 0, 1]])
+    metrics.reset()
+    torch.compile(emb, backend="tilefuse")(idx).sin().sum().backward()
+    ref(idx).sin().sum().backward()
+    torch.testing.assert_close(emb.weight.grad, ref.weight.grad)
+    assert emb.weight.grad[0].abs().sum() == 0
+    assert metrics.fallback_kernel_count == 0
