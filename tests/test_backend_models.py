@@ -117,6 +117,7 @@ def test_transformer_block_eval_inference():
 
 
 class MLP(torch.nn.Module):
+    """SiLU/LayerNorm/GELU MLP with a cross-entropy plus L2 loss."""
     def __init__(self):
         super().__init__()
         self.net = torch.nn.Sequential(torch.nn.Linear(10, 24), torch.nn.SiLU(), torch.nn.LayerNorm(24),

@@ -47,6 +47,7 @@ TL_DTYPE = {
 
 
 def tl_dtype(dt: torch.dtype) -> str:
+    """Triton type name of a torch dtype; NotImplementedError for dtypes kernels cannot hold."""
     try:
         return TL_DTYPE[dt]
     except KeyError:
@@ -54,6 +55,7 @@ def tl_dtype(dt: torch.dtype) -> str:
 
 
 def next_pow2(n: int) -> int:
+    """Smallest power of 2 >= n (1 for n <= 1): Triton block sizes."""
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
@@ -607,6 +609,7 @@ class TritonKernelCodegen:
 
 
 def G_dtype(name: str) -> torch.dtype:
+    """dtype of buffer ``name`` in the graph being compiled."""
     from ..ir import graph_context as G
 
     return G.dtype_of(name)

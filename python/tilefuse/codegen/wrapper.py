@@ -14,7 +14,7 @@ import torch
 
 from .. import metrics
 from ..ir import nodes as ir
-from ..scheduler import ExternSchedulerNode, KernelGroup
+from ..scheduler import KernelGroup
 from .triton import GeneratedKernel, TritonKernelCodegen
 
 

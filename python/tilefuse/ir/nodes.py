@@ -25,6 +25,7 @@ Index = list  # list[S.Expr | int]
 
 
 def prod(xs) -> int:
+    """Product of static sizes (1 for none)."""
     r = 1
     for x in xs:
         r *= x
@@ -341,6 +342,7 @@ class MultiOutput(Buffer):
 
 
 class BaseView(IRNode):
+    """A view of another node: dtype and device are its input's; realizing realizes the input."""
     def __init__(self, data: IRNode):
         self.data = data
 
@@ -388,6 +390,7 @@ class ReinterpretView(BaseView):
 
 
 def unwrap_storage(x: IRNode) -> IRNode:
+    """The node inside any TensorBox/StorageBox wrappers."""
     while isinstance(x, (TensorBox, StorageBox)):
         x = x.data
     return x
@@ -546,6 +549,7 @@ def squeeze_view(x: IRNode, dims: Sequence[int] | None = None) -> "TensorBox":
 
 
 def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
+    """``x.unsqueeze(dim)`` (negative dims count from the end of the result)."""
     size = list(x.get_size())
     dim = dim % (len(size) + 1)
     return reshape_view(x, size[:dim] + [1] + size[dim:])
@@ -555,6 +559,7 @@ def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
 
 
 class MutableBox(IRNode):
+    """A box whose content can be replaced (realized) while every holder sees the change."""
     def __init__(self, data: IRNode):
         self.data = data
 
@@ -629,4 +634,5 @@ def realize_input(x: IRNode) -> IRNode:
 
 
 def iter_index_product(sizes: Sequence[int]):
+    """Every index tuple of ``sizes`` in row-major order."""
     return itertools.product(*(range(s) for s in sizes))

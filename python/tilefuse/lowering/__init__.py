@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -55,6 +55,7 @@ def register_lowering(*targets):
 
 
 def is_tensor(x) -> bool:
+    """True for IR values (TensorBox and other IR nodes), False for Python scalars."""
     return isinstance(x, ir.IRNode)
 
 
@@ -65,6 +66,7 @@ def _meta(x):
 
 
 def broadcast_shapes(*shapes):
+    """torch's broadcast of static ``shapes`` as a list; raises RuntimeError when incompatible."""
     return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
 
 
@@ -78,6 +80,7 @@ def _device(args) -> torch.device:
 
 
 def to_dtype_value(v, dtype: torch.dtype):
+    """``v`` (an ops value) converted to ``dtype``; no op when it already has it."""
     return v if v.dtype == dtype else ops.to_dtype(v, dtype)
 
 
