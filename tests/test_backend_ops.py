@@ -378,11 +378,11 @@ def test_out_of_range_index_raises():
         torch.compile(lambda a, b: F.embedding(b, a), backend="tilefuse")(w, torch.tensor([1, 7]))
 
 
-def test_non_adjacent_advanced_indices_fall_back_correctly():
-    # index tensors on dims 0 and 2 move the indexed dim to the front: not lowered -> fallback
-    x = make([4, 3, 5])
-    i, j = torch.tensor([0, 3, 1]), torch.tensor([4, 0, 2])
-    check(lambda a, b, c: a[b, :, c] * 2, x, i, j, fallbacks=1)
+def test_non_adjacent_advanced_indices_go_first():
+    # index tensors on dims 0 and 2 (not adjacent): their broadcast dims lead the result
+    x = make([4, 3, 5, 2], layout="permuted")
+    i, j = torch.tensor([[0, 3, 1]]), torch.tensor([4, 0, 2])
+    check(lambda a, b, c: (a[b, :, c] * 2, a[:, 1:, c, :] + 1, a[:, c % 3, :, 1] - 1, a[b, 1, c, 0]), x, i, j)
 
 
 # ------------------------------------------------------------------------------ select-style ops

@@ -829,26 +829,38 @@ def _gather(x, dim, index, *, sparse_grad=False):
 
 @register_lowering(aten.index.Tensor)
 def _index_tensor(x, indices):
-    """Advanced indexing ``x[..., i0, i1, ...]`` with integer index tensors on adjacent dims
-    (broadcast together; the result's indexed dims replace them in place, as torch does when they
-    are adjacent). Bool masks (data-dependent shapes) and non-adjacent index tensors fall back."""
+    """Advanced indexing ``x[..., i0, ..., i1, ...]`` with integer index tensors (broadcast
+    together). As torch: when the indexed dims are adjacent the broadcast dims replace them in
+    place, otherwise they come first. Bool masks (data-dependent shapes) fall back."""
     size = list(x.get_size())
     pos = [k for k, t in enumerate(indices) if t is not None]
-    if not pos or pos != list(range(pos[0], pos[-1] + 1)):
-        raise NotImplementedError("non-adjacent advanced indices")
+    if not pos:
+        raise NotImplementedError("index with no index tensor")
     tensors = [indices[k] for k in pos]
     if any(t.get_dtype() == torch.bool for t in tensors):
         raise NotImplementedError("boolean mask indexing")
     bshape = broadcast_shapes(*[t.get_size() for t in tensors])
-    loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
+    loaders = {k: _index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)}
     xl = x.make_loader()
-    first, nb = pos[0], len(bshape)
-    out = size[:first] + bshape + size[pos[-1] + 1:]
+    nb = len(bshape)
+    adjacent = pos == list(range(pos[0], pos[-1] + 1))
+    # adjacent index tensors: their broadcast dims replace them in place; otherwise they go first
+    first = pos[0] if adjacent else 0
+    rest = [k for k in range(len(size)) if k not in loaders]
+    before = [k for k in rest if k < first] if adjacent else []
+    after = [k for k in rest if k not in before]
+    out = [size[k] for k in before] + bshape + [size[k] for k in after]
 
     def inner(idx):
-        bidx = idx[first:first + nb]
-        sel = [ld(bidx) for ld in loaders]
-        return xl(list(idx[:first]) + sel + list(idx[first + nb:]))
+        src = [None] * len(size)
+        for j, k in enumerate(before):
+            src[k] = idx[j]
+        bidx = idx[len(before):len(before) + nb]
+        for k, ld in loaders.items():
+            src[k] = ld(bidx)
+        for j, k in enumerate(after):
+            src[k] = idx[len(before) + nb + j]
+        return xl(src)
 
     return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
 
