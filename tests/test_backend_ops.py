@@ -549,3 +549,33 @@ def test_index_put_without_accumulate_falls_back_and_padding_idx_grads():
     torch.testing.assert_close(emb.weight.grad, ref.weight.grad)
     assert emb.weight.grad[0].abs().sum() == 0
     assert metrics.fallback_kernel_count == 0
+
+
+# ------------------------------------------------------------------------------ scans
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_cumsum_cumprod(dtype):
+    x = make([5, 9], dtype, layout="permuted", low=-2, high=2)
+    if dtype == torch.bool:
+        check(lambda a: (a.cumsum(1), a.cumsum(0)), x, exact=True)
+        return
+    tol = TOL.get(dtype, (0, 0))
+    check(lambda a: (a.cumsum(1) * 2, a.cumsum(0), torch.cumprod(a, 1), a.cumsum(1, dtype=torch.float64)), x, tol=tol)
+
+
+def test_cumsum_fuses_with_reduction_and_long_rows_fall_back():
+    x = make([4, 30])
+    check(lambda a: a.cumsum(1) / a.sum(1, keepdim=True), x, kernels=1, tol=(1e-5, 1e-5))
+    torch._dynamo.reset()
+    check(lambda a: a.cumsum(1), make([2, 1500]), fallbacks=1, tol=(1e-4, 1e-4))
+
+
+def test_cumsum_backward():
+    x = make([3, 7]).requires_grad_()
+    y = x.detach().clone().requires_grad_()
+    metrics.reset()
+    (torch.compile(lambda a: a.cumsum(1).sin(), backend="tilefuse")(x) * torch.arange(7.0)).sum().backward()
+    (y.cumsum(1).sin() * torch.arange(7.0)).sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
+    assert metrics.fallback_kernel_count == 0

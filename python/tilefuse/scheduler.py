@@ -84,7 +84,8 @@ class SchedulerNode:
 
     @staticmethod
     def create(buf: ir.ComputedBuffer) -> "SchedulerNode":
-        sizes = list(buf.get_size())
+        # a reduction (or scan) iterates over its kept dims; a scan's buffer is larger than that
+        sizes = list(buf.data.ranges) if buf.is_reduction() else list(buf.get_size())
         iv = [S.sym(f"i{k}") for k in range(len(sizes))]
         ranges = dict(zip(iv, sizes))
         if buf.is_reduction():

@@ -367,6 +367,14 @@ class TritonKernelCodegen:
             return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
+        if op == "scan":
+            dtype, stype, value = a
+            if not self.persistent:
+                raise NotImplementedError("a scan needs a persistent reduction kernel")
+            vb = self.cse(f"tl.broadcast_to({vals[value.idx]}, [XBLOCK, RBLOCK]).to({tl_dtype(dtype)})")
+            ident = "0" if stype == "sum" else "1"
+            m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
+            return self.cse(f"tl.{'cumsum' if stype == 'sum' else 'cumprod'}({m}, 1)")
         if op == "indirect_indexing":
             return self.codegen_indirect(a, vals, kind)
         if op == "where":

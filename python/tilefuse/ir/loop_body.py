@@ -124,6 +124,10 @@ class _Tracer:
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value) -> BodyValue:
         return self.body.add("reduction", (dtype, src_dtype, reduction_type, value), dtype)
 
+    def scan(self, dtype: torch.dtype, scan_type: str, value) -> BodyValue:
+        """Inclusive prefix ``scan_type`` ("sum"/"prod") of ``value`` along the reduction dim."""
+        return self.body.add("scan", (dtype, scan_type, value), dtype)
+
     def constant(self, value, dtype: torch.dtype) -> BodyValue:
         return self.body.add("constant", (value, dtype), dtype)
 

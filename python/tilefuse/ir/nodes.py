@@ -208,6 +208,37 @@ class Reduction(Loops):
         return box
 
 
+class Scan(Reduction):
+    """An inclusive scan (``scan_type`` "sum" or "prod": cumsum / cumprod) along one dim. Like a
+    Reduction it iterates over kept dims ``ranges`` × the scanned dim ``reduction_ranges`` (one
+    element), but stores every prefix: the buffer has the input's full shape ``full_size``, with
+    the scanned dim at ``dim``. Runs only as a persistent reduction (the whole row in one block);
+    the lowering falls back for longer rows."""
+
+    def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, scan_type, src_dtype, full_size, dim):
+        Loops.__init__(self, device, dtype, inner_fn, ranges)
+        if scan_type not in ("sum", "prod"):
+            raise ValueError(f"unknown scan type {scan_type!r}; expected 'sum' or 'prod'")
+        self.reduction_ranges = list(reduction_ranges)
+        self.reduction_type = scan_type
+        self.src_dtype = src_dtype
+        self.full_size, self.dim = list(full_size), dim
+
+    def get_size(self):
+        return self.full_size
+
+    def store_fn(self, name: str, indexer: Callable[[Index], Any]):
+        dim = self.dim
+
+        def fn(index, rindex):
+            v = self.inner_fn(index, rindex)
+            r = ops.scan(self.dtype, self.reduction_type, v)
+            full = list(index[:dim]) + [rindex[0]] + list(index[dim:])
+            ops.store(name, indexer(full), r)
+
+        return fn
+
+
 # ------------------------------------------------------------------------------------------ buffers
 
 

@@ -1216,3 +1216,38 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
         return to_dtype_value(total, dtype)
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+# ---------------------------------------------------------------------------------- scans
+
+
+@register_lowering(aten.cumsum.default, aten.cumprod.default)
+def _cumsum_cumprod(x, dim, *, dtype=None):
+    """``cumsum``/``cumprod`` along ``dim`` as a persistent scan kernel (``tl.cumsum`` /
+    ``tl.cumprod`` over the row, accumulated in fp32 for low-precision floats, int64 for integers
+    as torch). Rows longer than the persistent threshold fall back."""
+    from .. import config
+    from ..ir import graph_context as G
+
+    stype = "sum" if G.graph().current_target is aten.cumsum.default else "prod"
+    size = list(x.get_size())
+    if not size:
+        return _to_dtype_lowering(x, dtype or x.get_dtype())
+    dim = dim % len(size)
+    n = size[dim]
+    src = x.get_dtype()
+    out = dtype or (torch.int64 if (not src.is_floating_point) else src)
+    if n > config.persistent_reduction_threshold:
+        raise NotImplementedError("scan over a row longer than a persistent block")
+    if n <= 1 or prod(size) == 0:
+        return _to_dtype_lowering(x, out)
+    acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
+    loader = x.make_loader()
+    kept = [s for i, s in enumerate(size) if i != dim]
+
+    def inner(idx, ridx):
+        return to_dtype_value(loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:])), acc)
+
+    box = TensorBox.create(ir.Scan(x.get_device(), acc, inner, kept, [n], stype, acc, size, dim))
+    box.realize()
+    return _to_dtype_lowering(box, out) if acc != out else box
