@@ -5,6 +5,10 @@ without importing tilefuse. Dynamo hands the backend a torch-level FX graph; AOT
 tilefuse's decomposition table) turns it into aten-level forward and backward graphs, and each is
 compiled by ``compile_graph``: GraphLowering → scheduler → Triton + wrapper codegen → module.
 
+Dynamic shapes: tilefuse's IR has static shapes. A graph Dynamo hands over with symbolic sizes
+(``dynamic=True``, or automatic dynamic shapes after a recompile) is compiled lazily, once per
+concrete input signature (``SpecializingGraph``).
+
 Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
 ``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
 the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (then it raises).
@@ -62,9 +66,67 @@ class CompiledGraph:
         return self.module.call(args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward") -> Any:
-    """Compile one aten graph to a boxed callable; on error warn and fall back to eager."""
+def _is_symbolic(x: Any) -> bool:
+    if isinstance(x, torch.SymInt):
+        return True
+    if isinstance(x, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in (*x.shape, *x.stride()))
+    return False
+
+
+class SpecializingGraph:
+    """A graph with symbolic sizes (Dynamo's dynamic shapes), compiled once per concrete input
+    signature: on the first call with given shapes/strides/dtypes and integer arguments, the aten
+    graph is re-traced with those concrete values (``make_fx``, fake tensors), which gives a
+    static graph tilefuse compiles as usual; later calls with the same signature reuse it.
+    (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
+        self.gm, self.kind, self.name = gm, kind, name
+        self.cache: dict = {}
+        # the options in force now (per-compile overrides included) also govern the later compiles
+        self.options = {k: getattr(config, k) for k in config._OPTIONS}
+
+    @staticmethod
+    def _key(args: list) -> tuple:
+        return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type) if isinstance(a, torch.Tensor)
+                     else (type(a).__name__, a) for a in args)
+
+    def __call__(self, *call_args: Any) -> Any:
+        args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
+        key = self._key(args)
+        fn = self.cache.get(key)
+        if fn is None:
+            from torch.fx.experimental.proxy_tensor import make_fx
+
+            with config.patch(**self.options):
+                try:
+                    static = make_fx(self.gm, tracing_mode="fake")(*args)
+                except Exception as e:  # noqa: BLE001 - as compile_graph: warn, run eagerly
+                    if not config.fallback_on_error:
+                        raise
+                    warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
+                                  f"{e}); running it eagerly", stacklevel=2)
+                    from torch._functorch.aot_autograd import make_boxed_func
+
+                    fn = make_boxed_func(self.gm.forward)
+                else:
+                    fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
+            self.cache[key] = fn
+        out = fn(list(args))
+        args.clear()
+        return out
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward",
+                  specialized_from: str | None = None) -> Any:
+    """Compile one aten graph to a boxed callable; on error warn and fall back to eager. A graph
+    with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time)."""
     name = f"{kind}_{next(_graph_ids)}"
+    if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
+        return SpecializingGraph(gm, kind, name)
     try:
         return _compile(gm, example_inputs, name)
     except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model

@@ -29,6 +29,15 @@ def _layout_from_meta(t: torch.Tensor) -> ir.FixedLayout:
                           int(t.storage_offset()))
 
 
+def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
+    """Layout of a tensor an extern/fallback call returns at runtime. Kernels index it from its own
+    data pointer, which already includes its storage offset (a view such as one output of
+    ``split``), so the layout's offset is 0."""
+    lay = _layout_from_meta(t)
+    lay.offset = 0
+    return lay
+
+
 def _is_dense_non_overlapping(size, stride) -> bool:
     dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
     acc = 1
@@ -198,7 +207,7 @@ class GraphLowering(torch.fx.Interpreter):
             log.debug("tilefuse: no lowering for %s; it runs as a fallback kernel", target)
         name = self.new_buffer_name()
         if isinstance(meta, torch.Tensor):
-            k = cls(name, _layout_from_meta(meta), target, tuple(cargs), dict(ckwargs), inputs, meta)
+            k = cls(name, _runtime_layout(meta), target, tuple(cargs), dict(ckwargs), inputs, meta)
             self.register_buffer(k)
             return ir.TensorBox(ir.StorageBox(k))
         k = cls(name, None, target, tuple(cargs), dict(ckwargs), inputs, meta)
@@ -208,7 +217,7 @@ class GraphLowering(torch.fx.Interpreter):
         def make(path, m):
             if not isinstance(m, torch.Tensor):
                 return m
-            mo = ir.MultiOutput(self.new_buffer_name(), _layout_from_meta(m), k, path)
+            mo = ir.MultiOutput(self.new_buffer_name(), _runtime_layout(m), k, path)
             self.register_buffer(mo)
             return ir.TensorBox(ir.StorageBox(mo))
 

@@ -74,11 +74,18 @@ class SchedulerNode:
         return bool(self.rsizes)
 
     def read_names(self) -> set[str]:
-        return {n for n, _ in self.body.loads()}
+        names = {n for n, _ in self.body.loads()}
+        if self.is_mutation():
+            names.add(self.buf.target.name)  # updated in place: must exist (and stay alive) here
+        return names
+
+    def is_mutation(self) -> bool:
+        return isinstance(self.buf, ir.MutationBuffer)
 
     @staticmethod
     def create(buf: ir.ComputedBuffer) -> "SchedulerNode":
-        sizes = list(buf.get_size())
+        # a reduction (or scan) iterates over its kept dims; a scan's buffer is larger than that
+        sizes = list(buf.data.ranges) if buf.is_reduction() else list(buf.get_size())
         iv = [S.sym(f"i{k}") for k in range(len(sizes))]
         ranges = dict(zip(iv, sizes))
         if buf.is_reduction():
@@ -202,9 +209,19 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     for buf in buffers:
         if isinstance(buf, ir.ComputedBuffer):
             node = SchedulerNode.create(buf)
+            if node.numel == 0 and node.is_mutation():
+                continue  # nothing to accumulate
             if node.numel == 0:
                 # nothing to compute: the buffer is allocated (empty) by the wrapper
                 items.append(ExternSchedulerNode(buf))
+                continue
+            if node.is_mutation():
+                # atomic updates of another buffer: a kernel of its own, ordered after the kernel
+                # that initializes the target and before every reader
+                if current is not None:
+                    items.append(current)
+                    current = None
+                items.append(_try_fuse(KernelGroup([], node.numel, node.rnumel), node))
                 continue
             if current is not None:
                 fused = _try_fuse(current, node)

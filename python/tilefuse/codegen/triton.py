@@ -15,6 +15,12 @@ allocated. Index expressions are printed by the native core's Triton printer (``
 only uses truncating ``//``/``%`` where operands are provably non-negative. Expressions are
 common-subexpression-eliminated within a scope (the kernel, or one reduction loop).
 
+Indirect indexing: ``ops.indirect_indexing(value, size)`` in a loop body yields an index symbol
+``ind<N>`` (kind ``indirect``) used inside load indices. Codegen defines a variable of that name
+from the loaded value (``+ size`` where negative), asserts ``0 <= ind < size`` in unmasked lanes
+(``tl.device_assert``, live under the interpreter; on the GPU only in Triton debug mode, as in
+Inductor), and masks loads through it with the mask of the lanes that produced the value.
+
 Math: under the Triton interpreter (CPU tensors) ``libdevice`` is unavailable, so ops without a
 core ``tl`` builtin use portable formulas there; on the GPU they call libdevice.
 """
@@ -41,6 +47,7 @@ TL_DTYPE = {
 
 
 def tl_dtype(dt: torch.dtype) -> str:
+    """Triton type name of a torch dtype; NotImplementedError for dtypes kernels cannot hold."""
     try:
         return TL_DTYPE[dt]
     except KeyError:
@@ -48,6 +55,7 @@ def tl_dtype(dt: torch.dtype) -> str:
 
 
 def next_pow2(n: int) -> int:
+    """Smallest power of 2 >= n (1 for n <= 1): Triton block sizes."""
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
@@ -136,7 +144,8 @@ class TritonKernelCodegen:
     def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str]):
         self.g, self.name, self.device = group, name, device
         self.interpret = device.type != "cuda"
-        self.keep = keep  # buffers read or returned outside this kernel
+        # buffers read or returned outside this kernel, and buffers updated in place
+        self.keep = set(keep) | {n.buf.target.name for n in group.nodes if isinstance(n.buf, ir.MutationBuffer)}
         self.args = KernelArgs()
         self.lines: list[str] = []
         self.indent = 1
@@ -154,6 +163,7 @@ class TritonKernelCodegen:
         self.stores: list[tuple[str, int]] = []  # (buffer, line index) for later removal
         self.needs_memory: set[str] = set()
         self.produced = {n.name for n in group.nodes}
+        self.indirect_masks: dict = {}  # indirect index symbol -> mask of the value it came from
         total = group.numel * group.rnumel
         self.index_dtype = "tl.int32" if total < 2**31 - 1 else "tl.int64"
 
@@ -190,6 +200,10 @@ class TritonKernelCodegen:
             parts.append("xmask")
         if RINDEX in syms:
             parts.append("rmask")
+        for sym_ in syms:
+            m = self.indirect_masks.get(sym_)
+            if m:
+                parts.extend(p for p in m.split(" & ") if p not in parts)
         if not parts:
             return None
         return " & ".join(parts)
@@ -332,6 +346,12 @@ class TritonKernelCodegen:
             return self._emit_store(op, a, vals, m, kind)
         if op == "constant":
             value, dt = a
+            if dt == torch.bfloat16 and self.interpret:
+                # the interpreter cannot build bf16 constants: round in Python (RNE, as torch), build
+                # the exactly representable value in fp32 and convert (exact)
+                v = float(torch.tensor(float(value), dtype=torch.bfloat16))
+                return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(v, torch.float32)}, tl.float32)"
+                                f".to(tl.bfloat16)")
             return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(value, dt)}, {tl_dtype(dt)})")
         if op == "index_expr":
             expr, dt = a
@@ -344,12 +364,19 @@ class TritonKernelCodegen:
                 return self.cse(f"({x} != 0)")
             if src == torch.bool:
                 return self.cse(f"{x}.to(tl.int8).to({tl_dtype(dt)})")
-            if src is not None and src.is_floating_point and not dt.is_floating_point:
-                # torch truncates toward zero
-                return self.cse(f"{x}.to({tl_dtype(dt)})")
-            return self.cse(f"{x}.to({tl_dtype(dt)})")
+            return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
+        if op == "scan":
+            dtype, stype, value = a
+            if not self.persistent:
+                raise NotImplementedError("a scan needs a persistent reduction kernel")
+            vb = self.cse(f"tl.broadcast_to({vals[value.idx]}, [XBLOCK, RBLOCK]).to({tl_dtype(dtype)})")
+            ident = "0" if stype == "sum" else "1"
+            m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
+            return self.cse(f"tl.{'cumsum' if stype == 'sum' else 'cumprod'}({m}, 1)")
+        if op == "indirect_indexing":
+            return self.codegen_indirect(a, vals, kind)
         if op == "where":
             return self.cse(f"tl.where({A(0)}, {A(1)}, {A(2)})")
         return self.cse(self.math(op, [self.arg(x, vals, kind) for x in a], bn.dtype, a))
@@ -371,10 +398,49 @@ class TritonKernelCodegen:
         istr = self.index_str(idx)
         if self.mask_for(idx) is None:  # a constant address: make the pointer a block too
             istr = f"{istr} + tl.zeros({self.shape(skind)}, {self.index_dtype})"
-        li = self.emit(f"tl.store({ptr} + ({istr}), {vv}.to({tl_dtype(dt)}), {mask})")
+        src = value.dtype if isinstance(value, BodyValue) else None
+        mode = a[3] if op == "store" and len(a) > 3 else None
+        if mode == "atomic_add":
+            # accumulates into a buffer other kernels initialized: never forwarded or removed
+            self.emit(f"tl.atomic_add({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask}, sem=\"relaxed\")")
+            return None
+        li = self.emit(f"tl.store({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask})")
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)
         return None
+
+    def codegen_indirect(self, a, vals, kind) -> None:
+        """Define the indirect index symbol as a variable of the same name: the loaded value,
+        ``+ size`` where negative (torch's wrap-around), checked to lie in ``[0, size)`` in every
+        unmasked lane (``tl.device_assert``, as Inductor's bounds check)."""
+        value, size, symbol, check, wrap = a
+        v = vals[value.idx]
+        name = str(symbol)
+        mask = "xmask" if (kind == "x" or not self.reduction) else "xmask & rmask"
+        self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
+        if check:
+            self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
+                      f"\"index out of bounds: 0 <= {name} < {size}\")")
+        self.indirect_masks[symbol] = mask
+        return None
+
+    def cast(self, x: str, src: torch.dtype | None, dst: torch.dtype) -> str:
+        """Source converting ``x`` (of ``src``) to ``dst`` as torch does: float -> int truncates
+        toward zero, to bool is ``!= 0``, and float -> bfloat16 rounds to nearest even. Triton's
+        interpreter truncates fp32 -> bf16, so there the rounding is done on the bits."""
+        if src == dst:
+            return x
+        if dst == torch.bool:
+            return f"({x} != 0)"
+        if src == torch.bool:
+            return f"{x}.to(tl.int8).to({tl_dtype(dst)})"
+        if dst == torch.bfloat16 and self.interpret and src is not None and src.is_floating_point:
+            bits = f"{x}.to(tl.float32).to(tl.uint32, bitcast=True)"
+            rounded = f"(({bits} + (0x7FFF + (({bits} >> 16) & 1))) & 0xFFFF0000)"
+            nan = f"({x} != {x})"
+            return (f"tl.where({nan}, {x}.to(tl.float32), {rounded}.to(tl.float32, bitcast=True))"
+                    f".to(tl.bfloat16)")
+        return f"{x}.to({tl_dtype(dst)})"
 
     # ------------------------------------------------------------------ math
     def math(self, op: str, x: list[str], dtype: torch.dtype, raw) -> str:
@@ -402,6 +468,15 @@ class TritonKernelCodegen:
             if is_float:
                 return f"{a} - tl.floor({a} / {b}) * {b}"
             return f"tl.where((({a} % {b}) != 0) & ((({a} % {b}) < 0) != ({b} < 0)), ({a} % {b}) + {b}, {a} % {b})"
+        if op == "fmod":
+            # Triton's % is C's (truncated) remainder for ints and floats alike: torch.fmod
+            return f"{x[0]} % {x[1]}"
+        if op in ("lshift", "rshift"):
+            return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
+        if op == "atan2":
+            if not lib:
+                raise NotImplementedError("atan2 has no portable form under the interpreter")
+            return f"libdevice.atan2({x[0]}, {x[1]})"
         if op == "neg":
             return f"-{x[0]}"
         if op == "abs":
@@ -444,8 +519,8 @@ class TritonKernelCodegen:
             f = f"tl.floor({x[0]} + 0.5)"
             return f"tl.where((({f} - {x[0]}) == 0.5) & (({f} % 2) != 0), {f} - 1.0, {f})"
         if op == "sign":
-            s = f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
-            return f"tl.where({x[0]} != {x[0]}, {x[0]}, {s})" if is_float else s
+            # as torch: (0 < x) - (x < 0), so sign(nan) is 0
+            return f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
         if op == "pow":
             a, b = x
             if lib:
@@ -542,6 +617,7 @@ class TritonKernelCodegen:
 
 
 def G_dtype(name: str) -> torch.dtype:
+    """dtype of buffer ``name`` in the graph being compiled."""
     from ..ir import graph_context as G
 
     return G.dtype_of(name)

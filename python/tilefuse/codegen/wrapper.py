@@ -14,7 +14,7 @@ import torch
 
 from .. import metrics
 from ..ir import nodes as ir
-from ..scheduler import ExternSchedulerNode, KernelGroup
+from ..scheduler import KernelGroup
 from .triton import GeneratedKernel, TritonKernelCodegen
 
 
@@ -69,6 +69,13 @@ class WrapperCodegen:
             return f"[{inner}]"
         return self._const(a)
 
+    @staticmethod
+    def _ensure_strides(buf: ir.Buffer) -> str:
+        """Kernels index an extern/fallback result with the strides its meta tensor had; an aten
+        kernel that returns other strides at runtime is copied into that layout."""
+        L = buf.layout
+        return f"{buf.name} = ensure_strides({buf.name}, {_shape(L.size)}, {_shape(L.stride)})"
+
     def generate(self) -> tuple[str, dict[str, Any]]:
         g = self.graph
         # who reads what: decides which kernel outputs must be stored and when to free buffers
@@ -105,7 +112,7 @@ class WrapperCodegen:
                 self.kernels.append(gk)
                 kernel_src.append(gk.source)
                 for n in item.nodes:
-                    if n.name in gk.removed:
+                    if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                         continue
                     L = n.buf.layout
                     body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
@@ -121,6 +128,7 @@ class WrapperCodegen:
                 if isinstance(buf, ir.MultiOutput):
                     path = "".join(f"[{p}]" for p in buf.path)
                     body.append(f"{buf.name} = {buf.parent.name}{path}")
+                    body.append(self._ensure_strides(buf))
                 elif isinstance(buf, ir.ExternKernel):
                     if isinstance(buf, ir.FallbackKernel):
                         metrics.fallback_kernel_count += 1
@@ -132,6 +140,8 @@ class WrapperCodegen:
                     kw = ", ".join(f"{k}={self._extern_arg(v, buf.inputs)}" for k, v in buf.kwargs.items())
                     call = f"{opname}({a}{', ' if a and kw else ''}{kw})"
                     body.append(f"{buf.name} = {call}  # {op}")
+                    if buf.layout is not None:
+                        body.append(self._ensure_strides(buf))
                 else:  # an empty ComputedBuffer: allocation only
                     L = buf.layout
                     body.append(f"{buf.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
@@ -155,7 +165,7 @@ class WrapperCodegen:
             "import triton",
             "import triton.language as tl",
             "from triton.language.extra import libdevice  # noqa: F401",
-            "from tilefuse.runtime import jit_for",
+            "from tilefuse.runtime import ensure_strides, jit_for",
             "",
             f"_device = torch.device({str(self.device)!r})",
             f"_jit = jit_for({self.device.type!r})",

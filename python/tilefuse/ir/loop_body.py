@@ -8,11 +8,13 @@ ops as Triton source. Index arguments are ``tilefuse.symbolic.Expr`` in the loop
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import symbolic as S
 from ..virtualized import set_ops_handler
 
 _BOOL_OPS = frozenset(
@@ -79,7 +81,25 @@ class LoopBody:
         return [(n.args[0], n.args[1]) for n in self.nodes if n.op in ("store", "store_reduction")]
 
     def op_count(self) -> int:
-        return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr"))
+        return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr",
+                                                          "indirect_indexing"))
+
+
+_indirect_ids = itertools.count()
+
+
+def new_indirect_symbol(body: "LoopBody", value, size: int, check: bool, wrap_negative: bool = True):
+    """Record an ``indirect_indexing`` node in ``body`` and return its fresh symbol
+    (``ind<N>``, unique in the process so nodes fused into one kernel never collide; kind
+    ``indirect``, range ``0..size-1``)."""
+    if not isinstance(value, BodyValue) or value.dtype.is_floating_point or value.dtype == torch.bool:
+        raise TypeError("indirect_indexing needs an integer traced value")
+    if int(size) < 1:
+        raise ValueError(f"indirect_indexing into a dimension of size {size}")
+    name = f"ind{next(_indirect_ids)}"
+    symbol = S.sym(name, lower=0, upper=int(size) - 1, kind="indirect")
+    body.add("indirect_indexing", (value, int(size), symbol, bool(check), bool(wrap_negative)), None)
+    return symbol
 
 
 class _Tracer:
@@ -92,14 +112,21 @@ class _Tracer:
     def load(self, name: str, index) -> BodyValue:
         return self.body.add("load", (name, index), self.dtype_of(name))
 
-    def store(self, name: str, index, value) -> None:
-        self.body.add("store", (name, index, value), None)
+    def store(self, name: str, index, value, mode: str | None = None) -> None:
+        """``mode``: None (plain store) or ``"atomic_add"`` (accumulate into the buffer)."""
+        if mode not in (None, "atomic_add"):
+            raise ValueError(f"unknown store mode {mode!r}")
+        self.body.add("store", (name, index, value, mode), None)
 
     def store_reduction(self, name: str, index, value) -> None:
         self.body.add("store_reduction", (name, index, value), None)
 
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value) -> BodyValue:
         return self.body.add("reduction", (dtype, src_dtype, reduction_type, value), dtype)
+
+    def scan(self, dtype: torch.dtype, scan_type: str, value) -> BodyValue:
+        """Inclusive prefix ``scan_type`` ("sum"/"prod") of ``value`` along the reduction dim."""
+        return self.body.add("scan", (dtype, scan_type, value), dtype)
 
     def constant(self, value, dtype: torch.dtype) -> BodyValue:
         return self.body.add("constant", (value, dtype), dtype)
@@ -109,6 +136,14 @@ class _Tracer:
 
     def to_dtype(self, x, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> BodyValue:
         return self.body.add("to_dtype", (x, dtype), dtype)
+
+    def indirect_indexing(self, value, size: int, check: bool = True, wrap_negative: bool = True):
+        """An index symbol whose value is the loaded ``value`` (an integer tensor value), wrapped
+        when negative (``v + size``) and bounds-checked against ``size`` by codegen. Returned to
+        the lowering as an Expr so it can appear inside load indices (Inductor's
+        ``ops.indirect_indexing``). ``wrap_negative=False``: negative values are out of bounds
+        (``index_select``/``gather`` semantics)."""
+        return new_indirect_symbol(self.body, value, size, check, wrap_negative)
 
     def where(self, cond, a, b) -> BodyValue:
         dt = a.dtype if isinstance(a, BodyValue) else (b.dtype if isinstance(b, BodyValue) else None)

@@ -25,6 +25,7 @@ Index = list  # list[S.Expr | int]
 
 
 def prod(xs) -> int:
+    """Product of static sizes (1 for none)."""
     r = 1
     for x in xs:
         r *= x
@@ -190,7 +191,9 @@ class Reduction(Loops):
             if ident is None:
                 raise ValueError(f"{reduction_type} of an empty tensor has no identity (torch raises here too)")
             return Pointwise.create(device, dtype, lambda idx: ops.constant(ident, dtype), ranges)
-        if rnumel == 1 and reduction_type not in ("argmax", "argmin"):
+        if rnumel == 1 and reduction_type in ("argmax", "argmin"):
+            return Pointwise.create(device, dtype, lambda idx: ops.constant(0, dtype), ranges)
+        if rnumel == 1:
             zeros = [S.Integer(0)] * len(reduction_ranges)
 
             def single(idx):
@@ -203,6 +206,37 @@ class Reduction(Loops):
         box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
         box.realize()
         return box
+
+
+class Scan(Reduction):
+    """An inclusive scan (``scan_type`` "sum" or "prod": cumsum / cumprod) along one dim. Like a
+    Reduction it iterates over kept dims ``ranges`` × the scanned dim ``reduction_ranges`` (one
+    element), but stores every prefix: the buffer has the input's full shape ``full_size``, with
+    the scanned dim at ``dim``. Runs only as a persistent reduction (the whole row in one block);
+    the lowering falls back for longer rows."""
+
+    def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, scan_type, src_dtype, full_size, dim):
+        Loops.__init__(self, device, dtype, inner_fn, ranges)
+        if scan_type not in ("sum", "prod"):
+            raise ValueError(f"unknown scan type {scan_type!r}; expected 'sum' or 'prod'")
+        self.reduction_ranges = list(reduction_ranges)
+        self.reduction_type = scan_type
+        self.src_dtype = src_dtype
+        self.full_size, self.dim = list(full_size), dim
+
+    def get_size(self):
+        return self.full_size
+
+    def store_fn(self, name: str, indexer: Callable[[Index], Any]):
+        dim = self.dim
+
+        def fn(index, rindex):
+            v = self.inner_fn(index, rindex)
+            r = ops.scan(self.dtype, self.reduction_type, v)
+            full = list(index[:dim]) + [rindex[0]] + list(index[dim:])
+            ops.store(name, indexer(full), r)
+
+        return fn
 
 
 # ------------------------------------------------------------------------------------------ buffers
@@ -274,6 +308,31 @@ class ComputedBuffer(Buffer):
         return isinstance(self.data, Reduction)
 
 
+class MutationBuffer(ComputedBuffer):
+    """A kernel that accumulates into an existing buffer in place (Inductor's ``Scatter`` node
+    with a mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` adds
+    ``data.inner_fn(idx)`` at ``index_fn(idx)`` of ``target`` with an atomic add. ``target`` is a
+    realized ComputedBuffer (a fresh copy the lowering made), read afterwards under its own name;
+    this node's own name is never read and never allocated. The scheduler runs it as a kernel of
+    its own, after every earlier kernel (so the target is fully initialized) and before any
+    reader."""
+
+    def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable):
+        size = list(data.get_size())
+        super().__init__(name, FixedLayout(target.get_device(), target.get_dtype(), size,
+                                           contiguous_strides(size)), data)
+        self.target, self.index_fn = target, index_fn
+
+    def store_fn(self):
+        indexer = self.target.layout.make_indexer()
+        inner, target, index_fn = self.data.inner_fn, self.target.name, self.index_fn
+
+        def fn(index):
+            ops.store(target, indexer(index_fn(index)), inner(index), "atomic_add")
+
+        return fn
+
+
 class ExternKernel(Buffer):
     """A buffer produced by calling an aten kernel from the wrapper (mm, addmm, convolution, …, or
     any op without a lowering — FallbackKernel). ``inputs`` are realized buffers or
@@ -314,6 +373,7 @@ class MultiOutput(Buffer):
 
 
 class BaseView(IRNode):
+    """A view of another node: dtype and device are its input's; realizing realizes the input."""
     def __init__(self, data: IRNode):
         self.data = data
 
@@ -361,6 +421,7 @@ class ReinterpretView(BaseView):
 
 
 def unwrap_storage(x: IRNode) -> IRNode:
+    """The node inside any TensorBox/StorageBox wrappers."""
     while isinstance(x, (TensorBox, StorageBox)):
         x = x.data
     return x
@@ -519,6 +580,7 @@ def squeeze_view(x: IRNode, dims: Sequence[int] | None = None) -> "TensorBox":
 
 
 def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
+    """``x.unsqueeze(dim)`` (negative dims count from the end of the result)."""
     size = list(x.get_size())
     dim = dim % (len(size) + 1)
     return reshape_view(x, size[:dim] + [1] + size[dim:])
@@ -528,6 +590,7 @@ def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
 
 
 class MutableBox(IRNode):
+    """A box whose content can be replaced (realized) while every holder sees the change."""
     def __init__(self, data: IRNode):
         self.data = data
 
@@ -602,4 +665,5 @@ def realize_input(x: IRNode) -> IRNode:
 
 
 def iter_index_product(sizes: Sequence[int]):
+    """Every index tuple of ``sizes`` in row-major order."""
     return itertools.product(*(range(s) for s in sizes))

@@ -4,13 +4,19 @@
 taking the op's arguments — tensors as ``TensorBox`` — and returning a TensorBox (or a tuple).
 An op with no entry runs as a FallbackKernel (``graph.py``). Type promotion follows torch's
 ``elementwise_dtypes``; low-precision floats compute in float32 (opmath), as eager does.
+
+Gather-style ops (embedding, index_select, gather, ``x[idx]``) load through
+``ops.indirect_indexing`` and fuse with their consumers; select-style ops (cat, constant_pad_nd,
+slice_scatter, one-hot scatter) are pointwise ``where``s over clamped source indices. A lowering
+raises NotImplementedError for a case it does not handle, and the op then runs as a
+FallbackKernel; it raises ValueError/IndexError for arguments torch would reject.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -49,6 +55,7 @@ def register_lowering(*targets):
 
 
 def is_tensor(x) -> bool:
+    """True for IR values (TensorBox and other IR nodes), False for Python scalars."""
     return isinstance(x, ir.IRNode)
 
 
@@ -59,6 +66,7 @@ def _meta(x):
 
 
 def broadcast_shapes(*shapes):
+    """torch's broadcast of static ``shapes`` as a list; raises RuntimeError when incompatible."""
     return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
 
 
@@ -72,6 +80,7 @@ def _device(args) -> torch.device:
 
 
 def to_dtype_value(v, dtype: torch.dtype):
+    """``v`` (an ops value) converted to ``dtype``; no op when it already has it."""
     return v if v.dtype == dtype else ops.to_dtype(v, dtype)
 
 
@@ -145,8 +154,32 @@ register_lowering(aten.minimum)(_binary("minimum"))
 register_lowering(aten.fmax)(_binary("fmax"))
 register_lowering(aten.fmin)(_binary("fmin"))
 register_lowering(aten.remainder)(_binary("remainder"))
-register_lowering(aten.atan2)(_binary("atan2", INT_TO_FLOAT))
-register_lowering(aten.pow.Tensor_Tensor)(_binary("pow", BOOL_TO_LONG))
+register_lowering(aten.fmod)(_binary("fmod"))
+
+
+@register_lowering(aten.atan2)
+def _atan2(a, b):
+    """atan2 via libdevice on the GPU; under the interpreter (no libdevice) it falls back."""
+    if _device([a, b]).type != "cuda":
+        raise NotImplementedError("atan2 under the Triton interpreter")
+    return _binary("atan2", INT_TO_FLOAT)(a, b)
+
+
+@register_lowering(aten.__lshift__, aten.bitwise_left_shift)
+def _lshift(a, b):
+    """``a << b`` on integers (bool and float operands fall back, as torch rejects floats)."""
+    if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
+        raise NotImplementedError("shift of a non-integer tensor")
+    return _binary("lshift")(a, b)
+
+
+@register_lowering(aten.__rshift__, aten.bitwise_right_shift)
+def _rshift(a, b):
+    """``a >> b`` on integers: arithmetic for signed types, as torch."""
+    if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
+        raise NotImplementedError("shift of a non-integer tensor")
+    return _binary("rshift")(a, b)
+register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)(_binary("pow", BOOL_TO_LONG))
 
 
 @register_lowering(aten.pow.Tensor_Scalar)
@@ -154,7 +187,7 @@ def _pow_scalar(a, b):
     if isinstance(b, numbers.Number) and float(b).is_integer() and 0 <= b <= 8:
         n = int(b)
 
-        def f(x):
+        def f(x, _exponent):
             if n == 0:
                 return ops.constant(1, x.dtype)
             r = x
@@ -164,9 +197,9 @@ def _pow_scalar(a, b):
 
         return make_pointwise(f, BOOL_TO_LONG)(a, b)
     if b == 0.5:
-        return make_pointwise(lambda x: ops.sqrt(x), BOOL_TO_LONG)(a, b)
+        return make_pointwise(lambda x, _: ops.sqrt(x), BOOL_TO_LONG)(a, b)
     if b == -0.5:
-        return make_pointwise(lambda x: ops.rsqrt(x), BOOL_TO_LONG)(a, b)
+        return make_pointwise(lambda x, _: ops.rsqrt(x), BOOL_TO_LONG)(a, b)
     return make_pointwise(lambda x, y: ops.pow(x, y), BOOL_TO_LONG)(a, b)
 
 
@@ -302,6 +335,13 @@ def _full_default(size, fill_value, *, dtype=None, layout=None, device=None, pin
     return _full(size, fill_value, dtype, device)
 
 
+@register_lowering(aten.empty.memory_format, aten.empty_strided.default)
+def _empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """``torch.empty``: contents are unspecified, so zeros are a valid (and fusable) value; in a
+    functional graph nothing relies on an empty tensor's contents."""
+    return _full(size, 0, dtype or torch.get_default_dtype(), device)
+
+
 @register_lowering(aten.scalar_tensor)
 def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return _full([], s, dtype or torch.get_default_dtype(), device)
@@ -336,8 +376,22 @@ def _iota(length, *, start, step, dtype, device, requires_grad=False):
 
 @register_lowering(aten.arange.start_step)
 def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``torch.arange``: integer ranges as index expressions; floating ones as ``start + i*step``
+    computed in float64 and rounded once (torch's CPU kernel accumulates in double)."""
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
     if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
-        raise NotImplementedError("floating arange")  # -> fallback
+        dtype = dtype or torch.get_default_dtype()
+        n = max(0, math.ceil((end - start) / step))
+        if not dtype.is_floating_point:
+            raise NotImplementedError("integer arange with floating bounds")  # -> fallback
+
+        def fvalue(idx):
+            i = ops.to_dtype(ops.index_expr(idx[0], torch.int64), torch.float64)
+            v = ops.add(ops.mul(i, ops.constant(float(step), torch.float64)), ops.constant(float(start), torch.float64))
+            return ops.to_dtype(v, dtype)
+
+        return Pointwise.create(torch.device(device) if device else _device([]), dtype, fvalue, [n])
     n = max(0, -(-(end - start) // step))
     dtype = dtype or torch.int64
     return Pointwise.create(torch.device(device) if device else _device([]), dtype,
@@ -386,6 +440,92 @@ def _select(x, dim, index):
     if not 0 <= index < n:
         raise IndexError(f"select: index {index} out of range for dimension of size {n}")
     return ir.squeeze_view(ir.slice_view(x, dim, index, index + 1), [dim])
+
+
+@register_lowering(aten.split_with_sizes)
+def _split_with_sizes(x, split_sizes, dim=0):
+    """``split_with_sizes`` as slice views (no copy; each piece fuses into its readers)."""
+    n = x.get_size()[dim % len(x.get_size())]
+    if sum(split_sizes) != n:
+        raise ValueError(f"split_with_sizes: sizes {list(split_sizes)} do not sum to dimension size {n}")
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(ir.slice_view(x, dim, start, start + s))
+        start += s
+    return out
+
+
+@register_lowering(aten.split.Tensor)
+def _split(x, split_size, dim=0):
+    """``split`` into chunks of ``split_size`` (the last may be smaller), as slice views."""
+    n = x.get_size()[dim % len(x.get_size())]
+    if split_size <= 0:
+        raise ValueError(f"split: split_size must be positive, got {split_size}")
+    sizes = [min(split_size, n - s) for s in range(0, n, split_size)] or [0]
+    return _split_with_sizes(x, sizes, dim)
+
+
+@register_lowering(aten.unbind.int)
+def _unbind(x, dim=0):
+    """``unbind``: one select view per index along ``dim``."""
+    n = x.get_size()[dim % len(x.get_size())]
+    return [_select(x, dim, i) for i in range(n)]
+
+
+@register_lowering(aten.flip)
+def _flip(x, dims):
+    """``x.flip(dims)`` as a lazy view reading index ``n-1-i`` along each flipped dim."""
+    size = list(x.get_size())
+    dims = sorted({d % len(size) for d in dims}) if size else []
+
+    def reindex(index):
+        out = list(index)
+        for d in dims:
+            out[d] = S.Integer(size[d] - 1) - index[d]
+        return out
+
+    return ir.TensorBox(ir.GenericView(x, size, reindex)) if dims else x
+
+
+@register_lowering(aten.repeat)
+def _repeat(x, repeats):
+    """``x.repeat(repeats)``: output index i reads ``i % n`` along each dim (leading new dims
+    broadcast)."""
+    size = list(x.get_size())
+    if len(repeats) < len(size):
+        raise ValueError(f"repeat: {len(repeats)} repeats for a tensor of rank {len(size)}")
+    lead = len(repeats) - len(size)
+    padded = [1] * lead + size
+    out = [s * r for s, r in zip(padded, repeats)]
+
+    def reindex(index):
+        return [S.ModularIndexing(index[lead + k], 1, n) if n != 1 else S.Integer(0) for k, n in enumerate(size)]
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
+
+
+@register_lowering(aten.diagonal.default)
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal``: dims ``dim1``/``dim2`` removed, the diagonal appended last."""
+    size = list(x.get_size())
+    n = len(size)
+    d1, d2 = dim1 % n, dim2 % n
+    if d1 == d2:
+        raise ValueError("diagonal: dim1 and dim2 must differ")
+    r1, r2 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(size[d1] - r1, size[d2] - r2))
+    keep = [k for k in range(n) if k not in (d1, d2)]
+    out = [size[k] for k in keep] + [length]
+
+    def reindex(index):
+        full = [None] * n
+        for j, k in enumerate(keep):
+            full[k] = index[j]
+        full[d1] = index[-1] + r1
+        full[d2] = index[-1] + r2
+        return full
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
 
 
 @register_lowering(aten.t)
@@ -531,7 +671,10 @@ def decompositions() -> dict:
         aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
         aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,
-        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit,
+        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit, aten.elu, aten.elu_backward,
+        aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
+        aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
+        aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly
     for op in (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std):
@@ -554,7 +697,7 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
                           out_dtype=out_dtype, compute_dtype=acc)(s)
 
 
-def _var_mean_impl(x, dims, correction, keepdim):
+def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     """Two-pass variance (Inductor computes Welford; two passes give the same result to rounding,
     and both reductions fuse into one kernel): mean = Σx/n, var = Σ(x-mean)²/(n-correction)."""
     size = list(x.get_size())
@@ -568,8 +711,12 @@ def _var_mean_impl(x, dims, correction, keepdim):
                           out_dtype=acc, compute_dtype=acc)(x, mean_k)
     ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
     denom = max(n - corr, 0)
-    var = make_pointwise(lambda a: ops.truediv(a, ops.constant(float(denom), acc)), NO_OPMATH,
-                         out_dtype=out_dtype, compute_dtype=acc)(ssq)
+    def finish(a):
+        v = ops.truediv(a, ops.constant(float(denom), acc))
+        return ops.sqrt(v) if sqrt else v
+
+    # std: the square root is taken in the accumulation dtype, rounding once (as eager)
+    var = make_pointwise(finish, NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(ssq)
     mean = mean_k if keepdim else ir.reshape_view(mean_k, [s for i, s in enumerate(size) if i not in rdims])
     mean = _to_dtype_lowering(mean, out_dtype) if acc != out_dtype else mean
     return var, mean
@@ -587,7 +734,7 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 @register_lowering(aten.std.correction)
 def _std(x, dim=None, *, correction=None, keepdim=False):
-    return _unary("sqrt", DEFAULT)(_var_mean_impl(x, dim, correction, keepdim)[0])
+    return _var_mean_impl(x, dim, correction, keepdim, sqrt=True)[0]
 
 
 @register_lowering(prims.var.default)
@@ -607,3 +754,500 @@ def _broadcast_in_dim(x, shape, broadcast_dimensions):
     for src, dst in enumerate(broadcast_dimensions):
         s[dst] = x.get_size()[src]
     return ir.expand_view(ir.reshape_view(x, s), list(shape))
+
+
+# ---------------------------------------------------------------------------------- indirect indexing
+
+
+def _index_loader(index: TensorBox, size: int, shape: list | None = None, wrap_negative: bool = True):
+    """Loader of an integer index tensor turned into an index symbol per element
+    (``ops.indirect_indexing``: negative values wrap, out-of-range ones trip a device assert)."""
+    if index.get_dtype() not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise NotImplementedError(f"indexing with a {index.get_dtype()} tensor")  # bool masks: fallback
+    ld = (ir.expand_view(index, shape) if shape is not None else index).make_loader()
+    return lambda idx: ops.indirect_indexing(ld(idx), size, True, wrap_negative)
+
+
+@register_lowering(aten.embedding.default)
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """``weight[indices]``: out[*i, j] = weight[indices[*i], j], an indirect load that fuses with
+    its consumers (Inductor's embedding lowering). Shapes: weight (V, D), indices (*I) -> (*I, D)."""
+    if len(weight.get_size()) != 2:
+        raise ValueError(f"embedding: weight must be 2-D, got shape {weight.get_size()}")
+    V, D = weight.get_size()
+    isize = list(indices.get_size())
+    wl = weight.make_loader()
+    il = _index_loader(indices, V)
+    n = len(isize)
+
+    def inner(idx):
+        return wl([il(idx[:n]), idx[n]])
+
+    return Pointwise.create(weight.get_device(), weight.get_dtype(), inner, isize + [D])
+
+
+@register_lowering(aten.index_select.default)
+def _index_select(x, dim, index):
+    """``x.index_select(dim, index)`` (index 0-d or 1-D) as an indirect load along ``dim``."""
+    size = list(x.get_size())
+    if not size:
+        raise NotImplementedError("index_select of a 0-d tensor")
+    dim = dim % len(size)
+    isize = list(index.get_size())
+    if len(isize) > 1:
+        raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {isize}")
+    xl = x.make_loader()
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    out = size[:dim] + [prod(isize)] + size[dim + 1:]
+
+    def inner(idx):
+        i = il([idx[dim]] if isize else [])
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
+
+
+@register_lowering(aten.gather.default)
+def _gather(x, dim, index, *, sparse_grad=False):
+    """``torch.gather``: out[i] = x[i with dim replaced by index[i]]; out has index's shape."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if len(isize) != len(size) and size:
+        raise ValueError(f"gather: index rank {len(isize)} differs from input rank {len(size)}")
+    if not size:
+        raise NotImplementedError("gather of a 0-d tensor")
+    dim = dim % len(size)
+    xl = x.make_loader()
+    il = _index_loader(index, size[dim], wrap_negative=False)
+
+    def inner(idx):
+        i = il(idx)
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, isize)
+
+
+@register_lowering(aten.index.Tensor)
+def _index_tensor(x, indices):
+    """Advanced indexing ``x[..., i0, ..., i1, ...]`` with integer index tensors (broadcast
+    together). As torch: when the indexed dims are adjacent the broadcast dims replace them in
+    place, otherwise they come first. Bool masks (data-dependent shapes) fall back."""
+    size = list(x.get_size())
+    pos = [k for k, t in enumerate(indices) if t is not None]
+    if not pos:
+        raise NotImplementedError("index with no index tensor")
+    tensors = [indices[k] for k in pos]
+    if any(t.get_dtype() == torch.bool for t in tensors):
+        raise NotImplementedError("boolean mask indexing")
+    bshape = broadcast_shapes(*[t.get_size() for t in tensors])
+    loaders = {k: _index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)}
+    xl = x.make_loader()
+    nb = len(bshape)
+    adjacent = pos == list(range(pos[0], pos[-1] + 1))
+    # adjacent index tensors: their broadcast dims replace them in place; otherwise they go first
+    first = pos[0] if adjacent else 0
+    rest = [k for k in range(len(size)) if k not in loaders]
+    before = [k for k in rest if k < first] if adjacent else []
+    after = [k for k in rest if k not in before]
+    out = [size[k] for k in before] + bshape + [size[k] for k in after]
+
+    def inner(idx):
+        src = [None] * len(size)
+        for j, k in enumerate(before):
+            src[k] = idx[j]
+        bidx = idx[len(before):len(before) + nb]
+        for k, ld in loaders.items():
+            src[k] = ld(bidx)
+        for j, k in enumerate(after):
+            src[k] = idx[len(before) + nb + j]
+        return xl(src)
+
+    return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
+
+
+# ---------------------------------------------------------------------------------- select-style ops
+#
+# cat / constant_pad_nd / slice_scatter / scatter of a value compute each output element from one
+# of several sources chosen by its index: a pointwise ``where`` over the sources. Every source is
+# loaded at its index clamped into range (Max/Min in the index expression), so no load leaves its
+# buffer in lanes where another source is selected (Inductor masks those loads instead).
+
+
+def _in_range(e, lo: int, hi: int):
+    """ops value: lo <= e < hi for an index expression e."""
+    v = ops.index_expr(e, torch.int64)
+    return ops.logical_and(ops.ge(v, ops.constant(lo, torch.int64)), ops.lt(v, ops.constant(hi, torch.int64)))
+
+
+def _clamped(e, n: int):
+    return S.Max(S.Integer(0), S.Min(e, S.Integer(max(n - 1, 0))))
+
+
+@register_lowering(aten.cat.default)
+def _cat(tensors, dim=0):
+    """``torch.cat`` as one pointwise kernel selecting, per output index, the input that covers it
+    (Inductor's pointwise cat). Empty 1-D inputs are skipped as torch does; dtypes promote."""
+    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
+    if not tensors:
+        raise NotImplementedError("cat of only empty tensors")
+    rank = len(tensors[0].get_size())
+    dim = dim % rank
+    base = list(tensors[0].get_size())
+    for t in tensors:
+        s = list(t.get_size())
+        if len(s) != rank or any(a != b for k, (a, b) in enumerate(zip(s, base)) if k != dim):
+            raise ValueError(f"cat: sizes {[list(x.get_size()) for x in tensors]} differ off dimension {dim}")
+    dtype = elementwise_dtypes(*[_meta(t) for t in tensors], type_promotion_kind=NO_OPMATH)[1]
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += t.get_size()[dim]
+    loaders = [t.make_loader() for t in tensors]
+    out = base[:dim] + [total] + base[dim + 1:]
+
+    def inner(idx):
+        result = None
+        for k in reversed(range(len(tensors))):
+            n = tensors[k].get_size()[dim]
+            if n == 0:
+                continue
+            i = list(idx)
+            i[dim] = _clamped(idx[dim] - offsets[k], n)
+            v = to_dtype_value(loaders[k](i), dtype)
+            if result is None:
+                result = v
+            else:
+                result = ops.where(_in_range(idx[dim], offsets[k], offsets[k] + n), v, result)
+        return result
+
+    return Pointwise.create(tensors[0].get_device(), dtype, inner, out)
+
+
+@register_lowering(aten.constant_pad_nd.default)
+def _constant_pad_nd(x, pad, value=0.0):
+    """``F.pad(x, pad, value=value)`` (constant mode): pad pairs apply from the last dim backwards;
+    negative pads crop."""
+    size = list(x.get_size())
+    if len(pad) % 2 or len(pad) // 2 > len(size):
+        raise ValueError(f"constant_pad_nd: padding {list(pad)} does not fit a tensor of rank {len(size)}")
+    lo = [0] * len(size)
+    hi = [0] * len(size)
+    for k in range(len(pad) // 2):
+        d = len(size) - 1 - k
+        lo[d], hi[d] = pad[2 * k], pad[2 * k + 1]
+    out = [s + a + b for s, a, b in zip(size, lo, hi)]
+    if any(s < 0 for s in out):
+        raise ValueError(f"constant_pad_nd: padding {list(pad)} leaves a negative size {out}")
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        src = [_clamped(i - a, n) if (a or b) else i for i, a, b, n in zip(idx, lo, hi, size)]
+        v = loader(src)
+        cond = None
+        for i, a, b, n in zip(idx, lo, hi, size):
+            if a > 0 or b > 0:
+                c = _in_range(i - a, 0, n)
+                cond = c if cond is None else ops.logical_and(cond, c)
+        if cond is None:
+            return v
+        return ops.where(cond, v, ops.constant(value, dtype))
+
+    if any(s == 0 for s in size) and prod(out) > 0:
+        return _full(out, value, dtype, x.get_device())
+    return Pointwise.create(x.get_device(), dtype, inner, out)
+
+
+@register_lowering(aten.slice_scatter.default)
+def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    """``x`` with ``x[..., start:end:step, ...]`` replaced by ``src`` (a backward of slicing)."""
+    size = list(x.get_size())
+    dim = dim % len(size)
+    n = size[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = max(0, min(n, start)), max(0, min(n, end))
+    m = src.get_size()[dim]
+    if m == 0:
+        return _clone(x)
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        i = idx[dim]
+        si = list(idx)
+        si[dim] = _clamped(S.FloorDiv(S.Max(i - start, S.Integer(0)), step) if step != 1 else i - start, m)
+        v = to_dtype_value(sl(si), dtype)
+        cond = _in_range(i, start, start + (m - 1) * step + 1)
+        if step != 1:
+            r = ops.index_expr(S.Mod(i - start + step * n, step), torch.int64)
+            cond = ops.logical_and(cond, ops.eq(r, ops.constant(0, torch.int64)))
+        return ops.where(cond, v, xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.select_scatter.default)
+def _select_scatter(x, src, dim, index):
+    """``x`` with ``x.select(dim, index)`` replaced by ``src``."""
+    n = x.get_size()[dim % len(x.get_size())]
+    index = index + n if index < 0 else index
+    return _slice_scatter(x, ir.unsqueeze_view(src, dim % len(x.get_size())), dim, index, index + 1, 1)
+
+
+@register_lowering(aten.scatter.value)
+def _scatter_value(x, dim, index, value):
+    """``x.scatter(dim, index, value)`` when ``index`` has size 1 along ``dim`` and ``x``'s sizes
+    elsewhere (one write per row, the one-hot pattern of nll_loss backward): a pointwise
+    ``where(j == index[..., 0, ...], value, x)``. Other shapes fall back."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size:
+        raise NotImplementedError("scatter into a 0-d tensor")
+    dim = dim % len(size)
+    if len(isize) != len(size) or isize[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
+        raise NotImplementedError("general scatter")
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    xl = x.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        ii = list(idx)
+        ii[dim] = S.Integer(0)
+        target = ops.index_expr(il(ii), torch.int64)
+        hit = ops.eq(ops.index_expr(idx[dim], torch.int64), target)
+        return ops.where(hit, ops.constant(value, dtype), xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.max.dim, aten.min.dim)
+def _max_min_dim(x, dim, keepdim=False):
+    """``x.max(dim)`` / ``x.min(dim)``: (values, indices) as amax/amin and argmax/argmin over the
+    same rows (both reductions fuse into one kernel)."""
+    from ..ir import graph_context as G
+
+    is_max = G.graph().current_target is aten.max.dim
+    values = make_reduction("amax" if is_max else "amin")(x, [dim], keepdim)
+    indices = make_reduction("argmax" if is_max else "argmin")(x, dim, keepdim)
+    return values, indices
+
+
+@register_lowering(aten.linalg_vector_norm.default)
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """``torch.linalg.vector_norm`` for ord 2, 1, inf and -inf (others fall back)."""
+    if not x.get_dtype().is_floating_point:
+        raise NotImplementedError("vector_norm of an integer tensor")
+    out_dtype = dtype or x.get_dtype()
+    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    if ord == 2:
+        sq = make_pointwise(lambda a: ops.mul(a, a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_pointwise(lambda a: ops.sqrt(a), NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(
+            make_reduction("sum")(sq, dim, keepdim, dtype=acc))
+    elif ord == 1:
+        ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("sum")(ab, dim, keepdim, dtype=acc)
+    elif ord in (math.inf, -math.inf):
+        ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("amax" if ord > 0 else "amin")(ab, dim, keepdim)
+    else:
+        raise NotImplementedError(f"vector_norm with ord={ord}")
+    return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r
+
+
+# ---------------------------------------------------------------------------------- scatter-add
+
+
+def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
+    """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
+    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``)."""
+    from ..ir import graph_context as G
+
+    if x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
+        # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
+        raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
+    copy = _clone(x)
+    copy.realize()
+    target = copy.data.data
+    target.freeze_layout()
+    dtype = x.get_dtype()
+    data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
+    if prod(ranges) > 0:
+        g = G.graph()
+        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn))
+    return copy
+
+
+@register_lowering(aten.index_put.default)
+def _index_put(x, indices, values, accumulate=False):
+    """``x.index_put(indices, values, accumulate=True)`` (embedding backward) as a copy of ``x``
+    plus an atomic-add kernel over the indexed positions; integer index tensors on adjacent dims
+    only. ``accumulate=False`` (last write wins, unordered on a GPU) and other forms fall back."""
+    if not accumulate:
+        raise NotImplementedError("index_put without accumulate")
+    size = list(x.get_size())
+    pos = [k for k, t in enumerate(indices) if t is not None]
+    if not pos or pos != list(range(pos[0], pos[-1] + 1)):
+        raise NotImplementedError("non-adjacent advanced indices")
+    tensors = [indices[k] for k in pos]
+    if any(t.get_dtype() == torch.bool for t in tensors):
+        raise NotImplementedError("boolean mask index_put")
+    bshape = broadcast_shapes(*[t.get_size() for t in tensors])
+    loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
+    first, nb = pos[0], len(bshape)
+    ranges = size[:first] + bshape + size[pos[-1] + 1:]
+    vl = ir.expand_view(values, ranges).make_loader()
+
+    def index_fn(idx):
+        bidx = idx[first:first + nb]
+        return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb:])
+
+    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype())
+
+
+@register_lowering(aten.scatter_add.default)
+def _scatter_add(x, dim, index, src):
+    """``x.scatter_add(dim, index, src)``: out[i with dim -> index[i]] += src[i] over index's shape."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size or len(isize) != len(size):
+        raise NotImplementedError("scatter_add of a 0-d tensor or mismatched ranks")
+    dim = dim % len(size)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    sl = src.make_loader()
+
+    def index_fn(idx):
+        out = list(idx)
+        out[dim] = il(idx)
+        return out
+
+    return _accumulate_into_copy(x, isize, index_fn, sl, src.get_dtype())
+
+
+# ---------------------------------------------------------------------------------- max pooling
+
+
+def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
+    size = list(x.get_size())
+    if len(size) not in (3, 4):
+        raise NotImplementedError("max_pool2d of a tensor that is not 3-D or 4-D")
+    if ceil_mode:
+        raise NotImplementedError("max_pool2d with ceil_mode")  # -> fallback
+
+    def pair(v, default):
+        v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
+        return [v, v] if isinstance(v, int) else (list(v) * 2 if len(v) == 1 else list(v))
+
+    k = pair(kernel_size, None)
+    s = pair(stride, k)
+    p = pair(padding, 0)
+    d = pair(dilation, 1)
+    if k[0] * k[1] > 64:
+        raise NotImplementedError("max_pool2d with a large window")  # unrolled: keep it small
+    H, W = size[-2], size[-1]
+    OH = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    OW = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    return size, k, s, p, d, H, W, OH, OW
+
+
+@register_lowering(aten.max_pool2d_with_indices.default)
+def _max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """``max_pool2d`` (values and flat ``h*W + w`` indices) as one pointwise kernel over the
+    output, the window unrolled (Inductor's lowering). As torch's CPU kernel: the index starts at
+    the window's first in-bounds element, a larger value or a NaN takes over."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode)
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+    lead = size[:-2]
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def window(idx):
+        oh, ow = idx[-2], idx[-1]
+        best = ops.constant(float("-inf"), acc)
+        h0 = S.Max(S.Integer(0), oh * s[0] - p[0])
+        w0 = S.Max(S.Integer(0), ow * s[1] - p[1])
+        bidx = ops.index_expr(h0 * W + w0, torch.int64)
+        for kh in range(k[0]):
+            for kw in range(k[1]):
+                h = oh * s[0] - p[0] + kh * d[0]
+                w = ow * s[1] - p[1] + kw * d[1]
+                v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
+                inb = ops.logical_and(_in_range(h, 0, H), _in_range(w, 0, W))
+                take = ops.logical_and(inb, ops.logical_or(ops.gt(v, best), ops.ne(v, v)))
+                best = ops.where(take, v, best)
+                bidx = ops.where(take, ops.index_expr(_clamped(h, H) * W + _clamped(w, W), torch.int64), bidx)
+        return best, bidx
+
+    out = lead + [OH, OW]
+    values = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(window(idx)[0], dtype), out)
+    indices = Pointwise.create(x.get_device(), torch.int64, lambda idx: window(idx)[1], out)
+    return values, indices
+
+
+@register_lowering(aten.max_pool2d_with_indices_backward.default)
+def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Gradient of max_pool2d: each input element sums the output gradients of the windows that
+    contain it and picked it (``indices == h*W + w``), a pointwise gather over candidate windows."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode)
+    gl, il = grad_out.make_loader(), indices.make_loader()
+    dtype = grad_out.get_dtype()
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def inner(idx):
+        h, w = idx[-2], idx[-1]
+        flat = ops.index_expr(h * W + w, torch.int64)
+        total = ops.constant(0.0, acc)
+        for kh in range(k[0]):
+            th = h + p[0] - kh * d[0]           # = oh * stride when this window row covers h
+            for kw in range(k[1]):
+                tw = w + p[1] - kw * d[1]
+                oh = S.FloorDiv(S.Max(th, S.Integer(0)), s[0])
+                ow = S.FloorDiv(S.Max(tw, S.Integer(0)), s[1])
+                src = list(idx[:-2]) + [_clamped(oh, OH), _clamped(ow, OW)]
+                ok = ops.logical_and(_in_range(th, 0, OH * s[0]), _in_range(tw, 0, OW * s[1]))
+                if s[0] != 1:
+                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(th + s[0] * (H + p[0] + 1), s[0]), torch.int64),
+                                                    ops.constant(0, torch.int64)))
+                if s[1] != 1:
+                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(tw + s[1] * (W + p[1] + 1), s[1]), torch.int64),
+                                                    ops.constant(0, torch.int64)))
+                hit = ops.logical_and(ok, ops.eq(il(src), flat))
+                total = ops.where(hit, ops.add(total, to_dtype_value(gl(src), acc)), total)
+        return to_dtype_value(total, dtype)
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+# ---------------------------------------------------------------------------------- scans
+
+
+@register_lowering(aten.cumsum.default, aten.cumprod.default)
+def _cumsum_cumprod(x, dim, *, dtype=None):
+    """``cumsum``/``cumprod`` along ``dim`` as a persistent scan kernel (``tl.cumsum`` /
+    ``tl.cumprod`` over the row, accumulated in fp32 for low-precision floats, int64 for integers
+    as torch). Rows longer than the persistent threshold fall back."""
+    from .. import config
+    from ..ir import graph_context as G
+
+    stype = "sum" if G.graph().current_target is aten.cumsum.default else "prod"
+    size = list(x.get_size())
+    if not size:
+        return _to_dtype_lowering(x, dtype or x.get_dtype())
+    dim = dim % len(size)
+    n = size[dim]
+    src = x.get_dtype()
+    out = dtype or (torch.int64 if (not src.is_floating_point) else src)
+    if n > config.persistent_reduction_threshold:
+        raise NotImplementedError("scan over a row longer than a persistent block")
+    if n <= 1 or prod(size) == 0:
+        return _to_dtype_lowering(x, out)
+    acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
+    loader = x.make_loader()
+    kept = [s for i, s in enumerate(size) if i != dim]
+
+    def inner(idx, ridx):
+        return to_dtype_value(loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:])), acc)
+
+    box = TensorBox.create(ir.Scan(x.get_device(), acc, inner, kept, [n], stype, acc, size, dim))
+    box.realize()
+    return _to_dtype_lowering(box, out) if acc != out else box

@@ -33,7 +33,38 @@ def jit_for(device_type: str) -> Callable[[Callable], Any]:
             "tilefuse runs kernels on CPU tensors through Triton's interpreter, which must be enabled "
             "before triton is imported: set TRITON_INTERPRET=1 in the environment before importing "
             "torch (on a machine without a GPU, importing tilefuse before torch.compile does it)")
-    return lambda fn: InterpretedFunction(fn)
+    return lambda fn: _CheckedInterpretedFunction(fn)
+
+
+_checked_cls = None
+
+
+def _CheckedInterpretedFunction(fn):
+    """An interpreted kernel whose ``tl.device_assert``s are live while it runs. The interpreter
+    drops device asserts unless its builder's ``debug`` option is on (on the GPU they are
+    compiled in debug mode only, as Inductor's); tilefuse's bounds checks of indirect indices
+    must raise instead of reading out of bounds, so ``debug`` is switched on around each launch
+    and restored after."""
+    global _checked_cls
+    if _checked_cls is None:
+        from triton.runtime import interpreter as I
+
+        class Checked(I.InterpretedFunction):
+            def run(self, *args, **kwargs):
+                import dataclasses
+
+                b = I.interpreter_builder
+                old = b.options
+                # debug also turns on the interpreter's integer-overflow sanitizer; torch's integer
+                # arithmetic wraps, so that stays off
+                b.options = dataclasses.replace(old, debug=True, sanitize_overflow=False)
+                try:
+                    return super().run(*args, **kwargs)
+                finally:
+                    b.options = old
+
+        _checked_cls = Checked
+    return _checked_cls(fn)
 
 
 def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph"):
@@ -59,3 +90,21 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     spec.loader.exec_module(mod)
     mod.__dict__.update(constants)
     return mod
+
+
+def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
+    """``t`` if its strides match ``stride`` on every dim that matters (size > 1, stride not 0:
+    a stride-0 dim of the expected layout only ever reads index 0), else a copy of ``t`` with
+    exactly ``size``/``stride``. Raises RuntimeError when the sizes differ or when the expected
+    layout broadcasts (stride 0) and cannot be materialized by a copy."""
+    if tuple(t.shape) != tuple(size):
+        raise RuntimeError(f"tilefuse: an aten kernel returned shape {tuple(t.shape)}, expected {tuple(size)}")
+    if all(n <= 1 or want == 0 or got == want for n, got, want in zip(size, t.stride(), stride)):
+        return t
+    if any(want == 0 and n > 1 for n, want in zip(size, stride)):
+        raise RuntimeError(f"tilefuse: an aten kernel returned strides {t.stride()}, expected {tuple(stride)}")
+    import torch
+
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out

@@ -1,0 +1,581 @@
+"""Per-op-family checks of the tilefuse backend: compiled vs eager on random inputs.
+
+Every op family the lowerings claim (``tilefuse.lowering.lowerings``) is run compiled and eagerly
+on contiguous, permuted, expanded and sliced inputs, over several sizes and dtypes, and must match
+with no fallback kernel. Low-precision tolerances reflect eager's rounding after every op while
+tilefuse computes in fp32 and rounds once (Inductor's opmath behaviour).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tilefuse  # noqa: F401  (registers the backend, enables the interpreter)
+from tilefuse import config, metrics
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    with config.patch(fallback_on_error=False):
+        yield
+    torch._dynamo.reset()
+
+
+TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
+       torch.float64: (1e-7, 1e-7)}
+
+
+# TILEFUSE_TEST_DEVICE=cuda runs this module's checks on the GPU (real Triton, libdevice math)
+DEVICE = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")
+
+
+def to_device(a):
+    """``a`` on DEVICE with the same sizes, strides and storage offset (views stay views)."""
+    if not isinstance(a, torch.Tensor) or a.device.type == DEVICE:
+        return a
+    base = a._base if a._base is not None else a
+    return base.to(DEVICE).as_strided(a.shape, a.stride(), a.storage_offset())
+
+
+def check(fn, *args, tol=None, kernels=None, fallbacks=0, exact=False):
+    """Compile ``fn`` with tilefuse, compare with eager, check counters; returns the result."""
+    args = tuple(to_device(a) for a in args)
+    metrics.reset()
+    got = torch.compile(fn, backend="tilefuse")(*args)
+    want = fn(*args)
+    if exact:
+        torch.testing.assert_close(got, want, atol=0, rtol=0, equal_nan=True)
+    else:
+        atol, rtol = tol if tol is not None else (1e-5, 1e-5)
+        torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    assert metrics.fallback_kernel_count == fallbacks, metrics.fallback_kernel_count
+    if kernels is not None:
+        assert metrics.generated_kernel_count == kernels, metrics.generated_kernel_count
+    return got
+
+
+def make(shape, dtype=torch.float32, layout="contiguous", low=-3.0, high=3.0):
+    """A tensor of ``shape``/``dtype`` in the given memory ``layout``: contiguous, permuted
+    (transposed storage), expanded (stride-0 leading dim) or sliced (step-2 slice of a larger one)."""
+    def rand(s):
+        if dtype == torch.bool:
+            return torch.rand(s) > 0.5
+        if not dtype.is_floating_point:
+            return torch.randint(int(low), int(high) + 1, s, dtype=dtype)
+        return (torch.rand(s) * (high - low) + low).to(dtype)
+
+    shape = list(shape)
+    if layout == "contiguous" or len(shape) == 0:
+        return rand(shape)
+    if layout == "permuted":
+        return rand(shape[::-1]).permute(*reversed(range(len(shape))))
+    if layout == "expanded":
+        return rand([1] + shape[1:]).expand(shape)
+    if layout == "sliced":
+        big = rand(shape[:-1] + [shape[-1] * 2 + 1])
+        return big[..., 1::2]
+    raise ValueError(layout)
+
+
+LAYOUTS = ["contiguous", "permuted", "expanded", "sliced"]
+
+# ------------------------------------------------------------------------------ elementwise
+
+UNARY_FLOAT = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
+    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "round": torch.round,
+    "sign": torch.sign, "relu": torch.relu, "reciprocal": lambda x: torch.reciprocal(x + 10),
+    "log": lambda x: torch.log(x.abs() + 0.1), "log2": lambda x: torch.log2(x.abs() + 0.1),
+    "log10": lambda x: torch.log10(x.abs() + 0.1), "log1p": lambda x: torch.log1p(x.abs()),
+    "sqrt": lambda x: torch.sqrt(x.abs()), "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+    "isnan": lambda x: torch.isnan(x.log()), "isinf": lambda x: torch.isinf(1 / torch.floor(x)),
+    "square": torch.square, "pow3": lambda x: x ** 3, "pow_half": lambda x: x.abs() ** 0.5,
+    "pow_frac": lambda x: x.abs() ** 1.7, "pow_neg_half": lambda x: (x.abs() + 1) ** -0.5,
+    "gelu_erf": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+    "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu, "softplus": F.softplus, "elu": F.elu,
+    "dropout_eval": lambda x: F.dropout(x, 0.5, training=False) * 2,
+    "nan_to_num": lambda x: torch.nan_to_num(x.log()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_FLOAT))
+def test_unary_float32(name):
+    fn = UNARY_FLOAT[name]
+    check(fn, make([5, 7], layout="permuted"), tol=(2e-5, 2e-5), kernels=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "tanh", "gelu_tanh", "silu", "log", "round", "rsqrt"])
+def test_unary_low_precision(name, dtype):
+    check(UNARY_FLOAT[name], make([6, 9], dtype, "sliced"), tol=TOL[dtype])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [1, 3, 127, 1025])
+def test_binary_arith_layouts_sizes(layout, n):
+    x = make([2, n], layout=layout)
+    y = make([2, n], layout="contiguous")
+    check(lambda a, b: (a + b, a - 2 * b, a * b, a / (b.abs() + 1), torch.maximum(a, b), torch.minimum(a, b)),
+          x, y, kernels=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64])
+def test_binary_dtypes(dtype):
+    x, y = make([4, 33], dtype, "permuted"), make([33], dtype)
+    fns = lambda a, b: (a + b, a * b - a, torch.maximum(a, b), torch.minimum(a, b), a == b, a < b, a >= b,  # noqa: E731
+                        torch.where(a > b, a, b), torch.clamp(a, -1, 2))
+    check(fns, x, y, tol=TOL.get(dtype, (0, 0)))
+
+
+def test_mixed_dtype_promotion():
+    a = make([5, 6], torch.float16)
+    b = make([5, 6], torch.int64)
+    c = make([6], torch.bfloat16)
+    d = make([5, 6], torch.bool)
+    check(lambda w, x, y, z: (w + x, w * y, x * 2.5, x + z, z.float() + w, y / x.clamp(min=1)), a, b, c, d,
+          tol=TOL[torch.bfloat16])
+
+
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_div_rounding_modes(mode, dtype):
+    a = make([7, 9], dtype, low=-20, high=20)
+    b = make([7, 9], dtype, low=1, high=6) * torch.where(torch.rand(7, 9) > 0.5, 1, -1).to(dtype)
+    check(lambda x, y: (torch.div(x, y, rounding_mode=mode), torch.div(x, 3, rounding_mode=mode)), a, b)
+
+
+def test_remainder_and_fmod_signs():
+    a = torch.arange(-9, 9).reshape(3, 6)
+    b = torch.tensor([4, -4, 3, -3, 5, -5])
+    check(lambda x, y: (torch.remainder(x, y), x % 4, torch.remainder(x.float(), y.float())), a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_bitwise_and_logical(dtype):
+    a, b = make([6, 5], dtype, low=-8, high=8), make([5], dtype, low=-8, high=8)
+    check(lambda x, y: (x & y, x | y, x ^ y, ~x, torch.logical_and(x, y), torch.logical_or(x, y),
+                        torch.logical_xor(x, y), torch.logical_not(x)), a, b, exact=True)
+
+
+def test_where_with_scalars_and_inf():
+    x = make([4, 10], layout="sliced")
+    m = torch.rand(4, 10) > 0.3
+    check(lambda a, c: (torch.where(c, a, float("-inf")), torch.where(c, 0.0, a), a.masked_fill(~c, -1e9),
+                        torch.where(c, 1, 2)), x, m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_clamp_variants(dtype):
+    x = make([3, 11], dtype, low=-10, high=10)
+    lo = make([11], dtype, low=-5, high=0)
+    check(lambda a, b: (a.clamp(min=-2), a.clamp(max=3), a.clamp(-2, 3), torch.clamp(a, min=b), F.relu6(a)),
+          x, lo, tol=(1e-6, 1e-6))
+
+
+def test_pow_tensor_tensor_and_scalars():
+    x = make([4, 8]).abs() + 0.5
+    y = make([4, 8], low=-2, high=2)
+    i = make([4, 8], torch.int64, low=0, high=4)
+    check(lambda a, b, c: (a ** b, torch.pow(2.0, b), c ** 2, (-a) ** 3, a ** 0, a ** -1), x, y, i, tol=(1e-5, 1e-5))
+
+
+@pytest.mark.parametrize("src,dst", [(torch.float32, torch.int64), (torch.float32, torch.float16),
+                                     (torch.float16, torch.float32), (torch.bfloat16, torch.float16),
+                                     (torch.int64, torch.float32), (torch.bool, torch.float32),
+                                     (torch.float32, torch.bool), (torch.int64, torch.bool),
+                                     (torch.bool, torch.int64), (torch.float32, torch.bfloat16)])
+def test_casts(src, dst):
+    x = make([3, 13], src, layout="permuted", low=-5, high=5)
+    if src.is_floating_point:
+        x[0, 0] = 0
+    check(lambda a: a.to(dst), x, exact=True)
+
+
+def test_integer_overflow_wraps_like_torch():
+    x = torch.tensor([2**62, -(2**62), 7], dtype=torch.int64)
+    check(lambda a: a * 4 + 1, x, exact=True)
+
+
+def test_nan_propagation():
+    x = torch.tensor([1.0, float("nan"), -2.0, float("inf")])
+    y = torch.tensor([float("nan"), 0.0, 3.0, 1.0])
+    check(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b), a.amax(),
+                        torch.clamp(a, 0, 1), torch.relu(a), torch.sign(a)), x, y)
+
+
+# ------------------------------------------------------------------------------ reductions
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "mean", "var", "std"])
+def test_reduction_ops(op, layout):
+    x = make([6, 10], layout=layout, low=0.5, high=1.5)
+    fn = getattr(torch, op)
+    check(lambda a: (fn(a, 1), fn(a, 0, keepdim=True), fn(a, -1, keepdim=False)), x, tol=(1e-4, 1e-4))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16])
+def test_arg_reductions(op, dtype):
+    x = make([5, 17], dtype, layout="permuted", low=-50, high=50)
+    fn = getattr(torch, op)
+    check(lambda a: (fn(a, 1), fn(a, 0, keepdim=True), fn(a)), x, exact=True)
+
+
+def test_any_all_and_bool_reductions():
+    x = make([4, 9], torch.bool)
+    y = make([4, 9], torch.int64, low=0, high=2)
+    check(lambda a, b: (a.any(1), a.all(0), a.any(), b.any(-1), a.sum(1), b.all(), torch.count_nonzero(b, 1)),
+          x, y, exact=True)
+
+
+def test_reduction_multi_dims_and_dtype_arg():
+    x = make([3, 4, 5, 6], layout="permuted")
+    i = make([3, 5], torch.int64, low=-3, high=3)
+    check(lambda a, b: (a.sum((0, 2)), a.mean((1, 3), keepdim=True), a.amax((0, 1, 2)),
+                        a.sum(dtype=torch.float64), b.sum(1), b.sum(1, dtype=torch.float32), b.prod(1),
+                        a.var((0, 3), correction=0), a.std(2, unbiased=True)), x, i, tol=(1e-4, 1e-4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_reductions_accumulate_in_fp32(dtype):
+    # 1000 fp16 values of ~1: a fp16 accumulator would lose precision; eager accumulates in fp32
+    x = (torch.rand(4, 1000) + 0.5).to(dtype)
+    check(lambda a: (a.sum(1), a.mean(1), a.amax(1), a.var(1), a.sum(1, dtype=torch.float32)), x,
+          tol=TOL[dtype])
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "argmax", "argmin", "any", "mean", "var"])
+def test_looped_reductions(op):
+    # rnumel above the persistent threshold: reductions loop over RBLOCK chunks
+    x = make([3, 2500], low=0.999, high=1.001)
+    if op == "any":
+        check(lambda a: (a > 1.0009).any(1), x, exact=True)
+    else:
+        fn = getattr(torch, op)
+        check(lambda a: fn(a, 1), x, tol=(1e-4, 1e-4))
+
+
+def test_reduction_sizes_one_and_odd():
+    for shape in ([1, 1], [1, 3], [127, 1], [3, 127]):
+        torch._dynamo.reset()
+        x = make(shape)
+        check(lambda a: (a.sum(1), a.amax(0), a.mean(), a.argmax(1)), x, tol=(1e-4, 1e-4))
+
+
+def test_full_reduction_of_large_tensor():
+    x = make([1025, 3])
+    check(lambda a: (a.sum(), a.amax(), a.argmin()), x, tol=(1e-4, 1e-4))
+
+
+# ------------------------------------------------------------------------------ views
+
+
+def test_reshape_between_incompatible_shapes():
+    x = make([6, 10], layout="permuted")       # non-contiguous: reshape must re-index
+    check(lambda a: (a.reshape(4, 15) * 2, a.reshape(2, 3, 5, 2).sum(2), a.reshape(-1)[7:40:3] + 1), x)
+
+
+def test_permute_then_reshape_then_reduce():
+    x = make([2, 3, 4, 5])
+    check(lambda a: a.permute(0, 2, 1, 3).reshape(8, 15).amax(1) + a.transpose(1, 3).reshape(2, -1).sum(1)[0], x)
+
+
+def test_expand_slice_select_squeeze():
+    x = make([4, 1, 9])
+    check(lambda a: (a.expand(4, 3, 9) * 2, a[:, :, 1:8:3] + 1, a[2, 0] - 1, a.select(2, -1) * 3,
+                     a.squeeze(1).t() + 0, a.unsqueeze(0).unsqueeze(-1) * 1, a[..., ::2].sum(-1)), x)
+
+
+def test_t_transpose_and_negative_steps_free():
+    x = make([7, 5], layout="sliced")
+    y = make([5, 7])
+    check(lambda a, b: (a.t() + b, b.transpose(0, 1) * a, (a.t() * b).t()), x, y, kernels=1)
+
+
+def test_chained_views_of_computed_values():
+    x = make([4, 6, 8])
+    check(lambda a: (a.exp().transpose(0, 2)[1:, ::2].reshape(-1, 3) + 1).sum(0), x, tol=(1e-4, 1e-4))
+
+
+# ------------------------------------------------------------------------------ composites
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_log_softmax(dtype):
+    x = make([6, 37], dtype, layout="permuted")
+    check(lambda a: torch.softmax(a, -1), x, tol=TOL[dtype], kernels=1)
+    torch._dynamo.reset()
+    check(lambda a: (torch.log_softmax(a, 0), torch.softmax(a, 0, dtype=torch.float32)), x, tol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_layer_norm(dtype):
+    ln = torch.nn.LayerNorm(40).to(dtype)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+        check(ln, make([5, 40], dtype), tol=TOL[dtype] if dtype != torch.float32 else (1e-5, 1e-5), kernels=1)
+
+
+def test_layer_norm_without_affine_and_3d():
+    x = make([2, 3, 24], layout="sliced")
+    check(lambda a: F.layer_norm(a, (24,)) + F.layer_norm(a, (3, 24)), x, tol=(1e-5, 1e-5))
+
+
+def test_matmul_epilogues():
+    a, b, bias = make([8, 16]), make([16, 12]), make([12])
+    check(lambda x, y, c: torch.tanh(x @ y + c) * 2 - 1, a, b, bias, kernels=1, tol=(1e-4, 1e-4))
+    torch._dynamo.reset()
+    check(lambda x, y, c: F.silu(torch.addmm(c, x, y)).sum(1), a, b, bias, tol=(1e-4, 1e-4))
+    torch._dynamo.reset()
+    check(lambda x, y: torch.softmax(torch.bmm(x, y), -1), make([2, 5, 7]), make([2, 7, 6]), tol=(1e-5, 1e-5),
+          kernels=1)
+
+
+def test_creation_ops():
+    x = make([3, 4])
+    check(lambda a: (a + torch.ones(3, 4, device=a.device), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
+                     torch.arange(4, device=a.device) + a, torch.arange(2, 14, 3, device=a.device).float() * 2,
+                     torch.arange(0.5, 3.0, 0.25, device=a.device) + 1,
+                     torch.arange(5, dtype=torch.float16, device=a.device)), x)
+
+
+# ------------------------------------------------------------------------------ indirect indexing
+
+
+def test_embedding_is_an_indirect_load_fused_with_its_consumer():
+    w = make([11, 6])
+    i = torch.tensor([[1, 10, 0], [3, 3, 7]])
+    check(lambda a, b: F.embedding(b, a) * 2 + 1, w, i, kernels=1)
+
+
+def test_index_select_gather_and_advanced_indexing():
+    x = make([5, 7], layout="permuted")
+    i = torch.tensor([4, 0, 2, 2])
+    j = torch.tensor([[0, 6], [1, 5], [2, 4], [3, 3], [6, 0]])
+    neg = torch.tensor([-1, 1, -5])
+    check(lambda a, b, c, d: (a.index_select(0, b) + 1, a.index_select(1, b), torch.gather(a, 1, c),
+                              a[b], a[:, b] * 2, a[d], a[b, b]), x, i, j, neg)
+
+
+def test_cross_entropy_forward_has_no_fallback():
+    logits = make([6, 9])
+    tgt = torch.tensor([0, 8, 3, 3, -100, 1])
+    check(lambda a, t: F.cross_entropy(a, t), logits, tgt, tol=(1e-5, 1e-5))
+
+
+def test_out_of_range_index_raises():
+    w = make([5, 3])
+    with pytest.raises(Exception, match="index out of bounds"):
+        torch.compile(lambda a, b: F.embedding(b, a), backend="tilefuse")(w, torch.tensor([1, 7]))
+
+
+def test_non_adjacent_advanced_indices_go_first():
+    # index tensors on dims 0 and 2 (not adjacent): their broadcast dims lead the result
+    x = make([4, 3, 5, 2], layout="permuted")
+    i, j = torch.tensor([[0, 3, 1]]), torch.tensor([4, 0, 2])
+    check(lambda a, b, c: (a[b, :, c] * 2, a[:, 1:, c, :] + 1, a[:, c % 3, :, 1] - 1, a[b, 1, c, 0]), x, i, j)
+
+
+# ------------------------------------------------------------------------------ select-style ops
+
+
+def test_cat_is_one_pointwise_kernel():
+    a, b, c = make([3, 4]), make([3, 1], layout="sliced"), make([4, 3], layout="contiguous").t()
+    check(lambda x, y, z: torch.cat([x, y * 2, z], 1) + 1, a, b, c, kernels=1)
+    torch._dynamo.reset()
+    check(lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0, device=x.device)], 0), make([2, 5]), make([3, 5]))
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (-1, 2, 1, -1), (3, 0, 0, 0)])
+def test_constant_pad_nd(pad):
+    x = make([4, 5], layout="permuted")
+    check(lambda a: F.pad(a, pad, value=-2.5) * 2, x, kernels=1)
+
+
+def test_slice_and_select_scatter():
+    x, s1, s2, s3 = make([6, 8]), make([6, 3]), make([2, 8]), make([6])
+    check(lambda a, b, c, d: (torch.slice_scatter(a, b, 1, 1, 7, 2), torch.slice_scatter(a, c, 0, -3, -1),
+                              torch.select_scatter(a, d, 1, -2)), x, s1, s2, s3)
+
+
+def test_scatter_value_one_hot_and_general_fallback():
+    x = torch.zeros(5, 7)
+    idx = torch.tensor([[0], [6], [3], [3], [1]])
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx)
+    torch._dynamo.reset()
+    idx2 = torch.tensor([[0, 2], [6, 5], [3, 1], [3, 0], [1, 4]])
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2, fallbacks=1)
+
+
+# ------------------------------------------------------------------------------ more lowerings
+
+
+def test_flip_repeat_diagonal_views():
+    x = make([4, 6], layout="permuted")
+    check(lambda a: (a.flip(1) + 1, a.flip(0, 1) * a, a.repeat(2, 1, 3) - 1, torch.diagonal(a, 1) * 2,
+                     torch.diagonal(a, -2) + 0, a.roll(2, 1) * 2), x)
+
+
+def test_max_min_dim_values_and_indices():
+    x = make([5, 9], layout="sliced")
+    check(lambda a: (a.max(1), a.min(0, keepdim=True), torch.max(a, -1).indices), x, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vector_norms(dtype):
+    x = make([5, 12], dtype)
+    check(lambda a: (torch.linalg.vector_norm(a, dim=1), a.norm(), torch.linalg.vector_norm(a, 1, dim=0),
+                     torch.linalg.vector_norm(a, float("inf"), dim=1), torch.linalg.vector_norm(a, float("-inf"))),
+          x, tol=TOL[dtype] if dtype != torch.float32 else (1e-5, 1e-5))
+
+
+def test_fmod_and_shifts():
+    x = make([4, 7], low=-9, high=9)
+    i = make([4, 7], torch.int64, low=-64, high=64)
+    s = make([7], torch.int64, low=0, high=5)
+    check(lambda a, b, c: (torch.fmod(a, 0.7), torch.fmod(b, 5), torch.fmod(b, -3), b << 2, b >> c, b >> 1),
+          x, i, s, tol=(1e-6, 1e-6))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.float64])
+def test_other_dtypes(dtype):
+    x = make([4, 9], dtype, low=0, high=100)
+    check(lambda a: (a + 1, a.sum(1), a * 3 - 2, a.amax(0), a.to(torch.float32) / 7), x, tol=(1e-6, 1e-6))
+
+
+def test_std_low_precision_rounds_once():
+    x = make([4, 33], torch.bfloat16)
+    check(lambda a: (a.std(1), a.var(0)), x, tol=(0, 0))
+
+
+def test_index_put_accumulate_and_scatter_add_with_repeated_indices():
+    x = make([6, 4])
+    idx = torch.tensor([1, 3, 1, 1, 5, -1])
+    v = make([6, 4])
+    col = torch.tensor([[0, 3, 3, 1], [2, 2, 2, 2], [1, 0, 3, 3]])
+    check(lambda a, i, b, c: (torch.index_put(a, [i], b, accumulate=True) * 2,
+                              a.scatter_add(0, i.abs().view(6, 1).expand(6, 4), b) + 1,
+                              a[:3].scatter_add(1, c, b[:3, :4]), torch.index_put(a, [i], b[0], accumulate=True)),
+          x, idx, v, col, tol=(1e-5, 1e-5))
+
+
+def test_embedding_backward_is_native():
+    w = make([9, 5]).requires_grad_()
+    i = torch.tensor([[1, 8, 1], [0, 1, -1]]).remainder(9)
+
+    metrics.reset()
+    out = torch.compile(lambda a, b: F.embedding(b, a).sum(1), backend="tilefuse")(w, i)
+    out.pow(2).sum().backward()
+    g = w.grad.clone()
+    w.grad = None
+    F.embedding(i, w).sum(1).pow(2).sum().backward()
+    torch.testing.assert_close(g, w.grad)
+    assert metrics.fallback_kernel_count == 0
+
+
+def test_fallback_result_with_unexpected_strides_is_copied_into_the_compiled_layout():
+    from tilefuse.runtime import ensure_strides
+
+    t = torch.randn(3, 4).t()                      # strides (1, 4)
+    fixed = ensure_strides(t, (4, 3), (3, 1))
+    assert fixed.stride() == (3, 1)
+    torch.testing.assert_close(fixed, t)
+    assert ensure_strides(t, (4, 3), (1, 4)) is t
+    with pytest.raises(RuntimeError, match="expected"):
+        ensure_strides(t, (3, 4), (4, 1))
+
+
+@pytest.mark.parametrize("k,s,p,d,shape", [(2, None, 0, 1, (2, 3, 8, 8)), (3, 2, 1, 1, (1, 2, 7, 9)),
+                                           (3, 1, 1, 2, (2, 5, 6)), (2, 3, 1, 1, (1, 1, 7, 7))])
+def test_max_pool2d_forward_indices_and_backward(k, s, p, d, shape):
+    x = make(list(shape))
+    x.view(-1)[3] = float("nan")
+
+    def fwd(a):
+        return F.max_pool2d(a, k, s, p, d, return_indices=True)
+
+    check(fwd, x, exact=True)
+    # backward: the compiled forward's autograd graph runs max_pool2d_with_indices_backward
+    torch._dynamo.reset()
+    metrics.reset()
+    xa = make(list(shape)).requires_grad_()
+    xb = xa.detach().clone().requires_grad_()
+    out = torch.compile(lambda a: F.max_pool2d(a, k, s, p, d) * 1, backend="tilefuse")(xa)
+    go = torch.randn_like(out)
+    out.backward(go)
+    F.max_pool2d(xb, k, s, p, d).backward(go)
+    torch.testing.assert_close(xa.grad, xb.grad, atol=1e-6, rtol=1e-6)
+    assert metrics.fallback_kernel_count == 0
+
+
+def test_low_precision_index_put_accumulate_falls_back():
+    x = make([5, 3], torch.bfloat16)
+    i = torch.tensor([0, 4, 0])
+    v = make([3, 3], torch.bfloat16)
+    check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=True) * 2, x, i, v, tol=TOL[torch.bfloat16],
+          fallbacks=1)
+
+
+def test_bf16_constants_and_masked_fill_with_inf():
+    x = make([4, 8], torch.bfloat16)
+    m = torch.rand(4, 8) > 0.3
+    m[:, 0] = True
+    check(lambda a, b: (a.masked_fill(~b, float("-inf")).softmax(-1), a * 0.1 + 3.3, torch.full_like(a, 1.7)),
+          x, m, tol=TOL[torch.bfloat16])
+
+
+def test_index_put_without_accumulate_falls_back_and_padding_idx_grads():
+    x = make([5, 3])
+    i = torch.tensor([4, 0])
+    v = make([2, 3])
+    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v, fallbacks=1)
+    torch._dynamo.reset()
+    emb = torch.nn.Embedding(7, 4, padding_idx=0)
+    ref = torch.nn.Embedding(7, 4, padding_idx=0)
+    ref.load_state_dict(emb.state_dict())
+    idx = torch.tensor([[0, 3, 3], [6, 0, 1]])
+    metrics.reset()
+    torch.compile(emb, backend="tilefuse")(idx).sin().sum().backward()
+    ref(idx).sin().sum().backward()
+    torch.testing.assert_close(emb.weight.grad, ref.weight.grad)
+    assert emb.weight.grad[0].abs().sum() == 0
+    assert metrics.fallback_kernel_count == 0
+
+
+# ------------------------------------------------------------------------------ scans
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_cumsum_cumprod(dtype):
+    x = make([5, 9], dtype, layout="permuted", low=-2, high=2)
+    if dtype == torch.bool:
+        check(lambda a: (a.cumsum(1), a.cumsum(0)), x, exact=True)
+        return
+    tol = TOL.get(dtype, (0, 0))
+    check(lambda a: (a.cumsum(1) * 2, a.cumsum(0), torch.cumprod(a, 1), a.cumsum(1, dtype=torch.float64)), x, tol=tol)
+
+
+def test_cumsum_fuses_with_reduction_and_long_rows_fall_back():
+    x = make([4, 30])
+    check(lambda a: a.cumsum(1) / a.sum(1, keepdim=True), x, kernels=1, tol=(1e-5, 1e-5))
+    torch._dynamo.reset()
+    check(lambda a: a.cumsum(1), make([2, 1500]), fallbacks=1, tol=(1e-4, 1e-4))
+
+
+def test_cumsum_backward():
+    x = make([3, 7]).requires_grad_()
+    y = x.detach().clone().requires_grad_()
+    metrics.reset()
+    (torch.compile(lambda a: a.cumsum(1).sin(), backend="tilefuse")(x) * torch.arange(7.0)).sum().backward()
+    (y.cumsum(1).sin() * torch.arange(7.0)).sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
+    assert metrics.fallback_kernel_count == 0
