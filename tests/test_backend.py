@@ -209,3 +209,20 @@ def test_debug_dir_receives_generated_code(tmp_path):
         torch.compile(lambda a: a.cos() + 1, backend="tilefuse")(torch.randn(3))
     files = list(tmp_path.glob("*.py"))
     assert files and "@_jit" in files[0].read_text()
+
+
+def test_sdpa_training_grads_match_eager():
+    """Attention forward and backward stay whole (extern kernels), so what the forward saves is
+    what the backward expects."""
+    q, k, v = (torch.randn(1, 2, 6, 8, requires_grad=True) for _ in range(3))
+    f = lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(a, b, c, is_causal=True).sum()  # noqa: E731
+    g = torch.autograd.grad(torch.compile(f, backend="tilefuse")(q, k, v), (q, k, v))
+    want = torch.autograd.grad(f(q, k, v), (q, k, v))
+    for a, b in zip(g, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_integer_constant_wraps_like_torch_and_int_to_bf16():
+    x = torch.randint(-5, 5, (7,), dtype=torch.int32)
+    compile_and_check(lambda a: a * 2**31 + 1, x)
+    compile_and_check(lambda a: a.to(torch.bfloat16) * 2, x)

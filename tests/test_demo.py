@@ -13,24 +13,6 @@ pytest.importorskip("transformers", reason="the demo compiles transformers' GPT-
 
 from tilefuse import demo  # noqa: E402
 
-# Known backend bugs that keep GPT-2 from compiling correctly (reported to the backend's owner;
-# minimal repros in the report). Remove the markers when they are fixed: the tests then pass
-# (strict=False keeps them from failing CI in between).
-_INFERENCE_BUGS = (
-    "backend: aten.pow.Tensor_Scalar lowering raises TypeError (_pow_scalar's f() gets the scalar "
-    "as a second argument) so GPT-2's GELU graph runs eagerly; behind it, aten.split_with_sizes runs "
-    "as a fallback kernel whose outputs are then read with their storage offset applied twice "
-    "(wrong q/k/v in attention)")
-_TRAINING_BUGS = (
-    _INFERENCE_BUGS + "; and for backward: tilefuse's decomposition table decomposes "
-    "aten._scaled_dot_product_flash_attention_for_cpu into math that returns the attention "
-    "probabilities where the fallback aten._scaled_dot_product_flash_attention_for_cpu_backward "
-    "expects the logsumexp, so q/k/v gradients are wrong; with that decomposition removed, the "
-    "flash-attention fallback gets its permuted inputs realized contiguous while its output layout "
-    "is taken from the FX meta (strides of the permuted-input case), so the view after it reads "
-    "the wrong elements")
-
-
 def _assert_all_compiled(res: demo.Result) -> None:
     assert not res.failures, f"{len(res.failures)} graph(s) ran eagerly: {res.failures}"
     assert res.compiled_graphs >= 1
@@ -46,7 +28,6 @@ def test_build_gpt2_is_deterministic():
     assert ids1.shape == (demo.SIZES["tiny"]["batch"], demo.SIZES["tiny"]["seq"])
 
 
-@pytest.mark.xfail(reason=_INFERENCE_BUGS, strict=False)
 def test_demo_gpt2_inference_matches_eager():
     res = demo.run_gpt2(device="cpu", size="tiny", reps=1)
     assert res.logits_close, f"compiled logits differ from eager: max abs err {res.max_abs_err:.3g}"
@@ -54,7 +35,6 @@ def test_demo_gpt2_inference_matches_eager():
     _assert_all_compiled(res)
 
 
-@pytest.mark.xfail(reason=_TRAINING_BUGS, strict=False)
 def test_demo_gpt2_training_step_grads_match_eager():
     res = demo.run_gpt2(device="cpu", size="tiny", train=True, reps=1, n_layer=1)
     assert res.grads_close, "gradients differ from eager:\n" + "\n".join(res.grad_mismatches)

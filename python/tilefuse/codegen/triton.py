@@ -69,7 +69,12 @@ def _const_literal(value: Any, dtype: torch.dtype) -> str:
         if math.isinf(v):
             return 'float("inf")' if v > 0 else 'float("-inf")'
         return repr(v)
-    return str(int(value))
+    # integers wrap to the dtype's width, as torch does for an out-of-range scalar
+    bits = {torch.int8: 8, torch.uint8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}.get(dtype, 64)
+    v = int(value) & ((1 << bits) - 1)
+    if dtype != torch.uint8 and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
 
 
 def _identity(rtype: str, dtype: torch.dtype) -> str:
@@ -434,6 +439,9 @@ class TritonKernelCodegen:
             return f"({x} != 0)"
         if src == torch.bool:
             return f"{x}.to(tl.int8).to({tl_dtype(dst)})"
+        if dst == torch.bfloat16 and self.interpret and src is not None and not src.is_floating_point:
+            # the interpreter reinterprets an integer's bits as bf16: convert through fp32
+            return self.cast(f"{x}.to(tl.float32)", torch.float32, dst)
         if dst == torch.bfloat16 and self.interpret and src is not None and src.is_floating_point:
             bits = f"{x}.to(tl.float32).to(tl.uint32, bitcast=True)"
             rounded = f"(({bits} + (0x7FFF + (({bits} >> 16) & 1))) & 0xFFFF0000)"

@@ -676,8 +676,15 @@ def decompositions() -> dict:
         aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
         aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
     ]))
-    # keep these as primitives that tilefuse lowers or calls directly
-    for op in (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std):
+    # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
+    # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
+    # returns the probabilities where the aten backward expects the logsumexp)
+    keep = (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std,
+            aten._scaled_dot_product_flash_attention_for_cpu,
+            aten._scaled_dot_product_flash_attention_for_cpu_backward,
+            aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
+            aten._scaled_dot_product_cudnn_attention)
+    for op in keep:
         for k in list(table):
             if getattr(k, "overloadpacket", None) is op:
                 del table[k]
