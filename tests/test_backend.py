@@ -226,3 +226,15 @@ def test_integer_constant_wraps_like_torch_and_int_to_bf16():
     x = torch.randint(-5, 5, (7,), dtype=torch.int32)
     compile_and_check(lambda a: a * 2**31 + 1, x)
     compile_and_check(lambda a: a.to(torch.bfloat16) * 2, x)
+
+
+def test_ensure_strides_copies_mismatched_layouts_and_passes_missing_outputs():
+    from tilefuse.runtime import ensure_strides
+
+    t = torch.arange(6.0).reshape(2, 3).t()  # strides (1, 3)
+    out = ensure_strides(t, (3, 2), (2, 1))
+    assert out.stride() == (2, 1) and torch.equal(out, t)
+    assert ensure_strides(t, (3, 2), (1, 3)) is t
+    assert ensure_strides(None, (3, 2), (2, 1)) is None  # an optional output the kernel skipped
+    with pytest.raises(RuntimeError, match="shape"):
+        ensure_strides(t, (2, 3), (3, 1))

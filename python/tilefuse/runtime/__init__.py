@@ -32,7 +32,7 @@ def jit_for(device_type: str) -> Callable[[Callable], Any]:
         raise RuntimeError(
             "tilefuse runs kernels on CPU tensors through Triton's interpreter, which must be enabled "
             "before triton is imported: set TRITON_INTERPRET=1 in the environment before importing "
-            "torch (on a machine without a GPU, importing tilefuse before torch.compile does it)")
+            "torch (e.g. `TRITON_INTERPRET=1 python your_script.py`)")
     return lambda fn: _CheckedInterpretedFunction(fn)
 
 
@@ -97,6 +97,10 @@ def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
     a stride-0 dim of the expected layout only ever reads index 0), else a copy of ``t`` with
     exactly ``size``/``stride``. Raises RuntimeError when the sizes differ or when the expected
     layout broadcasts (stride 0) and cannot be materialized by a copy."""
+    if t is None:
+        # an optional output the kernel did not produce (e.g. cuDNN attention's logsumexp when
+        # no gradient is needed); nothing reads it
+        return None
     if tuple(t.shape) != tuple(size):
         raise RuntimeError(f"tilefuse: an aten kernel returned shape {tuple(t.shape)}, expected {tuple(size)}")
     if all(n <= 1 or want == 0 or got == want for n, got, want in zip(size, t.stride(), stride)):
