@@ -238,3 +238,18 @@ def test_ensure_strides_copies_mismatched_layouts_and_passes_missing_outputs():
     assert ensure_strides(None, (3, 2), (2, 1)) is None  # an optional output the kernel skipped
     with pytest.raises(RuntimeError, match="shape"):
         ensure_strides(t, (2, 3), (3, 1))
+
+
+def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction():
+    # a full reduction of a large tensor runs on few programs; the pointwise producer stays in its
+    # own (fully parallel) kernel, while the small-row persistent case still fuses
+    x = torch.randn(40000)
+
+    def f(a):
+        b = (a * 2).sin()  # two readers: realized, a pointwise node of 40000 elements
+        return b.sum(), b * 3
+
+    # b, the sum, b * 3: without the rule all three would share the one-program reduction kernel
+    compile_and_check(f, x, kernels=3, atol=1e-2, rtol=1e-4)
+    y = torch.randn(8, 100)
+    compile_and_check(lambda a: torch.softmax(a * 2, -1), y, kernels=1)
