@@ -12,21 +12,33 @@ from typing import Any, Iterator
 _state = threading.local()
 
 
-def current_handler() -> Any:
-    h = getattr(_state, "handler", None)
-    if h is None:
-        raise RuntimeError("tilefuse internal error: an ops.* call happened outside a loop-body trace")
-    return h
+def get_scoped(attr: str, what: str) -> Any:
+    """The value ``scoped(attr, ...)`` installed for this thread; RuntimeError naming ``what``
+    when none is."""
+    v = getattr(_state, attr, None)
+    if v is None:
+        raise RuntimeError(f"tilefuse internal error: {what}")
+    return v
 
 
 @contextlib.contextmanager
-def set_ops_handler(handler: Any) -> Iterator[Any]:
-    prev = getattr(_state, "handler", None)
-    _state.handler = handler
+def scoped(attr: str, value: Any) -> Iterator[Any]:
+    """Install ``value`` as this thread's ``attr`` for the ``with`` block (restoring the previous
+    one after): the one mechanism behind the ops handler and the current graph."""
+    prev = getattr(_state, attr, None)
+    setattr(_state, attr, value)
     try:
-        yield handler
+        yield value
     finally:
-        _state.handler = prev
+        setattr(_state, attr, prev)
+
+
+def current_handler() -> Any:
+    return get_scoped("handler", "an ops.* call happened outside a loop-body trace")
+
+
+def set_ops_handler(handler: Any):
+    return scoped("handler", handler)
 
 
 class _OpsProxy:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-_state = threading.local()
+from ..virtualized import get_scoped, scoped
 
 
 def graph() -> Any:
-    g = getattr(_state, "graph", None)
-    if g is None:
-        raise RuntimeError("tilefuse internal error: IR built outside a GraphLowering")
-    return g
+    return get_scoped("graph", "IR built outside a GraphLowering")
 
 
 def dtype_of(name: str) -> torch.dtype:
@@ -29,11 +24,6 @@ def config() -> Any:
     return c
 
 
-@contextlib.contextmanager
-def set_graph(g: Any) -> Iterator[Any]:
-    prev = getattr(_state, "graph", None)
-    _state.graph = g
-    try:
-        yield g
-    finally:
-        _state.graph = prev
+def set_graph(g: Any):
+    """Make ``g`` the graph being lowered for the ``with`` block."""
+    return scoped("graph", g)
