@@ -136,9 +136,12 @@ class GeneratedKernel:
     arg_names: list[str]          # buffer names, in parameter order
     numel: int
     rnumel: int
-    xblock: int
-    rblock: int
-    num_warps: int
+    # launch grid: one (block constexpr, extent) per grid axis, e.g. [("XBLOCK", numel)];
+    # grid axis k has ceil(extent / config[block]) programs
+    grid_axes: list[tuple[str, int]]
+    # candidate launch configs, the heuristic's choice first: block constexprs (XBLOCK, YBLOCK,
+    # RBLOCK as the kernel declares them) plus "num_warps" (and optionally "num_stages")
+    configs: list[dict[str, int]]
     removed: set[str]             # buffers this kernel made unnecessary
     index_dtype: str
 
@@ -247,8 +250,11 @@ class TritonKernelCodegen:
         sig = ", ".join(params + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else []))
         src = [f"@_jit", f"def {self.name}({sig}):"] + body
         xblock, rblock, warps = self.block_sizes()
-        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel, xblock, rblock,
-                               warps, removed, self.index_dtype)
+        cfg = {"XBLOCK": xblock, "num_warps": warps}
+        if self.reduction:
+            cfg["RBLOCK"] = rblock
+        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
+                               [("XBLOCK", g.numel)], [cfg], removed, self.index_dtype)
 
     def block_sizes(self) -> tuple[int, int, int]:
         g = self.g

@@ -119,10 +119,11 @@ class WrapperCodegen:
                                 f"dtype={L.dtype}, device=_device)")
                     live.append(n.name)
                 args = ", ".join(gk.arg_names)
-                blocks = f"XBLOCK={gk.xblock}" + (f", RBLOCK={gk.rblock}" if gk.rnumel != 1 else "")
-                grid = f"(({gk.numel} + {gk.xblock} - 1) // {gk.xblock},)"
-                warps = "" if self.device.type != "cuda" else f", num_warps={gk.num_warps}"
-                body.append(f"{kname}[{grid}]({args}, {blocks}{warps})")
+                cfg = gk.configs[0]
+                blocks = ", ".join(f"{k}={v}" for k, v in cfg.items()
+                                   if self.device.type == "cuda" or k not in ("num_warps", "num_stages"))
+                grid = "(" + "".join(f"({n} + {cfg[b]} - 1) // {cfg[b]}, " for b, n in gk.grid_axes) + ")"
+                body.append(f"{kname}[{grid}]({args}, {blocks})")
             else:
                 buf = item.buf
                 if isinstance(buf, ir.MultiOutput):
