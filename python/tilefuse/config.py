@@ -18,6 +18,9 @@ Options:
         ops is realized instead of being inlined further.
     autotune (bool, env TILEFUSE_AUTOTUNE, default True): on the GPU, let Triton's autotuner pick
         among a few block-size configs; under the interpreter one config is used.
+    tiling (bool, env TILEFUSE_TILING, default True): pointwise kernels with transposed access
+        iterate over 2-D [YBLOCK, XBLOCK] tiles (codegen/simd.py); False keeps every pointwise
+        kernel 1-D.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_RE
 realize_reads_threshold: int = 4
 max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
+tiling: bool = _env_bool("TILEFUSE_TILING", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -48,6 +52,7 @@ _OPTIONS = (
     "realize_reads_threshold",
     "max_inline_ops",
     "autotune",
+    "tiling",
 )
 
 

@@ -38,6 +38,7 @@ from .. import symbolic as S
 from ..ir import nodes as ir
 from ..ir.loop_body import BodyValue
 from ..scheduler import RINDEX, XINDEX, KernelGroup
+from .simd import YINDEX, select_tiling, tiled_var_map
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -174,6 +175,8 @@ class TritonKernelCodegen:
         self.indirect_masks: dict = {}  # indirect index symbol -> mask of the value it came from
         total = group.numel * group.rnumel
         self.index_dtype = "tl.int32" if total < 2**31 - 1 else "tl.int64"
+        # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py)
+        self.tiling = select_tiling(group) if (not self.reduction and config.tiling) else None
 
     # ------------------------------------------------------------------ emission helpers
     def emit(self, line: str) -> int:
@@ -194,6 +197,8 @@ class TritonKernelCodegen:
         return v
 
     def shape(self, kind: str) -> str:
+        if self.tiling is not None:
+            return "[YBLOCK, XBLOCK]"
         if not self.reduction:
             return "[XBLOCK]"
         return "[XBLOCK, 1]" if kind == "x" else "[XBLOCK, RBLOCK]"
@@ -208,6 +213,8 @@ class TritonKernelCodegen:
             parts.append("xmask")
         if RINDEX in syms:
             parts.append("rmask")
+        if YINDEX in syms:
+            parts.insert(0, "ymask")
         for sym_ in syms:
             m = self.indirect_masks.get(sym_)
             if m:
@@ -220,7 +227,8 @@ class TritonKernelCodegen:
     def generate(self) -> GeneratedKernel:
         g = self.g
         # static shapes: the kernel's extents are compile-time constants (Triton specializes on them)
-        self.emit(f"xnumel = {g.numel}")
+        if self.tiling is None:
+            self.emit(f"xnumel = {g.numel}")
         if self.reduction:
             self.emit(f"rnumel = {g.rnumel}")
             self.emit("xoffset = tl.program_id(0) * XBLOCK")
@@ -229,12 +237,25 @@ class TritonKernelCodegen:
             if self.persistent:
                 self.emit(f"rindex = tl.arange(0, RBLOCK)[None, :].to({self.index_dtype})")
                 self.emit("rmask = rindex < rnumel")
+        elif self.tiling is not None:
+            t = self.tiling
+            ypid, xpid = self.tile_grid_order()
+            self.emit(f"ynumel = {t.ynumel}")
+            self.emit(f"xnumel = {t.xnumel}")
+            self.emit(f"yoffset = tl.program_id({ypid}) * YBLOCK")
+            self.emit(f"yindex = (yoffset + tl.arange(0, YBLOCK)[:, None]).to({self.index_dtype})")
+            self.emit("ymask = yindex < ynumel")
+            self.emit(f"xoffset = tl.program_id({xpid}) * XBLOCK")
+            self.emit(f"xindex = (xoffset + tl.arange(0, XBLOCK)[None, :]).to({self.index_dtype})")
+            self.emit("xmask = xindex < xnumel")
         else:
             self.emit("xoffset = tl.program_id(0) * XBLOCK")
             self.emit(f"xindex = (xoffset + tl.arange(0, XBLOCK)).to({self.index_dtype})")
             self.emit("xmask = xindex < xnumel")
         for node in g.nodes:
             kind, m, _, _ = g.maps[node]
+            if self.tiling is not None:
+                m = tiled_var_map(node, self.tiling)
             self.codegen_node(node, kind, m)
         self.close_loop()
         removed = set()
@@ -247,14 +268,50 @@ class TritonKernelCodegen:
         body = [ln for ln in self.lines if ln is not None]
         params = list(self.args.inputs.values()) + list(self.args.outputs.values())
         arg_names = list(self.args.inputs.keys()) + list(self.args.outputs.keys())
-        sig = ", ".join(params + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction else []))
+        configs = self.configs()
+        blocks = [k for k in configs[0] if k.endswith("BLOCK")]
+        sig = ", ".join(params + [f"{b}: tl.constexpr" for b in blocks])
         src = [f"@_jit", f"def {self.name}({sig}):"] + body
+        if self.tiling is not None:
+            axes = {"YBLOCK": self.tiling.ynumel, "XBLOCK": self.tiling.xnumel}
+            ypid, xpid = self.tile_grid_order()
+            grid_axes = [("YBLOCK", axes["YBLOCK"]), ("XBLOCK", axes["XBLOCK"])]
+            if ypid == 1:
+                grid_axes.reverse()
+        else:
+            grid_axes = [("XBLOCK", g.numel)]
+        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
+                               grid_axes, configs, removed, self.index_dtype)
+
+    def tile_grid_order(self) -> tuple[int, int]:
+        """(program axis of y, program axis of x) for a tiled kernel: the larger extent on axis 0,
+        whose grid limit is 2^31 - 1 (axis 1 allows 65535 programs)."""
+        t = self.tiling
+        return (0, 1) if t.ynumel >= t.xnumel else (1, 0)
+
+    def configs(self) -> list[dict[str, int]]:
+        """Candidate launch configs, the heuristic's choice first (block constexprs + num_warps).
+        Under the interpreter one config with large blocks (fewer, bigger programs run faster on
+        NumPy); on the GPU a few for the autotuner."""
+        if self.tiling is not None:
+            t = self.tiling
+            yp, xp = next_pow2(t.ynumel), next_pow2(t.xnumel)
+            if self.interpret:
+                xb = min(xp, 1024)
+                return [{"YBLOCK": max(1, min(yp, 4096 // xb)), "XBLOCK": xb}]
+            out = []
+            for yb, xb, w in ((32, 32, 4), (64, 64, 8), (16, 128, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4)):
+                c = {"YBLOCK": min(yb, yp), "XBLOCK": min(xb, xp), "num_warps": w}
+                if c not in out:
+                    out.append(c)
+            return out
         xblock, rblock, warps = self.block_sizes()
         cfg = {"XBLOCK": xblock, "num_warps": warps}
         if self.reduction:
             cfg["RBLOCK"] = rblock
-        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
-                               [("XBLOCK", g.numel)], [cfg], removed, self.index_dtype)
+        if self.interpret:
+            cfg.pop("num_warps")
+        return [cfg]
 
     def block_sizes(self) -> tuple[int, int, int]:
         g = self.g
@@ -323,6 +380,9 @@ class TritonKernelCodegen:
         return str(a)
 
     def _map_index(self, expr, m):
+        if self.tiling is not None:
+            ranges = {XINDEX: self.tiling.xnumel, YINDEX: self.tiling.ynumel}
+            return S.simplify_with_ranges(expr.subs(m) if m else expr, ranges)
         ranges = {XINDEX: self.g.numel}
         if self.reduction:
             ranges[RINDEX] = self.g.rnumel
@@ -399,6 +459,8 @@ class TritonKernelCodegen:
         dt = G_dtype(name)
         ptr = self.args.output(name)
         mask = self.mask_for(idx) or "xmask"
+        if self.tiling is not None:
+            mask = " & ".join(["ymask", "xmask"] + [p for p in mask.split(" & ") if p not in ("ymask", "xmask")])
         if skind == "xr" and "rmask" not in mask and self.reduction:
             mask = mask + " & rmask"
         vv = v
@@ -428,6 +490,8 @@ class TritonKernelCodegen:
         v = vals[value.idx]
         name = str(symbol)
         mask = "xmask" if (kind == "x" or not self.reduction) else "xmask & rmask"
+        if self.tiling is not None:
+            mask = "ymask & xmask"
         self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
         if check:
             self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
