@@ -103,7 +103,8 @@ def test_argmax_argmin_and_any():
 def test_looped_reduction_softmax():
     # rnumel above the persistent threshold: looped reductions, several loops in one kernel
     x = torch.randn(3, 2000)
-    compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=1)
+    with config.patch(persistent_reduction_threshold=1024):
+        compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=1)
 
 
 def test_softmax_is_one_kernel():
@@ -240,16 +241,42 @@ def test_ensure_strides_copies_mismatched_layouts_and_passes_missing_outputs():
         ensure_strides(t, (2, 3), (3, 1))
 
 
-def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction():
+def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction(tmp_path):
     # a full reduction of a large tensor runs on few programs; the pointwise producer stays in its
     # own (fully parallel) kernel, while the small-row persistent case still fuses
-    x = torch.randn(40000)
+    x = torch.randn(40001)  # odd: no split reduction, so the sum runs on one program
 
     def f(a):
-        b = (a * 2).sin()  # two readers: realized, a pointwise node of 40000 elements
+        b = (a * 2).sin()  # two readers: realized, a pointwise node of 40001 elements
         return b.sum(), b * 3
 
-    # b, the sum, b * 3: without the rule all three would share the one-program reduction kernel
-    compile_and_check(f, x, kernels=3, atol=1e-2, rtol=1e-4)
+    # without the rule all of b, the sum and b * 3 would share the one-program reduction kernel;
+    # with it, b and b * 3 share a parallel pointwise kernel and the sum runs alone
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, x, kernels=2, atol=1e-2, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    red = src[src.index("rnumel = 40001"):]
+    red = red[:red.index("def ")]
+    assert "sin" not in red and "xnumel = 1\n" in src
     y = torch.randn(8, 100)
     compile_and_check(lambda a: torch.softmax(a * 2, -1), y, kernels=1)
+
+
+def test_full_reductions_are_split_and_fused_horizontally(tmp_path):
+    # 40000 = 16 chunks of 2500: every reduction becomes partials over 16 rows + a final one, and
+    # the independent reductions of one tensor share both kernels (horizontal fusion)
+    x = torch.randn(40000)
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(lambda a: (a.sum(), a.amax(), a.amin(), (a > 3).any(), a.mean()), x,
+                          kernels=2, atol=1e-4, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "xnumel = 16" in src and "rnumel = 2500" in src and "rnumel = 16" in src
+
+
+def test_column_sum_is_an_outer_split_reduction(tmp_path):
+    x = torch.randn(8192, 6)
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(lambda a: a.sum(0), x, kernels=2, atol=1e-4, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    # 8192 rows split in 32 chunks of 256 (outer: each program covers many columns)
+    assert "xnumel = 192" in src and "rnumel = 256" in src

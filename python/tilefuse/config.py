@@ -8,9 +8,11 @@ Options:
         compiling a graph emits one warning and runs that graph eagerly; False re-raises (tests).
     debug_dir (str | None, env TILEFUSE_DEBUG_DIR): write each graph's generated wrapper and
         kernels to this directory.
-    persistent_reduction_threshold (int, default 1024): reductions with rnumel up to this run in
-        one block (persistent); larger ones loop over RBLOCK chunks (Inductor's threshold for an
-        inner reduction).
+    persistent_reduction_threshold (int, default 4096): reductions with rnumel up to this run in
+        one block (persistent: the row is read from memory once and kept in registers, so a
+        LayerNorm or softmax of 4096-wide rows is one pass); longer ones loop over RBLOCK chunks.
+        Inductor's threshold is 1024; an H200 keeps a 4096-element row of a program in registers
+        without spilling. Outer reductions stay persistent only up to 64 (codegen/triton.py).
     realize_reads_threshold (int, default 4): a lazily computed (pointwise) value read by more
         consumers than this, or by more than one consumer when it is expensive, is realized into
         a buffer (Inductor's ``realize_reads_threshold``).
@@ -39,7 +41,7 @@ def _env_bool(name: str, default: bool) -> bool:
 
 fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
 debug_dir: str | None = os.environ.get("TILEFUSE_DEBUG_DIR") or None
-persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "1024"))
+persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "4096"))
 realize_reads_threshold: int = 4
 max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)

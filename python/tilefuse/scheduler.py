@@ -163,13 +163,20 @@ def _mapped(expr, m: dict, numel: int, rnumel: int):
 
 
 def _index_map(node: SchedulerNode, numel: int, rnumel: int):
-    mp = node.mapping(numel, rnumel)
-    if mp is None:
-        return None
-    kind, m = mp
-    loads = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.loads()]
-    stores = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.stores()]
-    return kind, m, loads, stores
+    """(kind, var map, loads, stores) of ``node`` in a kernel of (numel, rnumel), or None; cached
+    on the node (fusion tries the same node against several groups)."""
+    cache = node.__dict__.setdefault("_index_maps", {})
+    key = (numel, rnumel)
+    if key not in cache:
+        mp = node.mapping(numel, rnumel)
+        if mp is None:
+            cache[key] = None
+        else:
+            kind, m = mp
+            loads = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.loads()]
+            stores = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.stores()]
+            cache[key] = (kind, m, loads, stores)
+    return cache[key]
 
 
 def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
@@ -213,40 +220,73 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     return KernelGroup(nodes, numel, rnumel, maps)
 
 
+# how many scheduled items back a node may move to join an earlier kernel (horizontal fusion)
+FUSION_LOOKBACK = 8
+
+
+def _writes(item: Any) -> set[str]:
+    """Buffers an item writes: its outputs, targets of in-place updates, and every input of an
+    extern op whose schema mutates its arguments (conservatively)."""
+    if isinstance(item, KernelGroup):
+        out = item.names()
+        out |= {n.buf.target.name for n in item.nodes if n.is_mutation()}
+        return out
+    out = {item.name}
+    schema = getattr(getattr(item.buf, "op", None), "_schema", None)
+    if schema is not None and schema.is_mutable:
+        out |= item.read_names()
+    return out
+
+
+def _fits(group: KernelGroup, node: SchedulerNode) -> bool:
+    """Cheap pre-check of the (numel, rnumel) rule of _try_fuse."""
+    if node.is_reduction():
+        return (group.numel, group.rnumel) == (node.numel, node.rnumel) or (
+            group.rnumel == 1 and group.numel == node.numel * node.rnumel)
+    return node.numel in (group.numel, group.numel * group.rnumel)
+
+
 def schedule(buffers: list[ir.Buffer]) -> list[Any]:
-    """Fuse the graph's buffers into an ordered list of KernelGroup / ExternSchedulerNode."""
+    """Fuse the graph's buffers into an ordered list of KernelGroup / ExternSchedulerNode.
+
+    Nodes are taken in graph order. A node joins the latest kernel it fits (``_try_fuse``); if
+    that fails it may move back to join one of the ``FUSION_LOOKBACK`` kernels before, when no
+    item in between writes a buffer it reads (so running it earlier reads the same values) —
+    horizontal fusion of independent work over the same iteration space (e.g. the partial sums
+    of several split reductions of one tensor, or bias gradients in a backward graph). Kernels
+    with in-place (atomic) updates never take other nodes."""
     items: list[Any] = []
-    current: KernelGroup | None = None
     for buf in buffers:
-        if isinstance(buf, ir.ComputedBuffer):
-            node = SchedulerNode.create(buf)
-            if node.numel == 0 and node.is_mutation():
-                continue  # nothing to accumulate
-            if node.numel == 0:
-                # nothing to compute: the buffer is allocated (empty) by the wrapper
-                items.append(ExternSchedulerNode(buf))
-                continue
-            if node.is_mutation():
-                # atomic updates of another buffer: a kernel of its own, ordered after the kernel
-                # that initializes the target and before every reader
-                if current is not None:
-                    items.append(current)
-                    current = None
-                items.append(_try_fuse(KernelGroup([], node.numel, node.rnumel), node))
-                continue
-            if current is not None:
-                fused = _try_fuse(current, node)
-                if fused is not None:
-                    current = fused
-                    continue
-                items.append(current)
-            current = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
-            assert current is not None
-        else:
-            if current is not None:
-                items.append(current)
-                current = None
+        if not isinstance(buf, ir.ComputedBuffer):
             items.append(ExternSchedulerNode(buf))
-    if current is not None:
-        items.append(current)
+            continue
+        node = SchedulerNode.create(buf)
+        if node.numel == 0 and node.is_mutation():
+            continue  # nothing to accumulate
+        if node.numel == 0:
+            # nothing to compute: the buffer is allocated (empty) by the wrapper
+            items.append(ExternSchedulerNode(buf))
+            continue
+        if node.is_mutation():
+            # atomic updates of another buffer: a kernel of its own, ordered after the kernel
+            # that initializes the target and before every reader
+            items.append(_try_fuse(KernelGroup([], node.numel, node.rnumel), node))
+            continue
+        reads = node.read_names()
+        written_after: set[str] = set()
+        placed = False
+        for j in range(len(items) - 1, max(-1, len(items) - 1 - FUSION_LOOKBACK), -1):
+            it = items[j]
+            if (isinstance(it, KernelGroup) and not (reads & written_after) and _fits(it, node)
+                    and not any(n.is_mutation() for n in it.nodes)):
+                fused = _try_fuse(it, node)
+                if fused is not None:
+                    items[j] = fused
+                    placed = True
+                    break
+            written_after |= _writes(it)
+        if not placed:
+            group = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
+            assert group is not None
+            items.append(group)
     return items

@@ -47,6 +47,10 @@ TL_DTYPE = {
 }
 
 
+# an outer reduction (columns across rows) stays persistent only for rows this short
+OUTER_PERSISTENT_MAX = 64
+
+
 def tl_dtype(dt: torch.dtype) -> str:
     """Triton type name of a torch dtype; NotImplementedError for dtypes kernels cannot hold."""
     try:
@@ -160,7 +164,15 @@ class TritonKernelCodegen:
         self.indent = 1
         self.counter = 0
         self.reduction = group.rnumel != 1
-        self.persistent = self.reduction and group.rnumel <= config.persistent_reduction_threshold
+        # Inductor's reduction hint, from the group's reduction nodes (LoopBody.reduction_hint)
+        hints = [n.body.reduction_hint() for n in group.nodes if n.is_reduction()]
+        self.hint = "inner" if "inner" in hints else ("outer" if "outer" in hints else "default")
+        has_scan = any(bn.op == "scan" for n in group.nodes for bn in n.body.nodes)
+        # persistent: the whole row in one block. An outer reduction reads each row once per column
+        # block, so it stays persistent only for short rows (then many columns share a program).
+        self.persistent = self.reduction and (
+            has_scan or (group.rnumel <= config.persistent_reduction_threshold
+                         and (self.hint != "outer" or group.rnumel <= OUTER_PERSISTENT_MAX)))
         self.kscope = _Scope()
         self.scope = self.kscope
         self.in_loop = False
@@ -305,27 +317,73 @@ class TritonKernelCodegen:
                 if c not in out:
                     out.append(c)
             return out
-        xblock, rblock, warps = self.block_sizes()
-        cfg = {"XBLOCK": xblock, "num_warps": warps}
+        if not self.interpret:
+            return self.gpu_configs()
+        xblock, rblock, _ = self.block_sizes()
+        cfg = {"XBLOCK": xblock}
         if self.reduction:
             cfg["RBLOCK"] = rblock
-        if self.interpret:
-            cfg.pop("num_warps")
         return [cfg]
 
     def block_sizes(self) -> tuple[int, int, int]:
+        """(XBLOCK, RBLOCK, num_warps) of the interpreter's single config: large blocks, since
+        the interpreter's cost is per program and per loop iteration."""
         g = self.g
-        budget = 8192 if self.interpret else 4096
         if not self.reduction:
-            cap = 4096 if self.interpret else 1024
-            xb = min(next_pow2(g.numel), cap)
-            return xb, 1, 4 if xb <= 512 else 8
-        if self.persistent:
-            rb = next_pow2(g.rnumel)
+            return min(next_pow2(g.numel), 4096), 1, 4
+        rb = next_pow2(g.rnumel) if self.persistent else 2048
+        return max(1, min(next_pow2(g.numel), 8192 // rb)), rb, 4
+
+    def gpu_configs(self) -> list[dict[str, int]]:
+        """Candidate GPU configs, the heuristic's choice first (Inductor's pointwise / reduction
+        config heuristics by hint):
+
+        * pointwise: 1024 elements per program, 4 warps (plus 512 and 2048);
+        * persistent inner: RBLOCK = next_pow2(rnumel), XBLOCK filling ~4096 elements (≥ 1), warps
+          growing with the block (2048 elements per 4 warps, 2–16);
+        * persistent outer (rnumel ≤ OUTER_PERSISTENT_MAX): up to 128 columns per program;
+        * looped inner: XBLOCK 1, RBLOCK 2048, 8 warps (plus smaller/larger chunks and more rows);
+        * looped outer: XBLOCK 64, RBLOCK 8, 8 warps (wide column blocks, short row chunks).
+
+        Block sizes never exceed the next power of two of their extent."""
+        g = self.g
+        xp, rp = next_pow2(g.numel), next_pow2(g.rnumel)
+        warps = lambda n: max(2, min(16, n // 512))  # noqa: E731  - 512 elements per warp
+        out: list[dict[str, int]] = []
+
+        def add(xb, rb=None, w=None):
+            c = {"XBLOCK": max(1, min(xb, xp))}
+            if rb is not None:
+                c["RBLOCK"] = max(1, min(rb, rp))
+            c["num_warps"] = w if w is not None else warps(c["XBLOCK"] * c.get("RBLOCK", 1))
+            if c not in out:
+                out.append(c)
+
+        if not self.reduction:
+            add(1024, w=4)
+            add(512, w=4)
+            add(2048, w=8)
+        elif self.persistent and self.hint == "outer":
+            rb = rp
+            add(max(1, 4096 // rb), rb, 8)
+            add(max(1, 2048 // rb), rb, 4)
+            add(64, rb, 4)
+        elif self.persistent:
+            rb = rp
+            for budget in (4096, 2048, 8192):
+                add(max(1, budget // rb), rb)
+            add(1, rb, warps(rb) * 2 if rb >= 1024 else warps(rb))
+        elif self.hint == "outer":
+            add(64, 8, 8)
+            add(32, 16, 4)
+            add(128, 8, 8)
+            add(64, 32, 8)
         else:
-            rb = 2048 if self.interpret else 1024
-        xb = max(1, min(next_pow2(g.numel), budget // rb))
-        return xb, rb, 4 if xb * rb <= 2048 else 8
+            add(1, 2048, 8)
+            add(1, 1024, 4)
+            add(2, 1024, 8)
+            add(1, 4096, 16)
+        return out
 
     # ------------------------------------------------------------------ loops
     def open_loop(self) -> None:

@@ -80,6 +80,25 @@ class LoopBody:
         """(buffer name, index expression) of every store / store_reduction."""
         return [(n.args[0], n.args[1]) for n in self.nodes if n.op in ("store", "store_reduction")]
 
+    def reduction_hint(self) -> str:
+        """How a reduction body reads memory (Inductor's ReductionHint): ``"inner"`` when some load
+        is contiguous along the innermost reduction variable (rows reduced along memory),
+        ``"outer"`` when none is but some load is contiguous along the innermost pointwise variable
+        (columns reduced across rows: the kernel must cover many outputs per program to coalesce),
+        ``"default"`` otherwise (and for pointwise bodies). Size-1 variables are ignored."""
+        rv = [v for v in self.reduce_vars if self.var_ranges.get(v, 2) != 1]
+        iv = [v for v in self.iter_vars if self.var_ranges.get(v, 2) != 1]
+        if not rv:
+            return "default"
+        outer = False
+        for _, idx in self.loads():
+            sr = S.stride_vars(idx, [rv[-1]])[0]
+            if sr == 1:
+                return "inner"
+            if iv and sr != 0 and S.stride_vars(idx, [iv[-1]])[0] == 1:
+                outer = True
+        return "outer" if outer else "default"
+
     def op_count(self) -> int:
         return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr",
                                                           "indirect_indexing"))

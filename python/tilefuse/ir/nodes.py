@@ -160,6 +160,13 @@ class Pointwise(Loops):
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any")
 
 
+# split reductions (Reduction.num_splits)
+SPLIT_TARGET_PROGRAMS = 512
+SPLIT_OUTER_ROWS = 64
+SPLIT_MIN_CHUNK = 2048
+SPLIT_MIN_CHUNK_OUTER = 256
+
+
 class Reduction(Loops):
     """``reduction_type`` over ``reduction_ranges`` of ``inner_fn(index, rindex)``, producing a
     tensor of ``ranges`` in ``dtype`` (values of ``src_dtype`` are combined, in fp32 for low
@@ -203,7 +210,80 @@ class Reduction(Loops):
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
+        split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        if split > 1:
+            return Reduction.create_split(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
+                                          src_dtype, split)
         box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
+        box.realize()
+        return box
+
+    @staticmethod
+    def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype) -> int:
+        """How many chunks to split the reduction into (1: no split), after Inductor's split
+        reductions. A reduction whose kernel would run on fewer than ``SPLIT_TARGET_PROGRAMS``
+        programs leaves most of the GPU idle (a full sum of a large tensor runs on one): it is
+        split into ``s`` chunks reduced by a first kernel over ``s × numel`` outputs, then a small
+        second reduction over the ``s`` partials. Programs are estimated from the reduction hint
+        (one output per program for inner reductions, ``SPLIT_OUTER_ROWS`` for outer ones); ``s`` is
+        the smallest power of two dividing rnumel that reaches the target while chunks keep at least
+        ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements. Only for sum, prod,
+        max, min and any (combinable partials); rnumel without a suitable power-of-two divisor
+        is not split."""
+        from .loop_body import LoopBody
+
+        if reduction_type not in ("sum", "prod", "max", "min", "any"):
+            return 1
+        numel, rnumel = prod(ranges), prod(reduction_ranges)
+        if rnumel < 4096:
+            return 1
+        iv = [S.sym(f"i{k}") for k in range(len(ranges))]
+        rv = [S.sym(f"r{k}") for k in range(len(reduction_ranges))]
+        var_ranges = dict(zip(iv, ranges)) | dict(zip(rv, reduction_ranges))
+        probe = Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        body = LoopBody.trace(probe.store_fn("split_probe", lambda idx: S.Integer(0)), iv, rv, var_ranges,
+                              lambda name: dtype if name == "split_probe" else G.dtype_of(name))
+        outer = body.reduction_hint() == "outer"
+        programs = -(-numel // (SPLIT_OUTER_ROWS if outer else 1))
+        if programs >= SPLIT_TARGET_PROGRAMS:
+            return 1
+        min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
+        best, s = 1, 2
+        while rnumel % s == 0 and rnumel // s >= min_chunk:
+            best = s
+            if programs * s >= SPLIT_TARGET_PROGRAMS:
+                break
+            s *= 2
+        return best
+
+    @staticmethod
+    def create_split(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, split):
+        """Two reductions: partials over ``[split] + ranges`` (chunk k reduces flat reduction indices
+        ``k·chunk … (k+1)·chunk - 1``; the split dim is outermost so outputs stay contiguous along
+        the original ones), then ``reduction_type`` of the partials over the split dim. Partials
+        are kept in ``dtype`` (the accumulation dtype)."""
+        rnumel = prod(reduction_ranges)
+        chunk = rnumel // split
+        strides = contiguous_strides(list(reduction_ranges))
+
+        def part_fn(idx, ridx):
+            flat = idx[0] * chunk + ridx[0]
+            rid = []
+            for k, (n, st) in enumerate(zip(reduction_ranges, strides)):
+                if n == 1:
+                    rid.append(S.Integer(0))
+                elif k == 0:
+                    rid.append(S.FloorDiv(flat, st) if st != 1 else flat)
+                else:
+                    rid.append(S.ModularIndexing(flat, st, n))
+            return inner_fn(list(idx[1:]), rid)
+
+        part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
+                                          src_dtype))
+        part.realize()
+        load = part.make_loader()
+        box = TensorBox.create(Reduction(device, dtype, lambda idx, ridx: load([ridx[0]] + list(idx)), ranges,
+                                         [split], reduction_type, dtype))
         box.realize()
         return box
 

@@ -1,0 +1,155 @@
+"""Reduction kinds: reduction hints (inner / outer), split reductions for few long rows, horizontal
+fusion of independent reductions, and the GPU launch-config candidates per kind. Compiled results
+are compared with eager (CPU, Triton interpreter in CI; CUDA with TRITON_INTERPRET=0)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from tilefuse import config, metrics
+from tilefuse.codegen.triton import OUTER_PERSISTENT_MAX, TritonKernelCodegen, next_pow2
+from tilefuse.graph import GraphLowering
+from tilefuse.ir import graph_context as G
+from tilefuse.scheduler import KernelGroup, schedule
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+DEVICE = "cpu" if INTERPRET else "cuda"
+if DEVICE == "cuda":
+    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    torch._dynamo.reset()
+    with config.patch(fallback_on_error=False):
+        yield
+    torch._dynamo.reset()
+
+
+def groups_of(fn, *args) -> tuple[list[KernelGroup], GraphLowering]:
+    gm = make_fx(fn)(*args)
+    graph = GraphLowering(gm, list(args), "test")
+    graph.run()
+    with G.set_graph(graph):
+        return [i for i in schedule(graph.buffers) if isinstance(i, KernelGroup)], graph
+
+
+def hints(fn, *args) -> list[str]:
+    gs, _ = groups_of(fn, *args)
+    return [n.body.reduction_hint() for g in gs for n in g.nodes if n.is_reduction()]
+
+
+def test_reduction_hints():
+    x = torch.randn(64, 48)
+    assert hints(lambda a: a.sum(1), x) == ["inner"]
+    assert hints(lambda a: a.sum(0), x) == ["outer"]
+    assert hints(lambda a: a.t().sum(1), x) == ["outer"]
+    # the transposed copy is inlined: summing its columns reads rows of ``a`` contiguously
+    assert hints(lambda a: a.t().contiguous().sum(0), x) == ["inner"]
+    # a reduction over a middle dim of a 3-D tensor reads rows with stride 5 and columns
+    # contiguously: outer
+    assert hints(lambda a: a.sum(1), torch.randn(4, 30, 5)) == ["outer"]
+
+
+def test_split_happens_only_for_few_programs():
+    # few rows, long: split (partials + final); many rows: not split
+    gs, _ = groups_of(lambda a: a.sum(1), torch.randn(2, 16384))
+    assert [(g.numel, g.rnumel) for g in gs] == [(2 * 8, 2048), (2, 8)]
+    gs, _ = groups_of(lambda a: a.sum(1), torch.randn(1024, 4096))
+    assert [(g.numel, g.rnumel) for g in gs] == [(1024, 4096)]
+    # an odd length has no power-of-two chunking: one reduction
+    gs, _ = groups_of(lambda a: a.sum(), torch.randn(9999))
+    assert [(g.numel, g.rnumel) for g in gs] == [(1, 9999)]
+    # arg-reductions are never split
+    gs, _ = groups_of(lambda a: a.argmax(), torch.randn(16384))
+    assert [(g.numel, g.rnumel) for g in gs] == [(1, 16384)]
+
+
+def check(fn, *args, tol=1e-4, kernels=None):
+    metrics.reset()
+    got = torch.compile(fn, backend="tilefuse")(*args)
+    want = fn(*args)
+    torch.testing.assert_close(got, want, atol=tol, rtol=tol, equal_nan=True)
+    if kernels is not None:
+        assert metrics.generated_kernel_count == kernels
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "mean", "any"])
+def test_split_reductions_match_eager(op):
+    x = torch.rand(3, 8192, device=DEVICE) * 0.002 + 0.999
+    if op == "any":
+        x = x > 1.000998
+        check(lambda a: (a.any(1), a.any()), x)
+        return
+    fn = getattr(torch, op)
+    check(lambda a: (fn(a, 1), fn(a)), x)
+
+
+def test_split_max_propagates_nan_from_one_chunk():
+    x = torch.randn(16384, device=DEVICE)
+    x[9000] = float("nan")
+    check(lambda a: (a.amax(), a.amin(), a.sum()), x)
+
+
+def test_split_over_several_reduced_dims_with_keepdim():
+    x = torch.randn(8, 3, 2048, device=DEVICE)
+    check(lambda a: (a.sum((0, 2), keepdim=True), a.amax((0, 2))), x)
+
+
+def test_split_low_precision_and_integer_sums():
+    x = torch.randn(2, 8192, device=DEVICE).to(torch.bfloat16)
+    check(lambda a: a.sum(1), x, tol=2e-2)
+    i = torch.randint(-1000, 1000, (16384,), device=DEVICE)
+    check(lambda a: (a.sum(), a.amax()), i, tol=0)
+
+
+def test_outer_reduction_column_sums():
+    x = torch.randn(4096, 33, device=DEVICE)
+    check(lambda a: (a.sum(0), a.amax(0), a.mean(0)), x)
+
+
+def test_layer_norm_backward_column_reductions_match_eager():
+    ln = torch.nn.LayerNorm(24).to(DEVICE)
+    x = torch.randn(4096, 24, device=DEVICE, requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    ln2 = torch.nn.LayerNorm(24).to(DEVICE)
+    ln2.load_state_dict(ln.state_dict())
+    torch.compile(ln, backend="tilefuse")(x).square().sum().backward()
+    ln2(y).square().sum().backward()
+    torch.testing.assert_close(x.grad, y.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ln.weight.grad, ln2.weight.grad, atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(ln.bias.grad, ln2.bias.grad, atol=1e-3, rtol=1e-4)
+
+
+def test_independent_reductions_fuse_horizontally():
+    x = torch.randn(64, 100, device=DEVICE)
+    # sum and max of the same rows, and a pointwise output: one kernel
+    check(lambda a: (a.sum(1), a.amax(1), a * 2), x, kernels=1)
+
+
+@pytest.mark.parametrize("shape,dim", [((4096, 48), 1), ((4096, 48), 0), ((8, 20000), 1), ((64, 2048), 0),
+                                       ((2, 100), 1)])
+def test_gpu_config_candidates(shape, dim):
+    """Configs are generated without a GPU (codegen only needs the device type): blocks never
+    exceed the extents' next power of two, the heuristic's choice comes first, outer reductions
+    cover many columns per program and persistent ones the whole row."""
+    gs, graph = groups_of(lambda a: a.sum(dim), torch.randn(*shape))
+    with G.set_graph(graph):
+        for i, g in enumerate(gs):
+            cg = TritonKernelCodegen(g, f"k{i}", torch.device("cuda"), keep=set(g.names()))
+            gk = cg.generate()
+            assert len(gk.configs) >= 2
+            for c in gk.configs:
+                assert c["XBLOCK"] <= next_pow2(g.numel) and c["RBLOCK"] <= next_pow2(g.rnumel)
+                assert 1 <= c["num_warps"] <= 16
+                if cg.persistent:
+                    assert c["RBLOCK"] >= g.rnumel
+            first = gk.configs[0]
+            if cg.hint == "outer" and not cg.persistent:
+                assert first["XBLOCK"] >= min(32, next_pow2(g.numel))
+            if cg.hint == "outer" and g.rnumel > OUTER_PERSISTENT_MAX:
+                assert not cg.persistent
