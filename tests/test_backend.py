@@ -247,12 +247,13 @@ def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction(tmp_path):
     x = torch.randn(40001)  # odd: no split reduction, so the sum runs on one program
 
     def f(a):
-        b = (a * 2).sin()  # two readers: realized, a pointwise node of 40001 elements
+        b = (a * 2).sin()  # two readers: a pointwise node of 40001 elements
         return b.sum(), b * 3
 
     # without the rule all of b, the sum and b * 3 would share the one-program reduction kernel;
     # with it, b and b * 3 share a parallel pointwise kernel and the sum runs alone
-    with config.patch(debug_dir=str(tmp_path)):
+    # (b is realized: its two readers would otherwise each recompute it)
+    with config.patch(debug_dir=str(tmp_path), realize_opcount_threshold=1):
         compile_and_check(f, x, kernels=2, atol=1e-2, rtol=1e-4)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     red = src[src.index("rnumel = 40001"):]
@@ -280,3 +281,15 @@ def test_column_sum_is_an_outer_split_reduction(tmp_path):
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     # 8192 rows split in 32 chunks of 256 (outer: each program covers many columns)
     assert "xnumel = 192" in src and "rnumel = 256" in src
+
+
+def test_cheap_values_with_several_readers_are_inlined_not_written(tmp_path):
+    # cross-entropy's fp32 copy of the logits and x - max each have two readers; writing them
+    # would add two full-size fp32 tensors of traffic. Only the small per-row buffers and the
+    # loss are allocated.
+    x = torch.randn(8, 300).to(torch.bfloat16)
+    t = torch.randint(0, 300, (8,))
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, atol=2e-2, rtol=2e-2)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "empty_strided((8, 300)" not in src

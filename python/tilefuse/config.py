@@ -13,9 +13,10 @@ Options:
         LayerNorm or softmax of 4096-wide rows is one pass); longer ones loop over RBLOCK chunks.
         Inductor's threshold is 1024; an H200 keeps a 4096-element row of a program in registers
         without spilling. Outer reductions stay persistent only up to 64 (codegen/triton.py).
-    realize_reads_threshold (int, default 4): a lazily computed (pointwise) value read by more
-        consumers than this, or by more than one consumer when it is expensive, is realized into
-        a buffer (Inductor's ``realize_reads_threshold``).
+    realize_reads_threshold (int, default 4) and realize_opcount_threshold (int, default 30): a
+        lazily computed (pointwise) value with more than one consumer is realized into a buffer
+        when it reads more buffers than the first or has more ops than the second; otherwise it
+        is recomputed (inlined) in each consumer (Inductor's ``mark_reuse`` rule and thresholds).
     max_inline_ops (int, default 64): a pointwise value whose inner function grew beyond this many
         ops is realized instead of being inlined further.
     autotune (bool, env TILEFUSE_AUTOTUNE, default True): on the GPU, let Triton's autotuner pick
@@ -43,6 +44,7 @@ fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
 debug_dir: str | None = os.environ.get("TILEFUSE_DEBUG_DIR") or None
 persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "4096"))
 realize_reads_threshold: int = 4
+realize_opcount_threshold: int = 30
 max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
 tiling: bool = _env_bool("TILEFUSE_TILING", True)
@@ -52,6 +54,7 @@ _OPTIONS = (
     "debug_dir",
     "persistent_reduction_threshold",
     "realize_reads_threshold",
+    "realize_opcount_threshold",
     "max_inline_ops",
     "autotune",
     "tiling",

@@ -155,14 +155,17 @@ class GraphLowering(torch.fx.Interpreter):
 
     # ---------------------------------------------------------------- helpers
     def _maybe_realize_on_reuse(self, n: torch.fx.Node, box: ir.TensorBox) -> None:
-        """Realize a lazily computed value read by several consumers (Inductor's mark_reuse):
-        recomputing it in each would repeat its work; one buffer (fused away when the readers
-        share a kernel) is cheaper."""
+        """Realize a lazily computed value read by several consumers when recomputing it in each
+        would cost more than a buffer (Inductor's ``mark_reuse``): it reads more than
+        ``realize_reads_threshold`` buffers, or its inner function has more than
+        ``realize_opcount_threshold`` ops. Cheap values (a dtype conversion, ``x - max``) are
+        inlined into every consumer instead, so no full-size intermediate is written."""
         data = box.data
         if not isinstance(data, ir.StorageBox) or not isinstance(data.data, ir.Pointwise):
             return
         users = len(n.users)
-        if users > 1 and (data.data.op_count() > 1 or users > config.realize_reads_threshold):
+        if users > 1 and (data.data.num_reads() > config.realize_reads_threshold
+                          or data.data.op_count() > config.realize_opcount_threshold):
             data.realize()
 
     def _realize_output(self, v: Any, meta: Any) -> Any:

@@ -143,7 +143,14 @@ class Loops(IRNode):
             else:
                 body = LoopBody.trace(self.inner_fn, iv, [], {}, G.dtype_of)
             self._op_count = body.op_count() + len(body.loads())
+            self._num_reads = len(set(body.loads()))
         return self._op_count
+
+    def num_reads(self) -> int:
+        """Number of distinct (buffer, index) reads of the inner function (Inductor's
+        ``num_reads``)."""
+        self.op_count()
+        return self._num_reads
 
 
 class Pointwise(Loops):
