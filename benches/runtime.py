@@ -17,6 +17,7 @@ Usage:
     python benches/runtime.py                 # every workload at full size (needs a CUDA GPU)
     python benches/runtime.py --small         # sizes ~8-16x smaller (less memory and time)
     python benches/runtime.py --only softmax,layernorm
+    python benches/runtime.py --profile --only block_fwd_bwd   # top GPU kernels of each backend
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
     python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
@@ -399,6 +400,39 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
     return 1 if bad else 0
 
 
+def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str = "inductor", top: int = 12) -> int:
+    """Per workload and backend: the ``top`` GPU kernels by total CUDA time over 10 calls
+    (torch.profiler), to see where one backend loses time to the other."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as tprofile
+
+    for w in WORKLOADS:
+        if only and w.name not in only:
+            continue
+        torch.manual_seed(0)
+        args = w.make(size, dtype, "cuda")
+        tf_fn = _run_tilefuse_once(w, args)[0]
+        other = _compile(w.fn, against)
+        other(*args)
+        for label, fn in (("tilefuse", tf_fn), (against, other)):
+            for _ in range(3):
+                fn(*args)
+            torch.cuda.synchronize()
+            with tprofile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    fn(*args)
+                torch.cuda.synchronize()
+            rows = [e for e in prof.key_averages() if e.device_time_total > 0]
+            rows.sort(key=lambda e: -e.device_time_total)
+            total = sum(e.device_time_total for e in rows) / 10
+            print(f"\n== {w.name} / {label}: {total / 1e3:.3f} ms GPU per call")
+            for e in rows[:top]:
+                print(f"  {e.device_time_total / 10 / 1e3:8.3f} ms  x{e.count // 10:<3} {e.key[:110]}")
+        del args
+        torch.cuda.empty_cache()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
@@ -408,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
+    ap.add_argument("--profile", action="store_true",
+                    help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)")
     ap.add_argument("--dry-run", action="store_true",
                     help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
     args = ap.parse_args(argv)
@@ -430,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         print("benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
               "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
         return 0
+    if args.profile:
+        return profile(only, "small" if args.small else "full", dtype, args.against)
     return gpu_bench(only, "small" if args.small else "full", dtype, args.rep)
 
 

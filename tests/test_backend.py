@@ -293,3 +293,21 @@ def test_cheap_values_with_several_readers_are_inlined_not_written(tmp_path):
         compile_and_check(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, atol=2e-2, rtol=2e-2)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert "empty_strided((8, 300)" not in src
+
+
+def test_extern_input_that_is_a_view_of_a_computed_value_reads_its_buffer(tmp_path):
+    # mm(y.t(), w) and mm(y, v) of one computed y: y is computed once, into one buffer, and the
+    # transposed operand is a strided view of it (no second, transposed recomputation)
+    a = torch.randn(6, 8, 12)
+    w = torch.randn(48, 5)
+    v = torch.randn(12, 7)
+
+    def f(x, m, n):
+        y = torch.nn.functional.gelu(x * 2).reshape(48, 12)
+        return y.t() @ m, y @ n
+
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, a, w, v, kernels=1, atol=1e-4, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert src.count("erf") == 1  # gelu computed once
+    assert ".as_strided((12, 48), (1, 12)" in src

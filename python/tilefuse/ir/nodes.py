@@ -475,11 +475,15 @@ class BaseView(IRNode):
 
 
 class GenericView(BaseView):
-    """A lazy view: ``size`` and ``reindex(new_index) -> old_index``."""
+    """A lazy view: ``size`` and ``reindex(new_index) -> old_index``. ``layout_fn``, when the view
+    is strided, maps the layout of its input (once stored) to the view's layout; it returns None
+    when that input layout does not allow it (a reshape of non-contiguous storage)."""
 
-    def __init__(self, data: IRNode, size: list, reindex: Callable[[Index], Index]):
+    def __init__(self, data: IRNode, size: list, reindex: Callable[[Index], Index],
+                 layout_fn: Callable[["Layout"], "Layout | None"] | None = None):
         super().__init__(data)
         self.size, self.reindex = list(size), reindex
+        self.layout_fn = layout_fn
 
     def get_size(self):
         return self.size
@@ -539,8 +543,10 @@ def _view(x: IRNode, size: list, reindex: Callable, layout_fn: Callable[[Layout]
     sl = as_storage_and_layout(x)
     if sl is not None and layout_fn is not None:
         buf, layout = sl
-        return TensorBox(ReinterpretView(buf, layout_fn(layout)))
-    return TensorBox(GenericView(x, size, reindex))
+        new = layout_fn(layout)
+        if new is not None:
+            return TensorBox(ReinterpretView(buf, new))
+    return TensorBox(GenericView(x, size, reindex, layout_fn))
 
 
 def permute_view(x: IRNode, dims: Sequence[int]) -> "TensorBox":
@@ -590,6 +596,38 @@ def expand_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     return _view(x, new, reindex, layout_fn)
 
 
+def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: Sequence[int]) -> list[int] | None:
+    """Strides under which storage laid out as (``old_size``, ``old_stride``) reads as
+    ``new_size`` in row-major order, or None when no strides can (``Tensor.view``'s rule: a reshape
+    is a strided view when every group of old dims that new dims merge or split is itself
+    contiguous in memory). Sizes must have equal products."""
+    old_size, old_stride, new_size = list(old_size), list(old_stride), list(new_size)
+    if prod(new_size) == 0 or not old_size:
+        return contiguous_strides(new_size)
+    new_stride = [0] * len(new_size)
+    v = len(new_size) - 1
+    # walk the old dims from the innermost, in chunks that are contiguous among themselves
+    base = old_stride[-1]
+    chunk_numel = 1
+    view_numel = 1
+    for d in range(len(old_size) - 1, -1, -1):
+        chunk_numel *= old_size[d]
+        chunk_ends = d == 0 or (old_size[d - 1] != 1 and old_stride[d - 1] != chunk_numel * base)
+        if not chunk_ends:
+            continue
+        while v >= 0 and (view_numel < chunk_numel or new_size[v] == 1):
+            new_stride[v] = view_numel * base
+            view_numel *= new_size[v]
+            v -= 1
+        if view_numel != chunk_numel:
+            return None
+        if d > 0:
+            base = old_stride[d - 1]
+            chunk_numel = 1
+            view_numel = 1
+    return new_stride if v == -1 else None
+
+
 def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     """``x.reshape(size)``: strided when the stored input is contiguous, else a lazy view that maps
     the new index to the flat position and from it to the old index (FloorDiv/ModularIndexing)."""
@@ -618,10 +656,10 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
                 out.append(S.ModularIndexing(flat, st, s))
         return out
 
-    sl = as_storage_and_layout(x.data if isinstance(x, TensorBox) else x)
-    layout_fn = None
-    if sl is not None and sl[1].is_contiguous():
-        layout_fn = lambda L: FixedLayout(L.device, L.dtype, size, new_strides, L.offset)  # noqa: E731
+    def layout_fn(L: Layout) -> Layout | None:
+        st = view_strides(list(L.size), list(L.stride), size)
+        return FixedLayout(L.device, L.dtype, size, st, L.offset) if st is not None else None
+
     return _view(x, size, reindex, layout_fn)
 
 
@@ -732,9 +770,26 @@ class TensorBox(MutableBox):
         return TensorBox(StorageBox(data))
 
 
+def _strided_view_chain(x: IRNode) -> tuple["StorageBox", list] | None:
+    """(storage, layout functions innermost first) when ``x`` is a chain of strided lazy views of
+    a StorageBox; None otherwise."""
+    fns = []
+    while isinstance(x, GenericView) and x.layout_fn is not None:
+        fns.append(x.layout_fn)
+        x = x.data
+        if isinstance(x, TensorBox):
+            x = x.data
+    if isinstance(x, StorageBox) and fns:
+        return x, fns[::-1]
+    return None
+
+
 def realize_input(x: IRNode) -> IRNode:
-    """A node an extern kernel can take: a realized buffer or a ReinterpretView of one; anything
-    else is computed into a new contiguous buffer first."""
+    """A node an extern kernel can take: a realized buffer or a ReinterpretView of one. A strided
+    view (permute, slice, expand, contiguous reshape) of a lazy value realizes the value itself
+    and passes a ReinterpretView — as Inductor does, so ``mm(y.t(), w)`` of a computed ``y`` reads
+    ``y``'s buffer instead of recomputing ``y`` transposed into a copy; anything else is computed
+    into a new contiguous buffer first."""
     if isinstance(x, TensorBox):
         if isinstance(x.data, StorageBox):
             x.data.realize()
@@ -744,6 +799,17 @@ def realize_input(x: IRNode) -> IRNode:
         x = x.data
     if isinstance(x, (Buffer, ReinterpretView)):
         return x
+    chain = _strided_view_chain(x)
+    if chain is not None:
+        box, fns = chain
+        box.realize()
+        sl = as_storage_and_layout(box)
+        if sl is not None:
+            buf, layout = sl
+            for fn in fns:
+                layout = fn(layout) if layout is not None else None
+            if layout is not None:
+                return ReinterpretView(buf, layout)
     size = list(x.get_size())
     copy = Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), size)
     box = StorageBox(copy)
