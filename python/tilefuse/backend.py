@@ -38,11 +38,14 @@ if "triton" not in sys.modules and not torch.cuda.is_available():
 
 
 class CompiledGraph:
-    """A compiled aten graph: call with the graph's inputs (boxed: one list), get its outputs."""
-
-    _boxed_call = True
+    """A compiled aten graph: call with the graph's inputs (boxed: one list, which the call
+    empties, as AOTAutograd's boxed convention allows), get its outputs."""
 
     def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float):
+        # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
+        # wraps the backward's compiled graph in ``torch._dynamo.disable`` (functools.wraps), which
+        # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
+        self._boxed_call = True
         self.module, self.source, self.name = module, source, name
         self.input_layouts = input_layouts  # (size, stride) per tensor input, None otherwise
         self.compile_seconds = compile_seconds
@@ -81,9 +84,8 @@ class SpecializingGraph:
     static graph tilefuse compiles as usual; later calls with the same signature reuse it.
     (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
+        self._boxed_call = True  # an instance attribute, as CompiledGraph's
         self.gm, self.kind, self.name = gm, kind, name
         self.cache: dict = {}
         # the options in force now (per-compile overrides included) also govern the later compiles
