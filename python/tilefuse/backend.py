@@ -39,16 +39,20 @@ if "triton" not in sys.modules and not torch.cuda.is_available():
 
 class CompiledGraph:
     """A compiled aten graph: call with the graph's inputs (boxed: one list, which the call
-    empties, as AOTAutograd's boxed convention allows), get its outputs."""
+    empties, as AOTAutograd's boxed convention allows), get its outputs. ``compile_seconds``
+    covers everything up to the loaded module, ``precompile_seconds`` the part spent compiling
+    its kernels ahead of their first launch (CUDA)."""
 
-    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float):
+    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
+                 precompile_seconds: float = 0.0):
         # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
-        # wraps the backward's compiled graph in ``torch._dynamo.disable`` (functools.wraps), which
+        # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
         # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
         self._boxed_call = True
         self.module, self.source, self.name = module, source, name
         self.input_layouts = input_layouts  # (size, stride) per tensor input, None otherwise
         self.compile_seconds = compile_seconds
+        self.precompile_seconds = precompile_seconds
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -145,7 +149,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
 def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> CompiledGraph:
     from .codegen.wrapper import WrapperCodegen
     from .graph import GraphLowering
-    from .runtime import load_module
+    from .runtime import load_module, precompile
     from .scheduler import schedule
     from .ir import graph_context as G
 
@@ -156,9 +160,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
         items = schedule(graph.buffers)
         src, consts = WrapperCodegen(graph, items).generate()
     module = load_module(src, consts, config.debug_dir, name)
+    # CUDA: every kernel (every autotuning candidate) compiled now, in parallel, not at first launch
+    pre_s = precompile(module._launchers)
+    metrics.precompile_seconds += pre_s
     metrics.generated_graph_count += 1
     layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None for x in example_inputs]
-    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0)
+    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s)
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
