@@ -334,3 +334,23 @@ def test_same_graph_compiled_again_finds_its_kernels_in_tritons_disk_cache(fresh
     assert hits and all(hits), hits
     for g, w in zip(cg([a]), f(a)):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------ input layouts
+
+
+def test_inputs_compiled_as_broadcast_accept_other_strides():
+    """A graph input whose example was broadcast (stride 0) is read at index 0 along that dim, so
+    a materialized tensor with the same values is passed as it is, and one whose other strides
+    differ is copied into the compiled layout (that slice copied, then expanded): copying into an
+    overlapping layout is impossible (AOTAutograd's backward met this on the GPU with GPT-2)."""
+    row = torch.randn(1, 8, device=DEVICE)
+    ex = row.expand(4, 8)                                 # strides (0, 1)
+    cg = _compile_aten(lambda a, b: a * 2 + b, ex, torch.randn(4, 8, device=DEVICE))
+    b = torch.randn(4, 8, device=DEVICE)
+    dense = ex.contiguous()                               # strides (8, 1): same values
+    torch.testing.assert_close(cg([dense, b])[0], dense * 2 + b)
+    strided = torch.randn(8, 2, device=DEVICE)[:, 0].expand(4, 8)   # strides (0, 2)
+    torch.testing.assert_close(cg([strided, b])[0], strided * 2 + b)
+    fixed = R.ensure_strides(strided, (4, 8), (0, 1))
+    assert fixed.stride() == (0, 1) and torch.equal(fixed, strided)

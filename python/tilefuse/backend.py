@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from . import config, metrics
+from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
 _graph_ids = itertools.count()
@@ -60,16 +61,14 @@ class CompiledGraph:
             args = call_args[0]
         else:
             args = list(call_args)
-        # Inputs whose strides differ from the ones compiled for are copied into that layout,
-        # so indexing stays correct (Inductor guards on strides instead).
+        # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
+        # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         for i, lay in enumerate(self.input_layouts):
             if lay is None:
                 continue
             a = args[i]
             if tuple(a.stride()) != lay[1] and a.numel() > 1:
-                t = torch.empty_strided(lay[0], lay[1], dtype=a.dtype, device=a.device)
-                t.copy_(a)
-                args[i] = t
+                args[i] = ensure_strides(a, lay[0], lay[1])
         return self.module.call(args)
 
 

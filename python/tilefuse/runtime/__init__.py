@@ -150,23 +150,26 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
 def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
     """``t`` if its strides match ``stride`` on every dim that matters (size > 1, stride not 0:
     a stride-0 dim of the expected layout only ever reads index 0), else a copy of ``t`` with
-    exactly ``size``/``stride``. Raises RuntimeError when the sizes differ or when the expected
-    layout broadcasts (stride 0) and cannot be materialized by a copy."""
+    exactly ``size``/``stride``; where that layout broadcasts (stride 0), index 0 of the dim is
+    copied and expanded back (a copy into overlapping memory is impossible). Used for the results
+    of aten kernels and for graph inputs. Raises RuntimeError when the sizes differ."""
     if t is None:
         # an optional output the kernel did not produce (e.g. cuDNN attention's logsumexp when
         # no gradient is needed); nothing reads it
         return None
     if tuple(t.shape) != tuple(size):
-        raise RuntimeError(f"tilefuse: an aten kernel returned shape {tuple(t.shape)}, expected {tuple(size)}")
+        raise RuntimeError(f"tilefuse: got a tensor of shape {tuple(t.shape)}, expected {tuple(size)}")
     if all(n <= 1 or want == 0 or got == want for n, got, want in zip(size, t.stride(), stride)):
         return t
-    if any(want == 0 and n > 1 for n, want in zip(size, stride)):
-        raise RuntimeError(f"tilefuse: an aten kernel returned strides {t.stride()}, expected {tuple(stride)}")
     import torch
 
-    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    src = t
+    broadcast = [d for d, (n, want) in enumerate(zip(size, stride)) if want == 0 and n > 1]
+    for d in broadcast:
+        src = src.narrow(d, 0, 1)
+    out = torch.empty_strided(tuple(src.shape), tuple(stride), dtype=t.dtype, device=t.device)
+    out.copy_(src)
+    return out.expand(tuple(size)) if broadcast else out
 
 
 # ------------------------------------------------------------------------------------ launching
