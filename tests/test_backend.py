@@ -176,6 +176,28 @@ def test_training_mlp_grads_match_eager():
         torch.testing.assert_close(loss, rloss, atol=1e-5, rtol=1e-5)
 
 
+def test_training_step_warns_nothing_about_boxed_arguments():
+    """AOTAutograd warns ("... returning a function that doesn't take boxed arguments") when a
+    compiled graph lacks ``_boxed_call``; Dynamo wraps the backward's compiled graph in
+    ``torch._dynamo.disable``, so the mark must be one that wrapping keeps."""
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    ref.load_state_dict(model.state_dict())
+    x = torch.randn(5, 6)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        loss = torch.compile(model, backend="tilefuse")(x).pow(2).sum()
+        loss.backward()
+    boxed = [str(m.message) for m in w if "boxed" in str(m.message)]
+    assert boxed == [], boxed
+    rloss = ref(x).pow(2).sum()
+    rloss.backward()
+    torch.testing.assert_close(loss, rloss, atol=1e-5, rtol=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
 def test_compile_error_falls_back_to_eager_with_one_warning(monkeypatch):
     import tilefuse.scheduler as sch
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from . import config, metrics
+from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
 _graph_ids = itertools.count()
@@ -38,14 +39,21 @@ if "triton" not in sys.modules and not torch.cuda.is_available():
 
 
 class CompiledGraph:
-    """A compiled aten graph: call with the graph's inputs (boxed: one list), get its outputs."""
+    """A compiled aten graph: call with the graph's inputs (boxed: one list, which the call
+    empties, as AOTAutograd's boxed convention allows), get its outputs. ``compile_seconds``
+    covers everything up to the loaded module, ``precompile_seconds`` the part spent compiling
+    its kernels ahead of their first launch (CUDA)."""
 
-    _boxed_call = True
-
-    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float):
+    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
+                 precompile_seconds: float = 0.0):
+        # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
+        # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
+        # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
+        self._boxed_call = True
         self.module, self.source, self.name = module, source, name
         self.input_layouts = input_layouts  # (size, stride) per tensor input, None otherwise
         self.compile_seconds = compile_seconds
+        self.precompile_seconds = precompile_seconds
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -53,16 +61,14 @@ class CompiledGraph:
             args = call_args[0]
         else:
             args = list(call_args)
-        # Inputs whose strides differ from the ones compiled for are copied into that layout,
-        # so indexing stays correct (Inductor guards on strides instead).
+        # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
+        # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         for i, lay in enumerate(self.input_layouts):
             if lay is None:
                 continue
             a = args[i]
             if tuple(a.stride()) != lay[1] and a.numel() > 1:
-                t = torch.empty_strided(lay[0], lay[1], dtype=a.dtype, device=a.device)
-                t.copy_(a)
-                args[i] = t
+                args[i] = ensure_strides(a, lay[0], lay[1])
         return self.module.call(args)
 
 
@@ -81,9 +87,8 @@ class SpecializingGraph:
     static graph tilefuse compiles as usual; later calls with the same signature reuse it.
     (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
+        self._boxed_call = True  # an instance attribute, as CompiledGraph's
         self.gm, self.kind, self.name = gm, kind, name
         self.cache: dict = {}
         # the options in force now (per-compile overrides included) also govern the later compiles
@@ -143,7 +148,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
 def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> CompiledGraph:
     from .codegen.wrapper import WrapperCodegen
     from .graph import GraphLowering
-    from .runtime import load_module
+    from .runtime import load_module, precompile
     from .scheduler import schedule
     from .ir import graph_context as G
 
@@ -154,9 +159,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
         items = schedule(graph.buffers)
         src, consts = WrapperCodegen(graph, items).generate()
     module = load_module(src, consts, config.debug_dir, name)
+    # CUDA: every kernel (every autotuning candidate) compiled now, in parallel, not at first launch
+    pre_s = precompile(module._launchers)
+    metrics.precompile_seconds += pre_s
     metrics.generated_graph_count += 1
     layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None for x in example_inputs]
-    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0)
+    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s)
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):

@@ -19,11 +19,20 @@ Options:
         is recomputed (inlined) in each consumer (Inductor's ``mark_reuse`` rule and thresholds).
     max_inline_ops (int, default 64): a pointwise value whose inner function grew beyond this many
         ops is realized instead of being inlined further.
-    autotune (bool, env TILEFUSE_AUTOTUNE, default True): on the GPU, let Triton's autotuner pick
-        among a few block-size configs; under the interpreter one config is used.
     tiling (bool, env TILEFUSE_TILING, default True): pointwise kernels with transposed access
         iterate over 2-D [YBLOCK, XBLOCK] tiles (codegen/simd.py); False keeps every pointwise
         kernel 1-D.
+    autotune (bool, env TILEFUSE_AUTOTUNE, default True): on the GPU, Triton's autotuner times each
+        kernel's candidate launch configs (block sizes, warps) at its first launch and keeps the
+        fastest (timings cached on disk); False launches the heuristic's first choice. Under the
+        interpreter one config is used either way.
+    compile_workers (int, env TILEFUSE_COMPILE_WORKERS, default: the CPU cores this process may
+        use): on the GPU, every kernel of a graph (every candidate config) is compiled right after
+        the graph's module is loaded, by this many worker processes; 1 compiles them one after
+        another in this process; 0 leaves compilation to Triton's JIT at each kernel's first launch.
+    compile_pool (str, env TILEFUSE_COMPILE_POOL, default "process"): what runs the parallel
+        compiles: "process" (forked worker processes; Triton's front end holds the GIL) or
+        "thread" (a thread pool driven by Triton's AsyncCompileMode).
 """
 
 from __future__ import annotations
@@ -49,6 +58,17 @@ max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
 tiling: bool = _env_bool("TILEFUSE_TILING", True)
 
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+compile_workers: int = int(os.environ.get("TILEFUSE_COMPILE_WORKERS", _usable_cores()))
+compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
+
 _OPTIONS = (
     "fallback_on_error",
     "debug_dir",
@@ -58,6 +78,8 @@ _OPTIONS = (
     "max_inline_ops",
     "autotune",
     "tiling",
+    "compile_workers",
+    "compile_pool",
 )
 
 

@@ -4,18 +4,23 @@
 kernel, counted when its source is generated). ``generated_graph_count``: graphs compiled.
 ``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
 ``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
+``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
+(``tilefuse.runtime.precompile``; 0 on the CPU).
 """
 
 generated_kernel_count: int = 0
 generated_graph_count: int = 0
 fallback_kernel_count: int = 0
 extern_kernel_count: int = 0
+precompile_seconds: float = 0.0
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
+    global precompile_seconds
     generated_kernel_count = 0
     generated_graph_count = 0
     fallback_kernel_count = 0
     extern_kernel_count = 0
+    precompile_seconds = 0.0

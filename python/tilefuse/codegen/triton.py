@@ -149,6 +149,9 @@ class GeneratedKernel:
     configs: list[dict[str, int]]
     removed: set[str]             # buffers this kernel made unnecessary
     index_dtype: str
+    # entries of arg_names the kernel updates in place (atomic adds into a buffer another kernel
+    # initialized): the autotuner restores them after each timed run
+    mutated_args: list[str] = field(default_factory=list)
 
 
 class TritonKernelCodegen:

@@ -1,6 +1,7 @@
 """Wrapper codegen: the Python module that runs one compiled graph (Inductor's wrapper.py).
 
-The module defines the graph's Triton kernels and ``call(args)``, which allocates buffers
+The module defines the graph's Triton kernels, one ``tilefuse.runtime.KernelLauncher`` per kernel
+(grid, candidate configs, arguments updated in place) and ``call(args)``, which allocates buffers
 (``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
 ``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
 reuses its memory), and returns the graph's outputs.
@@ -76,6 +77,17 @@ class WrapperCodegen:
         L = buf.layout
         return f"{buf.name} = ensure_strides({buf.name}, {_shape(L.size)}, {_shape(L.stride)})"
 
+    def _launcher(self, gk: GeneratedKernel) -> str:
+        """Module-level statement building the kernel's ``KernelLauncher`` (grid, configs, argument
+        dtypes for compiling ahead, positions of arguments updated in place)."""
+        grid = [(str(b), int(n)) for b, n in gk.grid_axes]
+        configs = [{str(k): int(v) for k, v in c.items()} for c in gk.configs]
+        dtypes = [str(self.graph.get_dtype(a)) for a in gk.arg_names]
+        dtypes_src = "(" + ", ".join(dtypes) + ("," if len(dtypes) == 1 else "") + ")"
+        mutated = tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args))
+        return (f"{gk.name}_launcher = make_launcher({gk.name}, {grid!r}, {configs!r}, {dtypes_src}, {mutated!r}, "
+                f"_device.type)")
+
     def generate(self) -> tuple[str, dict[str, Any]]:
         g = self.graph
         # who reads what: decides which kernel outputs must be stored and when to free buffers
@@ -99,6 +111,7 @@ class WrapperCodegen:
 
         body: list[str] = []
         kernel_src: list[str] = []
+        launchers: list[str] = []
         live: list[str] = []
         last_use: dict[str, int] = {}
         for name, rs in readers.items():
@@ -118,12 +131,12 @@ class WrapperCodegen:
                     body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
                                 f"dtype={L.dtype}, device=_device)")
                     live.append(n.name)
-                args = ", ".join(gk.arg_names)
-                cfg = gk.configs[0]
-                blocks = ", ".join(f"{k}={v}" for k, v in cfg.items()
-                                   if self.device.type == "cuda" or k not in ("num_warps", "num_stages"))
-                grid = "(" + "".join(f"({n} + {cfg[b]} - 1) // {cfg[b]}, " for b, n in gk.grid_axes) + ")"
-                body.append(f"{kname}[{grid}]({args}, {blocks})")
+                if not gk.mutated_args:
+                    # atomic-add targets: updated in place, so restored after each autotuning run
+                    targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
+                    gk.mutated_args = [a for a in gk.arg_names if a in targets]
+                launchers.append(self._launcher(gk))
+                body.append(f"{kname}_launcher({', '.join(gk.arg_names)})")
             else:
                 buf = item.buf
                 if isinstance(buf, ir.MultiOutput):
@@ -166,7 +179,7 @@ class WrapperCodegen:
             "import triton",
             "import triton.language as tl",
             "from triton.language.extra import libdevice  # noqa: F401",
-            "from tilefuse.runtime import ensure_strides, jit_for",
+            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher",
             "",
             f"_device = torch.device({str(self.device)!r})",
             f"_jit = jit_for({self.device.type!r})",
@@ -187,7 +200,10 @@ class WrapperCodegen:
             call.append(f"    {cname} = _constants[{cname!r}]")
         call += ["    " + ln for ln in body]
         call.append(f"    return ({', '.join(rets)}{',' if len(rets) == 1 else ''})")
-        src = "\n".join(head) + "\n\n".join(kernel_src) + "\n\n" + "\n".join(call) + "\n"
+        # launchers after all kernels: a kernel's first line (part of Triton's cache key) does not
+        # depend on them
+        tail = launchers + [f"_launchers = [{', '.join(k.name + '_launcher' for k in self.kernels)}]", "", "", ""]
+        src = "\n".join(head) + "\n\n".join(kernel_src) + "\n\n" + "\n".join(tail) + "\n".join(call) + "\n"
         consts = dict(self.consts)
         consts["_constants"] = dict(g.constants)
         return src, consts

@@ -1,22 +1,77 @@
-"""Runtime: load generated modules, pick the Triton JIT for a device.
+"""Runtime: load generated modules, launch their kernels (autotuned on the GPU), compile ahead.
 
-Kernels of a CUDA graph are ``triton.jit`` functions; kernels of a CPU graph run through Triton's
-interpreter (``InterpretedFunction``: each program instance executed with NumPy on CPU tensors),
-whatever ``TRITON_INTERPRET`` says, so CPU and GPU graphs can live in one process.
+Loading. Kernels of a CUDA graph are ``triton.jit`` functions; kernels of a CPU graph run through
+Triton's interpreter (``InterpretedFunction``: each program instance executed with NumPy on CPU
+tensors), whatever ``TRITON_INTERPRET`` says, so CPU and GPU graphs can live in one process.
 Generated modules are written to a cache directory keyed by their source hash (Triton needs the
 kernels' source file) and imported from there.
+
+Launching. The module wraps each kernel in a ``KernelLauncher`` (``make_launcher``) holding its
+launch grid (one ``(block constexpr, extent)`` per grid axis) and its candidate configs (the
+heuristic's choice first). Under the interpreter, with ``config.autotune`` off, or with a single
+config it launches ``configs[0]``. On the GPU with several configs the first launch goes through
+Triton's own autotuner: ``triton.autotune(configs, key=[])`` (shapes are static, so one tuning per
+kernel; Triton adds the argument dtypes to the key), the grid a function of the config's block
+sizes, ``restore_value`` naming the arguments the kernel updates in place (atomic adds into a
+buffer an earlier kernel initialized), so timed runs leave them as they found them, and
+``cache_results=True``. Later launches call the JIT function with the winning config directly.
+Triton's autotuner is used rather than a launcher of our own timing configs with
+``triton.testing.do_bench`` because it already does all of it and is maintained with the compiler:
+a config that fails to compile or to launch (``OutOfResources`` such as too much shared memory,
+``PTXASError``, ``CompileTimeAssertionFailure``) is timed as infinite and skipped, mutated
+arguments are restored, and the timings are cached on disk (in Triton's cache directory, keyed by
+the kernel's source hash ``JITFunction.cache_key``, the backend, the argument dtypes and the list
+of configs), so another process running the same graph does not benchmark again. Timing uses
+``triton.testing.do_bench`` with a short warm-up and repetition window (``AUTOTUNE_WARMUP_MS``,
+``AUTOTUNE_REP_MS``) instead of Triton's default 25 + 100 ms per config.
+
+Compiling ahead. ``precompile`` compiles every kernel of a loaded CUDA module, for every config
+it may launch with, before the first launch (``config.compile_workers``, ``config.compile_pool``).
+Each kernel's ``JITFunction.warmup`` is called with ``MockTensor`` arguments of the kernel's
+argument dtypes, which yields exactly the specialization (and so the cache key) a launch with
+16-byte-aligned tensors computes, inside Triton's ``AsyncCompileMode``, which hands every compile
+job to an executor and files the results in the JIT's in-memory kernel cache. Triton's front end
+(Python AST to TTIR) and part of its pipeline hold the GIL, so threads gain little; the default
+executor therefore runs the jobs in forked worker processes (they inherit the jobs, nothing is
+pickled, and they never touch CUDA: each job compiles for an explicit target), which write the
+binaries to Triton's on-disk cache; each job then runs again in this process, where it is a cache
+hit that only loads the binary. A job a worker could not compile is reported to the JIT as failed
+and compiled again at the first launch (where its error surfaces, or the autotuner skips that
+config). A tensor argument that is not 16-byte aligned at launch gives a different
+specialization, which Triton then compiles at that launch, as it would without precompiling.
+
+Caches. Compiled binaries are cached by Triton itself (``~/.triton/cache`` or
+``TRITON_CACHE_DIR``) under a hash of the kernel's source and dependencies *and its first line
+number* in the module (``JITFunction.cache_key``), the specialization, the compile options and
+the Triton version. Module files are named by their source hash, so the same graph compiled again,
+in this or another process, finds every kernel in that cache; the file's path and the module's
+name are not part of the key.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
-from typing import Any, Callable
+import time
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+log = logging.getLogger("tilefuse")
 
 _CACHE_DIR = os.environ.get("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+
+# triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
+AUTOTUNE_WARMUP_MS = 5
+AUTOTUNE_REP_MS = 25
+# a forked compile worker that gives no result for this long is given up on (its jobs are then
+# compiled in this process)
+FORKED_COMPILE_TIMEOUT_S = 300.0
 
 
 def jit_for(device_type: str) -> Callable[[Callable], Any]:
@@ -95,20 +150,278 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
 def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
     """``t`` if its strides match ``stride`` on every dim that matters (size > 1, stride not 0:
     a stride-0 dim of the expected layout only ever reads index 0), else a copy of ``t`` with
-    exactly ``size``/``stride``. Raises RuntimeError when the sizes differ or when the expected
-    layout broadcasts (stride 0) and cannot be materialized by a copy."""
+    exactly ``size``/``stride``; where that layout broadcasts (stride 0), index 0 of the dim is
+    copied and expanded back (a copy into overlapping memory is impossible). Used for the results
+    of aten kernels and for graph inputs. Raises RuntimeError when the sizes differ."""
     if t is None:
         # an optional output the kernel did not produce (e.g. cuDNN attention's logsumexp when
         # no gradient is needed); nothing reads it
         return None
     if tuple(t.shape) != tuple(size):
-        raise RuntimeError(f"tilefuse: an aten kernel returned shape {tuple(t.shape)}, expected {tuple(size)}")
+        raise RuntimeError(f"tilefuse: got a tensor of shape {tuple(t.shape)}, expected {tuple(size)}")
     if all(n <= 1 or want == 0 or got == want for n, got, want in zip(size, t.stride(), stride)):
         return t
-    if any(want == 0 and n > 1 for n, want in zip(size, stride)):
-        raise RuntimeError(f"tilefuse: an aten kernel returned strides {t.stride()}, expected {tuple(stride)}")
     import torch
 
-    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    src = t
+    broadcast = [d for d, (n, want) in enumerate(zip(size, stride)) if want == 0 and n > 1]
+    for d in broadcast:
+        src = src.narrow(d, 0, 1)
+    out = torch.empty_strided(tuple(src.shape), tuple(stride), dtype=t.dtype, device=t.device)
+    out.copy_(src)
+    return out.expand(tuple(size)) if broadcast else out
+
+
+# ------------------------------------------------------------------------------------ launching
+
+
+def _triton_config(cfg: dict[str, int]) -> Any:
+    """A ``triton.Config`` from a codegen config dict (block constexprs + num_warps/num_stages)."""
+    import triton
+
+    meta = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
+    extra = {"num_stages": cfg["num_stages"]} if "num_stages" in cfg else {}
+    return triton.Config(meta, num_warps=cfg.get("num_warps", 4), **extra)
+
+
+def _time_config(kernel_call: Callable[[], Any], quantiles: Sequence[float]) -> Any:
+    """Triton's autotuner's timing function: ``triton.testing.do_bench`` with short windows. A
+    config that does not compile (any ``CompilationError``, e.g. a block over Triton's tensor size
+    limit; the autotuner itself skips only compile-time assertion failures) or does not fit the
+    device (``OutOfResources``, ``PTXASError``) is timed as infinite, so the autotuner skips it."""
+    import triton.testing
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    try:
+        return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS,
+                                       quantiles=quantiles)
+    except (CompilationError, OutOfResources, PTXASError) as e:
+        log.debug("tilefuse: autotuning skips a config: %s: %s", type(e).__name__, e)
+        return [float("inf")] * len(quantiles)
+
+
+class KernelLauncher:
+    """One generated kernel with its launch grid and candidate configs; call it with the
+    kernel's arguments to launch it.
+
+    ``grid_axes``: one ``(block constexpr, extent)`` per grid axis; axis k has
+    ``ceil(extent / config[block])`` programs. ``configs``: dicts of block constexprs plus
+    ``num_warps`` (and optionally ``num_stages``), the heuristic's choice first. ``arg_dtypes``:
+    the torch dtype of each pointer argument (for compiling ahead with mock tensors).
+    ``mutated``: positions of the arguments the kernel updates in place. ``device_type``: "cuda"
+    for a ``triton.jit`` kernel, anything else for an interpreted one.
+
+    Under the interpreter, with ``config.autotune`` off, or with one config, every launch uses
+    ``configs[0]``; otherwise the first launch is autotuned by Triton (see the module docstring)
+    and later ones use the winner. ``best_config`` is the config in use (None before an
+    autotuned kernel's first launch); ``timings`` maps each tried config to its measured times
+    (ms: median, 20th and 80th percentile) after autotuning.
+    """
+
+    def __init__(self, fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
+                 arg_dtypes: Sequence[Any] = (), mutated: Iterable[int] = (), device_type: str = "cuda"):
+        from .. import config
+
+        if not configs:
+            raise ValueError("a kernel needs at least one launch config")
+        self.fn = fn
+        self.grid_axes = [(str(b), int(n)) for b, n in grid_axes]
+        self.arg_dtypes = tuple(arg_dtypes)
+        self.device_type = device_type
+        self.cuda = device_type == "cuda"
+        if not self.cuda or not config.autotune:
+            configs = configs[:1]
+        self.configs = [dict(c) for c in configs]
+        self.mutated = [fn.arg_names[i] for i in mutated]  # parameter names
+        self.autotuner = None
+        self.timings: dict | None = None
+        self.best_config: dict[str, int] | None = None
+        self._grid: tuple[int, ...] | None = None
+        self._kwargs: dict[str, Any] | None = None
+        if self.cuda:
+            self._triton_configs = [_triton_config(c) for c in self.configs]
+        if self.cuda and len(self.configs) > 1:
+            import triton
+
+            self.autotuner = triton.autotune(self._triton_configs, key=[], restore_value=self.mutated or None,
+                                             do_bench=_time_config, cache_results=True)(fn)
+        else:
+            self._use(0)
+
+    def grid(self, cfg: dict[str, Any]) -> tuple[int, ...]:
+        """The launch grid for a config (or for Triton's meta-parameter dict)."""
+        return tuple(max(1, -(-n // int(cfg[b]))) for b, n in self.grid_axes)
+
+    def _use(self, k: int) -> None:
+        cfg = self.configs[k]
+        self.best_config = cfg
+        self._grid = self.grid(cfg)
+        if self.cuda:
+            self._kwargs = self._triton_configs[k].all_kwargs()
+        else:  # the interpreter takes the block constexprs only
+            self._kwargs = {b: v for b, v in cfg.items() if b not in ("num_warps", "num_stages")}
+
+    def __call__(self, *args: Any) -> None:
+        kwargs = self._kwargs
+        if kwargs is None:
+            self._autotune_and_launch(args)
+            return
+        self.fn[self._grid](*args, **kwargs)
+
+    def _autotune_and_launch(self, args: tuple) -> None:
+        at = self.autotuner
+        at.run(*args, grid=self.grid, warmup=False)  # times the configs (or reads their timings), then launches
+        best = at.best_config
+        self.timings = {str(c): t for c, t in getattr(at, "configs_timings", {}).items()} or None
+        for k, c in enumerate(self._triton_configs):
+            if c is best or str(c) == str(best):
+                self._use(k)
+                return
+        # a config read back from Triton's on-disk timing cache that prints differently
+        self._kwargs = best.all_kwargs()
+        self._grid = self.grid(self._kwargs)
+        self.best_config = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+
+    def warmup(self) -> None:
+        """Compile the kernel for every config it may launch with, without launching (CUDA only;
+        inside ``AsyncCompileMode`` this only submits the compile jobs). Compile errors are left
+        to the launch, which reports them, or to the autotuner, which skips that config."""
+        if not self.cuda:
+            return
+        for cfg in self._triton_configs:
+            try:
+                self.fn.warmup(*self.arg_dtypes, grid=(1,), **cfg.all_kwargs())
+            except Exception as e:  # noqa: BLE001 - compiled again (and reported) at launch
+                log.debug("tilefuse: compiling %s with %s ahead failed: %s", self.fn, cfg, e)
+
+
+def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
+                  arg_dtypes: Sequence[Any] = (), mutated: Iterable[int] = (),
+                  device_type: str = "cuda") -> KernelLauncher:
+    """The ``KernelLauncher`` of one generated kernel (what generated modules call)."""
+    return KernelLauncher(fn, grid_axes, configs, arg_dtypes, mutated, device_type)
+
+
+# ------------------------------------------------------------------------------ compiling ahead
+
+
+_FORKED_JOBS: list[Callable[[], Any]] | None = None
+
+
+def _run_forked_job(i: int) -> tuple[int, str | None]:
+    """In a forked worker: run compile job ``i`` (its binary lands in Triton's on-disk cache);
+    returns ``(i, None)`` or ``(i, error message)``."""
+    try:
+        _FORKED_JOBS[i]()  # type: ignore[index]
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        return i, f"{type(e).__name__}: {e}"
+    return i, None
+
+
+def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
+                              timeout: float = FORKED_COMPILE_TIMEOUT_S) -> dict[int, str]:
+    """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
+    for their side effect on Triton's on-disk cache. The workers inherit the jobs; nothing is
+    pickled but an index and an error message. Returns ``{job index: error}`` for the jobs that
+    raised. When no worker can be started, or a worker gives no result for ``timeout`` seconds,
+    the remaining jobs are simply not run (the caller compiles them itself)."""
+    global _FORKED_JOBS
+    import multiprocessing
+
+    failed: dict[int, str] = {}
+    n = len(jobs)
+    if n == 0:
+        return failed
+    _FORKED_JOBS = list(jobs)
+    pool = None
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns that forking a multi-threaded process may deadlock the child;
+            # the workers only run Triton's compiler (Python, MLIR/LLVM, ptxas), never CUDA
+            warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
+            pool = multiprocessing.get_context("fork").Pool(min(workers, n))
+        results = pool.imap_unordered(_run_forked_job, range(n), chunksize=1)
+        for _ in range(n):
+            i, err = results.next(timeout)
+            if err is not None:
+                failed[i] = err
+    except Exception as e:  # noqa: BLE001 - the caller compiles whatever is left
+        log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
+                  type(e).__name__, e)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        _FORKED_JOBS = None
+    return failed
+
+
+class ForkedCompileExecutor(concurrent.futures.Executor):
+    """The executor ``precompile`` gives Triton's ``AsyncCompileMode`` for process-parallel
+    compiles: ``submit`` only collects the compile jobs; ``run_jobs`` compiles them all in
+    forked workers (``compile_in_forked_workers``), then runs each job in this process, where it
+    finds its binary in Triton's on-disk cache, and resolves its future with the result (or with
+    the error a worker reported, without compiling again)."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.jobs.append((functools.partial(fn, *args, **kwargs), fut))
+        return fut
+
+    def run_jobs(self) -> None:
+        """Compile every collected job (in parallel) and resolve every future."""
+        jobs, self.jobs = self.jobs, []
+        failed = compile_in_forked_workers([j for j, _ in jobs], self.workers) if len(jobs) > 1 else {}
+        for i, (job, fut) in enumerate(jobs):
+            if i in failed:
+                fut.set_exception(RuntimeError(f"compiling in a worker failed: {failed[i]}"))
+                continue
+            try:
+                fut.set_result(job())
+            except BaseException as e:  # noqa: BLE001 - handed to the JIT through the future
+                fut.set_exception(e)
+
+
+def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, pool: str | None = None) -> float:
+    """Compile every CUDA kernel of ``launchers``, for every config it may launch with, before
+    its first launch; returns the wall seconds spent. ``workers`` (default
+    ``config.compile_workers``): 0 does nothing (Triton compiles at first launch), 1 compiles in
+    this process one after another, more run that many compiles at once, in forked processes or
+    threads as ``pool`` says (default ``config.compile_pool``: "process" or "thread"). Interpreted
+    (CPU) kernels need no compiling and are skipped."""
+    from .. import config
+
+    todo = [ln for ln in launchers if ln.cuda]
+    workers = config.compile_workers if workers is None else int(workers)
+    pool = config.compile_pool if pool is None else pool
+    if pool not in ("process", "thread"):
+        raise ValueError(f"compile_pool must be 'process' or 'thread', not {pool!r}")
+    if not todo or workers <= 0:
+        return 0.0
+    t0 = time.perf_counter()
+    if workers == 1:
+        for ln in todo:
+            ln.warmup()
+        return time.perf_counter() - t0
+    import triton
+
+    if pool == "process" and hasattr(os, "fork"):
+        executor: concurrent.futures.Executor = ForkedCompileExecutor(workers)
+    else:
+        executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tilefuse-compile")
+    try:
+        with triton.AsyncCompileMode(executor, ignore_errors=True):
+            try:
+                for ln in todo:
+                    ln.warmup()
+            finally:
+                if isinstance(executor, ForkedCompileExecutor):
+                    executor.run_jobs()  # every future resolved before AsyncCompileMode waits on them
+    finally:
+        executor.shutdown()
+    return time.perf_counter() - t0

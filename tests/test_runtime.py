@@ -1,0 +1,356 @@
+"""The runtime: kernel launchers (grid, configs, autotuning), compiling ahead, Triton's caches.
+
+On the CPU the launchers run under Triton's interpreter, and the forked compile workers run
+Triton's real compiler for an explicit CUDA target (compiling needs no GPU). Tests marked ``gpu``
+need a CUDA device and ``TRITON_INTERPRET=0``:
+``TRITON_INTERPRET=0 python -m pytest -q tests/test_runtime.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tilefuse  # noqa: F401  (registers the backend, enables the interpreter without a GPU)
+from tilefuse import config, metrics
+from tilefuse import runtime as R
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+CUDA = not INTERPRET and torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    with config.patch(fallback_on_error=False):
+        yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def fresh_triton_cache(tmp_path, monkeypatch):
+    """An empty Triton cache (compiled binaries, autotuning timings) for the test."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    return tmp_path / "triton"
+
+
+# Kernels as plain functions, made Triton kernels in the tests (jit_for / triton.jit), so this module
+# imports the same under the interpreter and on the GPU.
+def _block_size_kernel(out_ptr, XBLOCK: tl.constexpr):
+    """Writes the XBLOCK it was launched with to each of its 37 outputs."""
+    xnumel = 37
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out_ptr + xindex, tl.full([XBLOCK], XBLOCK, tl.int32), xindex < xnumel)
+
+
+def _scatter_add_kernel(idx_ptr, val_ptr, out_ptr, XBLOCK: tl.constexpr):
+    """out[idx[i]] += val[i] for i < 1000 (atomic adds into a buffer initialized elsewhere)."""
+    xnumel = 1000
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    i = tl.load(idx_ptr + xindex, xmask, other=0)
+    v = tl.load(val_ptr + xindex, xmask, other=0.0)
+    tl.atomic_add(out_ptr + i, v, xmask, sem="relaxed")
+
+
+def _scale_kernel(in_ptr, out_ptr, XBLOCK: tl.constexpr):
+    """out = 2 * in over 5000 elements."""
+    xnumel = 5000
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr + xindex, tl.load(in_ptr + xindex, xmask) * 2.0, xmask)
+
+
+def _jit(fn):
+    return R.jit_for(DEVICE)(fn)
+
+
+# ------------------------------------------------------------------------------ launchers (CPU too)
+
+
+def test_interpreter_launches_the_first_config_over_the_whole_grid():
+    configs = [{"XBLOCK": 8, "num_warps": 2}, {"XBLOCK": 64, "num_warps": 4}]
+    ln = R.make_launcher(_jit(_block_size_kernel), [("XBLOCK", 37)], configs, (torch.int32,), (), DEVICE)
+    out = torch.zeros(40, dtype=torch.int32, device=DEVICE)
+    ln(out)
+    want = 8 if DEVICE == "cpu" else ln.best_config["XBLOCK"]
+    assert out[:37].tolist() == [want] * 37 and out[37:].tolist() == [0] * 3
+    if DEVICE == "cpu":
+        assert ln.configs == configs[:1] and ln.best_config == configs[0] and ln.autotuner is None
+        assert ln.grid(configs[0]) == (5,)
+
+
+def test_cuda_launcher_wraps_several_configs_in_tritons_autotuner():
+    # building launchers touches no GPU: the autotuner's set-up can be checked anywhere
+    fn = triton.runtime.jit.JITFunction(_scatter_add_kernel)
+    configs = [{"XBLOCK": 64, "num_warps": 2}, {"XBLOCK": 256, "num_warps": 4, "num_stages": 2}]
+    ln = R.KernelLauncher(fn, [("XBLOCK", 1000)], configs, (torch.int64, torch.float32, torch.float32), (2,))
+    at = ln.autotuner
+    assert isinstance(at, triton.runtime.Autotuner)
+    assert at.keys == [] and at.restore_value == ["out_ptr"]
+    assert at.cache_results == (not INTERPRET)  # Triton keeps no timings under its interpreter
+    assert [c.all_kwargs() for c in at.configs] == [
+        {"XBLOCK": 64, "num_warps": 2, "num_ctas": 1, "num_stages": 3},
+        {"XBLOCK": 256, "num_warps": 4, "num_ctas": 1, "num_stages": 2}]
+    assert ln.best_config is None  # chosen at the first launch
+    assert ln.grid({"XBLOCK": 256}) == (4,) and ln.grid({"XBLOCK": 64}) == (16,)
+    with config.patch(autotune=False):
+        off = R.KernelLauncher(fn, [("XBLOCK", 1000)], configs, (torch.int64, torch.float32, torch.float32), (2,))
+    assert off.autotuner is None and off.configs == configs[:1] and off.best_config == configs[0]
+    assert off._grid == (16,)
+
+
+def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypatch):
+    from triton.runtime.errors import OutOfResources
+
+    def too_big():
+        raise OutOfResources(300000, 232448, "shared memory")
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn())
+    assert R._time_config(too_big, (0.5, 0.2, 0.8)) == [float("inf")] * 3
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: [1.0, 0.9, 1.1])
+    assert R._time_config(lambda: None, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+
+
+def _compile_aten(f, *args):
+    """tilefuse's CompiledGraph for ``f`` traced to aten with tilefuse's decompositions."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.backend import compile_graph
+    from tilefuse.lowering import decompositions
+
+    gm = make_fx(f, decomposition_table=decompositions())(*args)
+    return compile_graph(gm, list(args), "inference")
+
+
+def _more_configs(monkeypatch):
+    """Make codegen offer two more launch configs per kernel (smaller XBLOCK, other warps), as
+    the 2-D tiling work will: every one of them is correct, the autotuner picks one."""
+    from tilefuse.codegen import triton as T
+
+    orig = T.TritonKernelCodegen.generate
+
+    def generate(self):
+        gk = orig(self)
+        c = gk.configs[0]
+        gk.configs = [c, {**c, "XBLOCK": max(1, c["XBLOCK"] // 2), "num_warps": 2}, {**c, "num_warps": 8}]
+        return gk
+
+    monkeypatch.setattr(T.TritonKernelCodegen, "generate", generate)
+
+
+def test_graph_with_an_atomic_add_kernel_autotunes_and_matches_eager(monkeypatch, fresh_triton_cache):
+    _more_configs(monkeypatch)
+
+    def f(a, i, v):
+        return torch.index_put(a, [i], v, accumulate=True) * 2, a.sum(1)
+
+    a = torch.randn(64, 33, device=DEVICE)
+    i = torch.randint(-64, 64, (300,), device=DEVICE)
+    v = torch.randn(300, 33, device=DEVICE)
+    metrics.reset()
+    cg = _compile_aten(f, a, i, v)
+    launchers = cg.module._launchers
+    assert len(launchers) == metrics.generated_kernel_count
+    mutating = [ln for ln in launchers if ln.mutated]
+    assert len(mutating) == 1 and len(mutating[0].mutated) == 1  # the atomic-add target only
+    got = cg([a, i, v])
+    want = f(a, i, v)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)
+    if DEVICE == "cuda":
+        # every kernel's configs were timed (two of the three may coincide; the atomic adds are
+        # undone after each timed run)
+        assert all(ln.timings is not None and len(ln.timings) >= 2 for ln in launchers)
+        assert metrics.precompile_seconds > 0
+        again = cg.module.call([a, i, v])  # later launches: the winner, directly
+        torch.testing.assert_close(again[0], want[0], atol=1e-4, rtol=1e-5)
+    else:
+        assert all(len(ln.configs) == 1 for ln in launchers) and metrics.precompile_seconds == 0
+
+
+def test_precompile_leaves_interpreted_kernels_alone_and_checks_the_pool():
+    if INTERPRET:
+        ln = R.make_launcher(R.jit_for("cpu")(_block_size_kernel), [("XBLOCK", 37)], [{"XBLOCK": 8, "num_warps": 2}],
+                             (torch.int32,), (), "cpu")
+        assert R.precompile([ln], workers=4) == 0.0
+    with pytest.raises(ValueError, match="compile_pool"):
+        R.precompile([], workers=2, pool="fork")
+
+
+_FORK_SCRIPT = textwrap.dedent('''
+    import os, sys, tempfile
+    os.environ["TRITON_INTERPRET"] = "0"
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
+    sys.path.insert(0, {here!r})
+    import triton, triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from tilefuse.runtime import ForkedCompileExecutor
+    import test_runtime as T
+
+    target = GPUTarget("cuda", 90, 32)   # compiling for a device needs no device
+    fn = triton.runtime.jit.JITFunction(T._scale_kernel)
+    sig = {{"in_ptr": "*fp32", "out_ptr": "*fp32", "XBLOCK": "constexpr"}}
+
+    def job(xblock, warps):
+        src = ASTSource(fn, sig, {{"XBLOCK": xblock}}, {{(0,): [["tt.divisibility", 16]]}})
+        return lambda: triton.compile(src, target=target, options={{"num_warps": warps}})
+
+    ex = ForkedCompileExecutor(2)
+    futs = [ex.submit(job(xb, w)) for xb, w in [(128, 4), (256, 4), (1024, 8)]]
+    futs.append(ex.submit(job(2 ** 21, 4)))   # over Triton's tensor size limit: fails to compile
+    hits = []
+    import tilefuse.runtime as R
+    workers = R.compile_in_forked_workers
+
+    def then_listen(*a, **k):
+        out = workers(*a, **k)
+        triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+        return out
+
+    R.compile_in_forked_workers = then_listen
+    ex.run_jobs()
+    for f in futs[:3]:
+        assert f.result().asm["cubin"], f
+    err = futs[3].exception()
+    assert err is not None and "CompilationError" in str(err), err
+    assert hits == [True, True, True], hits   # this process only loaded what the workers compiled
+    print("OK")
+''')
+
+
+def test_forked_compile_workers_fill_tritons_cache():
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
+    r = subprocess.run([sys.executable, "-c", _FORK_SCRIPT.format(here=here)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
+
+
+# ------------------------------------------------------------------------------ GPU only
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_autotune_restores_mutated_args_and_caches_timings_on_disk(fresh_triton_cache):
+    fn = triton.jit(_scatter_add_kernel)
+    configs = [{"XBLOCK": 64, "num_warps": 2}, {"XBLOCK": 256, "num_warps": 4}, {"XBLOCK": 1024, "num_warps": 8}]
+    dtypes = (torch.int64, torch.float32, torch.float32)
+    idx = torch.randint(0, 50, (1000,), device="cuda")
+    val = torch.randn(1000, device="cuda")
+    base = torch.randn(50, device="cuda")
+    want = base.index_add(0, idx, val)
+
+    ln = R.KernelLauncher(fn, [("XBLOCK", 1000)], configs, dtypes, (2,))
+    out = base.clone()
+    ln(idx, val, out)  # autotuned: every timed run's atomic adds are undone
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-5)
+    assert ln.timings is not None and len(ln.timings) == 3 and ln.best_config in configs
+    assert hasattr(ln.autotuner, "bench_time")  # it benchmarked
+    out = base.clone()
+    ln(idx, val, out)
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-5)
+
+    # another launcher of the same kernel (as in another process): timings come from the disk cache
+    ln2 = R.KernelLauncher(fn, [("XBLOCK", 1000)], configs, dtypes, (2,))
+    out = base.clone()
+    ln2(idx, val, out)
+    torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-5)
+    assert not hasattr(ln2.autotuner, "bench_time") and ln2.best_config == ln.best_config
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_autotune_skips_a_config_that_does_not_compile(fresh_triton_cache):
+    fn = triton.jit(_scale_kernel)
+    ln = R.KernelLauncher(fn, [("XBLOCK", 5000)], [{"XBLOCK": 2 ** 21, "num_warps": 4}, {"XBLOCK": 128, "num_warps": 4}],
+                          (torch.float32, torch.float32))
+    R.precompile([ln], workers=2)  # the failing config fails here too, quietly
+    x = torch.randn(5000, device="cuda")
+    out = torch.empty_like(x)
+    ln(x, out)
+    torch.testing.assert_close(out, x * 2)
+    assert ln.best_config["XBLOCK"] == 128
+    assert sorted(t[0] for t in ln.timings.values())[-1] == float("inf")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+@pytest.mark.parametrize("pool,workers", [("process", 4), ("thread", 4), ("process", 1)])
+def test_precompile_compiles_every_config_before_the_first_launch(pool, workers, fresh_triton_cache):
+    src_fns = [_scale_kernel, _scatter_add_kernel, _block_size_kernel]
+    launchers = [
+        R.KernelLauncher(triton.jit(src_fns[0]), [("XBLOCK", 5000)],
+                         [{"XBLOCK": 128, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4}], (torch.float32,) * 2),
+        R.KernelLauncher(triton.jit(src_fns[1]), [("XBLOCK", 1000)],
+                         [{"XBLOCK": 64, "num_warps": 2}, {"XBLOCK": 256, "num_warps": 4}],
+                         (torch.int64, torch.float32, torch.float32), (2,)),
+        R.KernelLauncher(triton.jit(src_fns[2]), [("XBLOCK", 37)], [{"XBLOCK": 64, "num_warps": 1}], (torch.int32,)),
+    ]
+    assert R.precompile(launchers, workers=workers, pool=pool) > 0
+    compiled = []
+    triton.knobs.compilation.listener = lambda **kw: compiled.append(kw["cache_hit"])
+    try:
+        x = torch.randn(5000, device="cuda")
+        y = torch.empty_like(x)
+        launchers[0](x, y)
+        idx, val, out = torch.randint(0, 50, (1000,), device="cuda"), torch.randn(1000, device="cuda"), torch.zeros(50, device="cuda")
+        launchers[1](idx, val, out)
+        z = torch.zeros(37, dtype=torch.int32, device="cuda")
+        launchers[2](z)
+        torch.cuda.synchronize()
+    finally:
+        triton.knobs.compilation.listener = None
+    assert compiled == []  # nothing compiled (or even looked up on disk) at launch
+    torch.testing.assert_close(y, x * 2)
+    torch.testing.assert_close(out, torch.zeros(50, device="cuda").index_add(0, idx, val), atol=1e-4, rtol=1e-5)
+    assert z.tolist() == [64] * 37
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_same_graph_compiled_again_finds_its_kernels_in_tritons_disk_cache(fresh_triton_cache):
+    def f(a):
+        return torch.softmax(a * 2, -1), (a.sin() + 1).sum(0)
+
+    a = torch.randn(64, 300, device="cuda")
+    _compile_aten(f, a)  # cold: compiles into the fresh cache
+    hits = []
+    triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    try:
+        cg = _compile_aten(f, a)  # a new module object from the same file, new JIT functions
+    finally:
+        triton.knobs.compilation.listener = None
+    assert hits and all(hits), hits
+    for g, w in zip(cg([a]), f(a)):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------ input layouts
+
+
+def test_inputs_compiled_as_broadcast_accept_other_strides():
+    """A graph input whose example was broadcast (stride 0) is read at index 0 along that dim, so
+    a materialized tensor with the same values is passed as it is, and one whose other strides
+    differ is copied into the compiled layout (that slice copied, then expanded): copying into an
+    overlapping layout is impossible (AOTAutograd's backward met this on the GPU with GPT-2)."""
+    row = torch.randn(1, 8, device=DEVICE)
+    ex = row.expand(4, 8)                                 # strides (0, 1)
+    cg = _compile_aten(lambda a, b: a * 2 + b, ex, torch.randn(4, 8, device=DEVICE))
+    b = torch.randn(4, 8, device=DEVICE)
+    dense = ex.contiguous()                               # strides (8, 1): same values
+    torch.testing.assert_close(cg([dense, b])[0], dense * 2 + b)
+    strided = torch.randn(8, 2, device=DEVICE)[:, 0].expand(4, 8)   # strides (0, 2)
+    torch.testing.assert_close(cg([strided, b])[0], strided * 2 + b)
+    fixed = R.ensure_strides(strided, (4, 8), (0, 1))
+    assert fixed.stride() == (0, 1) and torch.equal(fixed, strided)
