@@ -153,3 +153,37 @@ def test_gpu_config_candidates(shape, dim):
                 assert first["XBLOCK"] >= min(32, next_pow2(g.numel))
             if cg.hint == "outer" and g.rnumel > OUTER_PERSISTENT_MAX:
                 assert not cg.persistent
+
+
+def test_reduction_hint_simplifies_reshaped_indices_and_ignores_broadcast_loads():
+    from tilefuse import symbolic as S
+    from tilefuse.ir.loop_body import LoopBody
+
+    i0, r0 = S.sym("i0"), S.sym("r0")
+    # a (2, 32, 128) tensor reshaped to (64, 128) and summed over rows: the reshape's digits
+    # simplify to i0 + 128*r0 over the ranges: columns across rows
+    b = LoopBody([i0], [r0], {i0: 128, r0: 64})
+    flat = i0 + 128 * r0
+    b.add("load", ("buf0", S.ModularIndexing(i0, 1, 128) + 128 * S.ModularIndexing(flat, 128, 32)
+                   + 4096 * S.ModularIndexing(flat, 4096, 2)), torch.float32)
+    assert b.reduction_hint() == "outer"
+    # a per-row vector (LayerNorm's mean) read next to the column data does not make it inner
+    b.add("load", ("mean", r0), torch.float32)
+    b.add("load", ("buf1", i0 + 128 * r0), torch.float32)
+    assert b.reduction_hint() == "outer"
+    # a full reduction of contiguous data is inner
+    c = LoopBody([], [r0], {r0: 64})
+    c.add("load", ("buf0", r0), torch.float32)
+    assert c.reduction_hint() == "inner"
+
+
+def test_linear_bias_gradient_is_an_outer_reduction():
+    x = torch.randn(2, 32, 64, device=DEVICE, requires_grad=True)
+    lin = torch.nn.Linear(64, 128).to(DEVICE)
+    ref = torch.nn.Linear(64, 128).to(DEVICE)
+    ref.load_state_dict(lin.state_dict())
+    torch.compile(lambda a: torch.nn.functional.gelu(lin(a), approximate="tanh"), backend="tilefuse")(x).square().mean().backward()
+    xr = x.detach().clone().requires_grad_()
+    torch.nn.functional.gelu(ref(xr), approximate="tanh").square().mean().backward()
+    torch.testing.assert_close(lin.bias.grad, ref.bias.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(x.grad, xr.grad, atol=1e-5, rtol=1e-4)

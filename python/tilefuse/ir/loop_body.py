@@ -81,23 +81,33 @@ class LoopBody:
         return [(n.args[0], n.args[1]) for n in self.nodes if n.op in ("store", "store_reduction")]
 
     def reduction_hint(self) -> str:
-        """How a reduction body reads memory (Inductor's ReductionHint): ``"inner"`` when some load
-        is contiguous along the innermost reduction variable (rows reduced along memory),
-        ``"outer"`` when none is but some load is contiguous along the innermost pointwise variable
-        (columns reduced across rows: the kernel must cover many outputs per program to coalesce),
-        ``"default"`` otherwise (and for pointwise bodies). Size-1 variables are ignored."""
+        """How a reduction body reads memory (Inductor's ReductionHint). Each load index,
+        simplified over the variables' ranges, is *inner* when it is contiguous along the innermost
+        reduction variable and moves with the output (or the output is a scalar) — rows reduced
+        along memory — and *outer* when it is contiguous along the innermost pointwise variable and
+        moves along the reduction — columns reduced across rows, so a program must cover many
+        outputs to coalesce. Loads that are constant along one of the two (a per-row mean in a
+        column reduction) are neither. ``"outer"`` when outer loads outnumber inner ones,
+        ``"inner"`` when there is an inner one, else ``"default"`` (and for pointwise bodies).
+        Size-1 variables are ignored."""
         rv = [v for v in self.reduce_vars if self.var_ranges.get(v, 2) != 1]
         iv = [v for v in self.iter_vars if self.var_ranges.get(v, 2) != 1]
         if not rv:
             return "default"
-        outer = False
+        ranges = {v: n for v, n in self.var_ranges.items() if isinstance(n, int)}
+        inner = outer = 0
         for _, idx in self.loads():
+            if ranges:
+                idx = S.simplify_with_ranges(idx, ranges)
             sr = S.stride_vars(idx, [rv[-1]])[0]
-            if sr == 1:
-                return "inner"
-            if iv and sr != 0 and S.stride_vars(idx, [iv[-1]])[0] == 1:
-                outer = True
-        return "outer" if outer else "default"
+            sx = S.stride_vars(idx, [iv[-1]])[0] if iv else 0
+            if sr == 1 and (sx != 0 or not iv):
+                inner += 1
+            elif sx == 1 and sr != 0:
+                outer += 1
+        if outer > inner:
+            return "outer"
+        return "inner" if inner else "default"
 
     def op_count(self) -> int:
         return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr",
