@@ -8,6 +8,7 @@ forward and backward. Also: graph outputs that are views of inputs, in-place ops
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -17,12 +18,26 @@ import tilefuse  # noqa: F401
 from tilefuse import config, metrics
 
 
+# CPU tensors through Triton's interpreter (CI), or CUDA when TRITON_INTERPRET=0 on a GPU machine
+# (then every test carries the ``gpu`` marker); tensors and parameters are created on the default
+# device, set per test
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+DEVICE = "cpu" if INTERPRET else "cuda"
+if DEVICE == "cuda":
+    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+
+
 @pytest.fixture(autouse=True)
 def _strict():
     torch._dynamo.reset()
-    with config.patch(fallback_on_error=False):
-        yield
-    torch._dynamo.reset()
+    prev = torch.get_default_device()
+    torch.set_default_device(DEVICE)
+    try:
+        with config.patch(fallback_on_error=False):
+            yield
+    finally:
+        torch.set_default_device(prev)
+        torch._dynamo.reset()
 
 
 class Block(torch.nn.Module):
@@ -213,7 +228,7 @@ def test_transformer_block_under_bf16_autocast_and_in_fp16():
     m = Block()
     ref = copy.deepcopy(m)
     metrics.reset()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         loss = torch.compile(m, backend="tilefuse")(idx, tgt)
         rloss = ref(idx, tgt)
     loss.backward()

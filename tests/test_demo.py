@@ -6,12 +6,19 @@ tests also require that every graph Dynamo captured was compiled by tilefuse."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 pytest.importorskip("transformers", reason="the demo compiles transformers' GPT-2 (pip install -r requirements-dev.txt)")
 
 from tilefuse import demo  # noqa: E402
+
+# the tiny model on the CPU through Triton's interpreter (CI), or on CUDA when TRITON_INTERPRET=0
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET", "0") not in ("0", "") else "cuda"
+if DEVICE == "cuda" and not torch.cuda.is_available():
+    pytest.skip("TRITON_INTERPRET=0 without a CUDA GPU", allow_module_level=True)
 
 def _assert_all_compiled(res: demo.Result) -> None:
     assert not res.failures, f"{len(res.failures)} graph(s) ran eagerly: {res.failures}"
@@ -29,14 +36,14 @@ def test_build_gpt2_is_deterministic():
 
 
 def test_demo_gpt2_inference_matches_eager():
-    res = demo.run_gpt2(device="cpu", size="tiny", reps=1)
+    res = demo.run_gpt2(device=DEVICE, size="tiny", reps=1)
     assert res.logits_close, f"compiled logits differ from eager: max abs err {res.max_abs_err:.3g}"
     assert res.max_abs_err <= 1e-4
     _assert_all_compiled(res)
 
 
 def test_demo_gpt2_training_step_grads_match_eager():
-    res = demo.run_gpt2(device="cpu", size="tiny", train=True, reps=1, n_layer=1)
+    res = demo.run_gpt2(device=DEVICE, size="tiny", train=True, reps=1, n_layer=1)
     assert res.grads_close, "gradients differ from eager:\n" + "\n".join(res.grad_mismatches)
     assert res.loss_err is not None and res.loss_err <= 1e-4
     _assert_all_compiled(res)
@@ -44,7 +51,7 @@ def test_demo_gpt2_training_step_grads_match_eager():
 
 def test_demo_reports_partial_eager_runs(capsys):
     """Whatever the backend's state, the report must say how many graphs ran eagerly."""
-    res = demo.run_gpt2(device="cpu", size="tiny", reps=1, n_layer=1)
+    res = demo.run_gpt2(device=DEVICE, size="tiny", reps=1, n_layer=1)
     # the comparison itself must hold: a graph that ran eagerly is eager's result
     assert res.logits_close, f"max abs err {res.max_abs_err:.3g}"
     demo.report(res)
@@ -67,7 +74,7 @@ def test_demo_main_exit_status(monkeypatch):
         return res
 
     monkeypatch.setattr(demo, "run_gpt2", mismatching)
-    assert demo.main(["--device", "cpu", "--size", "tiny", "--reps", "1"]) == 1
+    assert demo.main(["--device", DEVICE, "--size", "tiny", "--reps", "1"]) == 1
 
 
 def test_symbolic_section_runs(capsys):
