@@ -333,3 +333,19 @@ def test_extern_input_that_is_a_view_of_a_computed_value_reads_its_buffer(tmp_pa
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert src.count("erf") == 1  # gelu computed once
     assert ".as_strided((12, 48), (1, 12)" in src
+
+
+def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
+    # three identical LayerNorm+GELU layers: three launches of one kernel definition
+    def f(x, w, b):
+        for _ in range(3):
+            x = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (16,), w, b)) @ torch.eye(16)
+        return x
+
+    x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, x, w, b, atol=1e-4, rtol=1e-4)
+    assert metrics.reused_kernel_count >= 2
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    n_defs = src.count("@_jit\ndef tf_kernel_")
+    assert n_defs == metrics.generated_kernel_count - metrics.reused_kernel_count

@@ -1,7 +1,10 @@
 """Counters of what tilefuse generated, as Inductor's ``torch._inductor.metrics``.
 
 ``generated_kernel_count``: Triton kernels generated since the last ``reset()`` (one per fused
-kernel, counted when its source is generated). ``generated_graph_count``: graphs compiled.
+kernel, counted when its source is generated). ``reused_kernel_count``: of those, kernels whose
+source was identical to an earlier kernel of the same graph (a repeated layer), so the earlier
+kernel is launched again instead of being defined, compiled and autotuned a second time.
+``generated_graph_count``: graphs compiled.
 ``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
 ``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
 ``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
@@ -9,6 +12,7 @@ kernel, counted when its source is generated). ``generated_graph_count``: graphs
 """
 
 generated_kernel_count: int = 0
+reused_kernel_count: int = 0
 generated_graph_count: int = 0
 fallback_kernel_count: int = 0
 extern_kernel_count: int = 0
@@ -17,9 +21,10 @@ precompile_seconds: float = 0.0
 
 def reset() -> None:
     """Set every counter to 0."""
-    global generated_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
+    global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
     global precompile_seconds
     generated_kernel_count = 0
+    reused_kernel_count = 0
     generated_graph_count = 0
     fallback_kernel_count = 0
     extern_kernel_count = 0

@@ -315,7 +315,7 @@ class TritonKernelCodegen:
                 xb = min(xp, 1024)
                 return [{"YBLOCK": max(1, min(yp, 4096 // xb)), "XBLOCK": xb}]
             out = []
-            for yb, xb, w in ((32, 32, 4), (64, 64, 8), (16, 128, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4)):
+            for yb, xb, w in ((32, 32, 4), (64, 64, 8), (16, 128, 4)):
                 c = {"YBLOCK": min(yb, yp), "XBLOCK": min(xb, xp), "num_warps": w}
                 if c not in out:
                     out.append(c)

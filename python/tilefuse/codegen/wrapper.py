@@ -112,6 +112,7 @@ class WrapperCodegen:
         body: list[str] = []
         kernel_src: list[str] = []
         launchers: list[str] = []
+        unique: dict[tuple, GeneratedKernel] = {}
         live: list[str] = []
         last_use: dict[str, int] = {}
         for name, rs in readers.items():
@@ -122,8 +123,24 @@ class WrapperCodegen:
                 kname = f"tf_kernel_{len(self.kernels)}"
                 gk = TritonKernelCodegen(item, kname, self.device, keep).generate()
                 metrics.generated_kernel_count += 1
-                self.kernels.append(gk)
-                kernel_src.append(gk.source)
+                if not gk.mutated_args:
+                    # atomic-add targets: updated in place, so restored after each autotuning run
+                    targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
+                    gk.mutated_args = [a for a in gk.arg_names if a in targets]
+                # identical kernels (the same layer repeated in a model) are defined, compiled and
+                # autotuned once: the key is the source with the kernel's name taken out, plus
+                # everything the launcher is built from
+                key = (gk.source.replace(f"def {kname}(", "def _(", 1), tuple(gk.grid_axes), repr(gk.configs),
+                       tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args)))
+                first = unique.get(key)
+                if first is None:
+                    unique[key] = gk
+                    self.kernels.append(gk)
+                    kernel_src.append(gk.source)
+                    launchers.append(self._launcher(gk))
+                else:
+                    metrics.reused_kernel_count += 1
+                    kname = first.name
                 for n in item.nodes:
                     if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                         continue
@@ -131,11 +148,6 @@ class WrapperCodegen:
                     body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
                                 f"dtype={L.dtype}, device=_device)")
                     live.append(n.name)
-                if not gk.mutated_args:
-                    # atomic-add targets: updated in place, so restored after each autotuning run
-                    targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
-                    gk.mutated_args = [a for a in gk.arg_names if a in targets]
-                launchers.append(self._launcher(gk))
                 body.append(f"{kname}_launcher({', '.join(gk.arg_names)})")
             else:
                 buf = item.buf

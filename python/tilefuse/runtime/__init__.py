@@ -67,8 +67,8 @@ log = logging.getLogger("tilefuse")
 _CACHE_DIR = os.environ.get("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
-AUTOTUNE_WARMUP_MS = 5
-AUTOTUNE_REP_MS = 25
+AUTOTUNE_WARMUP_MS = 2
+AUTOTUNE_REP_MS = 10
 # a forked compile worker that gives no result for this long is given up on (its jobs are then
 # compiled in this process)
 FORKED_COMPILE_TIMEOUT_S = 300.0
