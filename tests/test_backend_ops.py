@@ -579,3 +579,86 @@ def test_cumsum_backward():
     (y.cumsum(1).sin() * torch.arange(7.0)).sum().backward()
     torch.testing.assert_close(x.grad, y.grad)
     assert metrics.fallback_kernel_count == 0
+
+
+# ------------------------------------------------------------------------------ OpInfo sweep regressions
+# Cases the OpInfo sweep (tests/test_opinfo.py, scripts/op_coverage.py) found wrong or crashing.
+
+
+def test_empty_reshape_and_repeat_of_an_empty_tensor():
+    """A view of an empty tensor must not build a ``% 0`` index (it raised ValueError)."""
+    x = make([0, 1, 5, 5])
+    check(lambda a: F.unfold(a, 2), x)
+    check(lambda a: (a.reshape(0, 25) + 1, a.repeat(2, 1, 1, 1) * 2), x)
+    check(lambda a: a.repeat(3, 0) + 1, make([2, 3]))
+
+
+def test_constant_index_expression_in_a_one_element_kernel():
+    """A kernel of one element simplifies its index to a constant; it must still be a tensor
+    (multi_margin_loss on 0-d inputs crashed the interpreter)."""
+    x, t = make([]), torch.tensor(0)
+    check(lambda a, b: F.multi_margin_loss(a, b), x, t)
+    check(lambda a: torch.arange(1) + a, make([1]))
+
+
+def test_complex_intermediates_fall_back():
+    """Ops on complex tensors run as aten ops (generated kernels hold no complex dtype)."""
+    x = make([4, 6])
+    got = check(lambda a: torch.view_as_real(torch.fft.rfft(a).permute(1, 0)) * 2, x, fallbacks=3)
+    assert got.shape == (4, 4, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_pow_negative_base_and_special_values(dtype):
+    """Under the interpreter pow is computed from exp/log: a negative base with a non-integer
+    exponent is NaN, with an odd integer exponent negative; pow(1, nan) = pow(nan, 0) = 1."""
+    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0], dtype=dtype)
+    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0], dtype=dtype)
+    check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
+    check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
+    check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
+
+
+def test_integer_pow_with_a_tensor_exponent_falls_back():
+    a, b = torch.tensor([2, -3, 4, 0]), torch.tensor([3, 2, 0, 5])
+    check(lambda x, y: torch.pow(x, y), a, b, exact=True, fallbacks=1)
+    check(lambda x: torch.pow(x, 3), a, exact=True)             # small constant exponent: native
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32])
+def test_bool_to_other_dtypes(dtype):
+    """bool -> bf16 went through int8 bits under the interpreter (True became 9e-41)."""
+    x = torch.tensor([[True, False, True], [False, True, True]])
+    check(lambda a: a.to(dtype) * 3, x, exact=True)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("k, s, p", [(2, 2, 0), (3, 2, 1), ((3, 2), (2, 1), (1, 0))])
+def test_avg_pool2d(k, s, p, ceil_mode, count_include_pad):
+    x = make([2, 3, 7, 6])
+    check(lambda a: F.avg_pool2d(a, k, s, p, ceil_mode, count_include_pad), x, kernels=1)
+
+
+def test_avg_pool2d_divisor_override_low_precision_and_integers():
+    check(lambda a: F.avg_pool2d(a, 3, 2, 1, divisor_override=5), make([1, 2, 6, 6]), kernels=1)
+    check(lambda a: F.avg_pool2d(a, 2), make([2, 5, 5], torch.bfloat16), tol=TOL[torch.bfloat16])
+    xi = torch.randint(-20, 20, (1, 2, 5, 6))
+    check(lambda a: F.avg_pool2d(a, 2, 1, 1, ceil_mode=True, count_include_pad=False), xi, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_max_pool2d_ceil_mode_and_integers(dtype):
+    x = make([2, 3, 7, 6], dtype, low=-50, high=50)
+    check(lambda a: F.max_pool2d(a, 3, 2, 1, ceil_mode=True, return_indices=True), x, exact=True)
+    check(lambda a: F.max_pool2d(a, 2, 2, 0, ceil_mode=True), x, exact=True)
+
+
+def test_copy_broadcasts_and_converts():
+    """``aten.copy`` (functionalized ``copy_``) lowers natively."""
+    def f(a, b):
+        out = torch.zeros(3, 4, dtype=torch.float16)
+        out.copy_(b)
+        return out * 2, a.clone().copy_(b) + 1
+
+    check(f, make([3, 4]), make([4], torch.int64), tol=TOL[torch.float16])

@@ -367,14 +367,12 @@ class TritonKernelCodegen:
         if op == "index_expr":
             expr, dt = a
             e = self._map_index(expr, m)
+            if e.is_number:  # a constant index (a size-1 range): broadcast_to needs a tensor
+                return self.cse(f"tl.full({self.shape(kind)}, {e.int_value}, {tl_dtype(dt)})")
             return self.cse(f"tl.broadcast_to(({self.index_str(e)}), {self.shape(kind)}).to({tl_dtype(dt)})")
         if op == "to_dtype":
             x, dt = A(0), a[1]
             src = a[0].dtype if isinstance(a[0], BodyValue) else None
-            if dt == torch.bool:
-                return self.cse(f"({x} != 0)")
-            if src == torch.bool:
-                return self.cse(f"{x}.to(tl.int8).to({tl_dtype(dt)})")
             return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
@@ -444,7 +442,7 @@ class TritonKernelCodegen:
         if dst == torch.bool:
             return f"({x} != 0)"
         if src == torch.bool:
-            return f"{x}.to(tl.int8).to({tl_dtype(dst)})"
+            return self.cast(f"{x}.to(tl.int8)", torch.int8, dst)
         if dst == torch.bfloat16 and self.interpret and src is not None and not src.is_floating_point:
             # the interpreter reinterprets an integer's bits as bf16: convert through fp32
             return self.cast(f"{x}.to(tl.float32)", torch.float32, dst)
@@ -539,9 +537,13 @@ class TritonKernelCodegen:
             a, b = x
             if lib:
                 return f"libdevice.pow({a}, {b})"
-            mag = f"tl.exp({b} * tl.log(tl.abs({a})))"
-            odd = f"((tl.floor({b}) == {b}) & ((tl.abs({b}) % 2) == 1))"
-            return f"tl.where({b} == 0, 1.0, tl.where(({a} < 0) & {odd}, -{mag}, {mag}))"
+            # |a|^b in float64 (exact enough to round once), the sign from an odd integer b, NaN
+            # for a negative base and a non-integer b; pow(x, 0) = pow(1, y) = 1 as C's pow
+            mag = f"tl.exp({b}.to(tl.float64) * tl.log(tl.abs({a}).to(tl.float64)))"
+            whole = f"(tl.floor({b}) == {b})"
+            odd = f"({whole} & ((tl.abs({b}) % 2) == 1))"
+            signed = f"tl.where(({a} < 0) & {odd}, -{mag}, tl.where(({a} < 0) & ~{whole}, float(\"nan\"), {mag}))"
+            return f"tl.where(({b} == 0) | ({a} == 1), 1.0, {signed}).to({tl_dtype(dtype)})"
         if op in ("logical_and", "logical_or", "logical_xor"):
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
             return f"({x[0]} != 0) {sym} ({x[1]} != 0)"

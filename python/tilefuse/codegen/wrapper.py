@@ -129,7 +129,10 @@ class WrapperCodegen:
                 if isinstance(buf, ir.MultiOutput):
                     path = "".join(f"[{p}]" for p in buf.path)
                     body.append(f"{buf.name} = {buf.parent.name}{path}")
-                    body.append(self._ensure_strides(buf))
+                    if buf.name in readers or buf.name in out_names:
+                        # an unread output is not checked: aten may leave it empty where the meta
+                        # kernel gives it a shape (embedding_bag's offset2bag on the CPU)
+                        body.append(self._ensure_strides(buf))
                 elif isinstance(buf, ir.ExternKernel):
                     if isinstance(buf, ir.FallbackKernel):
                         metrics.fallback_kernel_count += 1

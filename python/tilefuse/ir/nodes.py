@@ -520,6 +520,8 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     old_strides = contiguous_strides(old)
 
     def reindex(index):
+        if prod(old) == 0:  # an empty tensor: nothing is ever read (and a 0 modulus is invalid)
+            return [S.Integer(0)] * len(old)
         flat = S.Integer(0)
         for i, st in zip(index, new_strides):
             flat = flat + i * st

@@ -30,6 +30,10 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 lowerings: dict[Any, Callable] = {}
+# dtypes generated kernels hold; an op reading or producing any other (complex, float8, uint16, ...)
+# runs as a FallbackKernel whatever its lowering
+KERNEL_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
+                           torch.int32, torch.int64, torch.uint8, torch.bool})
 EXTERN_OPS: set = set()  # aten ops run as extern kernels (counted as extern, not fallback)
 
 DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
@@ -179,7 +183,19 @@ def _rshift(a, b):
     if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
         raise NotImplementedError("shift of a non-integer tensor")
     return _binary("rshift")(a, b)
-register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)(_binary("pow", BOOL_TO_LONG))
+
+
+def _pow_result_dtype(a, b) -> torch.dtype:
+    return elementwise_dtypes(_meta(a), _meta(b), type_promotion_kind=BOOL_TO_LONG)[1]
+
+
+@register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def _pow(a, b):
+    """``a ** b`` for floating results; an integer power with a tensor exponent (repeated
+    multiplication of data-dependent length) runs as the aten op."""
+    if not _pow_result_dtype(a, b).is_floating_point:
+        raise NotImplementedError("integer pow with a tensor exponent")
+    return _binary("pow", BOOL_TO_LONG)(a, b)
 
 
 @register_lowering(aten.pow.Tensor_Scalar)
@@ -196,6 +212,8 @@ def _pow_scalar(a, b):
             return r
 
         return make_pointwise(f, BOOL_TO_LONG)(a, b)
+    if not _pow_result_dtype(a, b).is_floating_point:
+        raise NotImplementedError("integer pow with a negative or large exponent")
     if b == 0.5:
         return make_pointwise(lambda x, _: ops.sqrt(x), BOOL_TO_LONG)(a, b)
     if b == -0.5:
@@ -313,6 +331,20 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
 def _clone(x, memory_format=None):
     loader = x.make_loader()
     return Pointwise.create(x.get_device(), x.get_dtype(), loader, list(x.get_size()))
+
+
+@register_lowering(aten.copy.default)
+def _copy(x, src, non_blocking=False):
+    """``aten.copy(x, src)`` (functionalized ``x.copy_(src)``): ``src`` broadcast to ``x``'s shape
+    and converted to ``x``'s dtype."""
+    if not is_tensor(src):
+        return _full(x.get_size(), src, x.get_dtype(), x.get_device())
+    if src.get_device() != x.get_device():
+        raise NotImplementedError("copy across devices")
+    size = list(x.get_size())
+    loader = ir.expand_view(src, size).make_loader()
+    dtype = x.get_dtype()
+    return Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype), size)
 
 
 @register_lowering(aten.alias, aten.lift_fresh_copy)
@@ -499,7 +531,8 @@ def _repeat(x, repeats):
     out = [s * r for s, r in zip(padded, repeats)]
 
     def reindex(index):
-        return [S.ModularIndexing(index[lead + k], 1, n) if n != 1 else S.Integer(0) for k, n in enumerate(size)]
+        # a size-1 dim reads index 0; so does an empty one (nothing is read, and % 0 is invalid)
+        return [S.ModularIndexing(index[lead + k], 1, n) if n > 1 else S.Integer(0) for k, n in enumerate(size)]
 
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
@@ -1138,8 +1171,6 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
     size = list(x.get_size())
     if len(size) not in (3, 4):
         raise NotImplementedError("max_pool2d of a tensor that is not 3-D or 4-D")
-    if ceil_mode:
-        raise NotImplementedError("max_pool2d with ceil_mode")  # -> fallback
 
     def pair(v, default):
         v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
@@ -1152,8 +1183,16 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
     if k[0] * k[1] > 64:
         raise NotImplementedError("max_pool2d with a large window")  # unrolled: keep it small
     H, W = size[-2], size[-1]
-    OH = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    OW = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    def out_size(n, k_, s_, p_, d_):
+        span = n + 2 * p_ - d_ * (k_ - 1) - 1
+        if not ceil_mode:
+            return span // s_ + 1
+        o = -(-span // s_) + 1
+        # as torch: the last window must start inside the input or its left padding
+        return o - 1 if (o - 1) * s_ >= n + p_ else o
+
+    OH = out_size(H, k[0], s[0], p[0], d[0])
+    OW = out_size(W, k[1], s[1], p[1], d[1])
     return size, k, s, p, d, H, W, OH, OW
 
 
@@ -1168,9 +1207,11 @@ def _max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, c
     lead = size[:-2]
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
+    lowest = float("-inf") if acc.is_floating_point else (0 if acc == torch.bool else torch.iinfo(acc).min)
+
     def window(idx):
         oh, ow = idx[-2], idx[-1]
-        best = ops.constant(float("-inf"), acc)
+        best = ops.constant(lowest, acc)
         h0 = S.Max(S.Integer(0), oh * s[0] - p[0])
         w0 = S.Max(S.Integer(0), ow * s[1] - p[1])
         bidx = ops.index_expr(h0 * W + w0, torch.int64)
@@ -1223,6 +1264,51 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
         return to_dtype_value(total, dtype)
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.avg_pool2d.default)
+def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    """``avg_pool2d`` as one pointwise kernel over the output, the window unrolled: the in-bounds
+    elements summed in fp32 (for low precision) and divided by the window's size (padding counted
+    when ``count_include_pad``, as torch), or by ``divisor_override``."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError("avg_pool2d: divisor must be non-zero")
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+    if dtype == torch.bool:
+        raise NotImplementedError("avg_pool2d of a bool tensor")
+    # integers: summed in int64 and divided truncating toward zero, as torch's CPU kernel
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else \
+        (dtype if dtype.is_floating_point else torch.int64)
+    divide = ops.truediv if acc.is_floating_point else ops.truncdiv
+
+    def inner(idx):
+        oh, ow = idx[-2], idx[-1]
+        total = ops.constant(0, acc)
+        for kh in range(k[0]):
+            for kw in range(k[1]):
+                h = oh * s[0] - p[0] + kh
+                w = ow * s[1] - p[1] + kw
+                v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
+                inb = ops.logical_and(_in_range(h, 0, H), _in_range(w, 0, W))
+                total = ops.where(inb, ops.add(total, v), total)
+        if divisor_override is not None:
+            div = ops.constant(divisor_override, acc)
+        else:
+            # the window clipped to the padded input (count_include_pad) or to the input itself
+            h0, w0 = oh * s[0] - p[0], ow * s[1] - p[1]
+            if count_include_pad:
+                hn = S.Min(h0 + k[0], S.Integer(H + p[0])) - h0
+                wn = S.Min(w0 + k[1], S.Integer(W + p[1])) - w0
+            else:
+                hn = S.Min(h0 + k[0], S.Integer(H)) - S.Max(h0, S.Integer(0))
+                wn = S.Min(w0 + k[1], S.Integer(W)) - S.Max(w0, S.Integer(0))
+            div = ops.to_dtype(ops.index_expr(hn * wn, torch.int64), acc)
+        return to_dtype_value(divide(total, div), dtype)
+
+    return Pointwise.create(x.get_device(), dtype, inner, size[:-2] + [OH, OW])
 
 
 # ---------------------------------------------------------------------------------- scans
