@@ -662,3 +662,29 @@ def test_copy_broadcasts_and_converts():
         return out * 2, a.clone().copy_(b) + 1
 
     check(f, make([3, 4]), make([4], torch.int64), tol=TOL[torch.float16])
+
+
+SPECIAL_VALUES = [0.0, -0.0, 1e-30, -3e-7, 0.2, -0.4142, 0.5, -0.99, 1.0, -1.0, 1.5, -7.25, 1e4, -3e30,
+                  float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("name", ["atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_inverse_trig_and_hyperbolic(name, dtype):
+    """Under the interpreter these are float64 formulas (no libdevice): compared with eager on
+    special values (signed zeros, +-1, infinities, NaN) and a random spread."""
+    x = torch.cat([torch.tensor(SPECIAL_VALUES), torch.randn(40) * 3]).to(dtype)
+    fn = getattr(torch, name)
+    check(lambda a: fn(a), x, tol=TOL[dtype])
+    check(lambda a: fn(a), torch.arange(-4, 5), tol=TOL[torch.float32])      # int -> float
+
+
+def test_atan2_quadrants_zeros_and_infinities():
+    v = torch.tensor(SPECIAL_VALUES)
+    y, x = v[:, None].expand(17, 17), v[None, :].expand(17, 17)
+    check(lambda a, b: torch.atan2(a, b), y.contiguous(), x.contiguous())
+
+
+def test_float64_inverse_trig_falls_back_under_the_interpreter():
+    """The float64 formulas are not exact enough for a float64 result: aten computes it."""
+    check(lambda a: torch.atan(a) + 1, torch.randn(8, dtype=torch.float64), tol=TOL[torch.float64], fallbacks=1)

@@ -485,10 +485,18 @@ class TritonKernelCodegen:
             return f"{x[0]} % {x[1]}"
         if op in ("lshift", "rshift"):
             return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
-        if op == "atan2":
-            if not lib:
-                raise NotImplementedError("atan2 has no portable form under the interpreter")
-            return f"libdevice.atan2({x[0]}, {x[1]})"
+        if op in _F64_MATH:
+            if lib:
+                return f"libdevice.{op}({', '.join(x)})"
+            # the interpreter has no libdevice: a float64 formula (exact enough for a result of
+            # float32 or narrower, which the lowerings guarantee), rounded once
+            args = [self.cse(f"{v}.to(tl.float64)") for v in x]
+            return f"({_F64_MATH[op](self.cse, *args)}).to({tl_dtype(dtype)})"
+        if op == "signbit":
+            bits = {torch.float64: "tl.int64", torch.float16: "tl.int16", torch.bfloat16: "tl.int16"}
+            if not in_float:
+                return f"{x[0]} < 0"
+            return f"{x[0]}.to({bits.get(raw[0].dtype, 'tl.int32')}, bitcast=True) < 0"
         if op == "neg":
             return f"-{x[0]}"
         if op == "abs":
@@ -630,6 +638,62 @@ class TritonKernelCodegen:
             anynan = f"(tl.max(({m} != {m}).to(tl.int8), 1) > 0)[:, None]"
             hit = f"tl.where({anynan}, {m} != {m}, {m} == {best})"
         return f"tl.min(tl.where({hit}, {ids}, 9223372036854775807), 1)[:, None]"
+
+
+def _atan_f64(c, t: str) -> str:
+    """atan of a float64 value ``t`` as Triton source (no libdevice), intermediates named through
+    ``c`` (the kernel's CSE): |t| > 1 reflects to pi/2 - atan(1/|t|), |t| > tan(pi/8) shifts to
+    pi/4 + atan((|t|-1)/(|t|+1)), and the reduced argument (|u| <= 0.4143) goes through 14 terms
+    of atan's Taylor series (error < 1e-12)."""
+    a = c(f"tl.abs({t})")
+    big = c(f"{a} > 1.0")
+    r = c(f"tl.where({big}, 1.0 / {a}, {a})")
+    mid = c(f"{r} > 0.41421356237309503")
+    u = c(f"tl.where({mid}, ({r} - 1.0) / ({r} + 1.0), {r})")
+    z = c(f"{u} * {u}")
+    poly = "0.0"
+    for k in reversed(range(14)):
+        poly = c(f"{(-1) ** k / (2 * k + 1)!r} + {z} * {poly}")
+    v = c(f"{u} * {poly}")
+    v = c(f"tl.where({mid}, 0.7853981633974483 + {v}, {v})")
+    v = c(f"tl.where({big}, 1.5707963267948966 - {v}, {v})")
+    return f"tl.where({t} < 0, -{v}, {v})"
+
+
+def _atan2_f64(c, y: str, x: str) -> str:
+    """atan2 from atan of |y|/|x| (both infinite: pi/4, both zero: 0), reflected for a negative
+    (or -0.0) x and signed as y (signed zeros as C's atan2)."""
+    ay, ax = c(f"tl.abs({y})"), c(f"tl.abs({x})")
+    ratio = c(f"tl.where(({ay} == float('inf')) & ({ax} == float('inf')), 1.0, "
+              f"tl.where(({ay} == 0) & ({ax} == 0), 0.0, {ay} / {ax}))")
+    r = c(_atan_f64(c, ratio))
+    xneg = c(f"({x} < 0) | (({x} == 0) & (1.0 / {x} < 0))")
+    yneg = c(f"({y} < 0) | (({y} == 0) & (1.0 / {y} < 0))")
+    r = c(f"tl.where({xneg}, 3.141592653589793 - {r}, {r})")
+    return f"tl.where({yneg}, -{r}, {r})"
+
+
+def _asin_f64(c, x: str) -> str:
+    return _atan_f64(c, c(f"{x} / tl.sqrt(1.0 - {x} * {x})"))
+
+
+# ops with a libdevice function on the GPU and a float64 formula under the interpreter; each takes
+# the CSE function and its operands' names
+_F64_MATH = {
+    "atan": _atan_f64,
+    "atan2": _atan2_f64,
+    "asin": _asin_f64,
+    "acos": lambda c, x: f"1.5707963267948966 - {c(_asin_f64(c, x))}",
+    "sinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 6.0, "
+                         f"0.5 * (tl.exp({x}) - tl.exp(-{x})))",
+    "cosh": lambda c, x: f"0.5 * (tl.exp({x}) + tl.exp(-{x}))",
+    "asinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} - {x} * {x} * {x} / 6.0, "
+                          f"tl.where({x} < 0, -1.0, 1.0) * tl.log(tl.abs({x}) + tl.sqrt({x} * {x} + 1.0)))",
+    "acosh": lambda c, x: f"tl.where({x} < 1.0, float('nan'), tl.log({x} + tl.sqrt({x} * {x} - 1.0)))",
+    "atanh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 3.0, "
+                          f"0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))",
+    "hypot": lambda c, a, b: f"tl.sqrt({a} * {a} + {b} * {b})",
+}
 
 
 def G_dtype(name: str) -> torch.dtype:

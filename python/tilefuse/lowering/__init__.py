@@ -161,12 +161,25 @@ register_lowering(aten.remainder)(_binary("remainder"))
 register_lowering(aten.fmod)(_binary("fmod"))
 
 
-@register_lowering(aten.atan2)
-def _atan2(a, b):
-    """atan2 via libdevice on the GPU; under the interpreter (no libdevice) it falls back."""
-    if _device([a, b]).type != "cuda":
-        raise NotImplementedError("atan2 under the Triton interpreter")
-    return _binary("atan2", INT_TO_FLOAT)(a, b)
+def _libdevice_math(name: str, nargs: int):
+    """Lowering of a float math op that is a libdevice call on the GPU and a float64 formula
+    under the interpreter (codegen's ``_F64_MATH``): float64 results fall back there, as the
+    formula would not be exact enough for them."""
+    fn = _binary(name, INT_TO_FLOAT) if nargs == 2 else _unary(name, INT_TO_FLOAT)
+
+    def lower(*args):
+        if _device(args).type != "cuda":
+            _, rdt = elementwise_dtypes(*[_meta(a) for a in args], type_promotion_kind=INT_TO_FLOAT)
+            if rdt == torch.float64:
+                raise NotImplementedError(f"{name} of float64 under the Triton interpreter")
+        return fn(*args)
+
+    return lower
+
+
+register_lowering(aten.atan2)(_libdevice_math("atan2", 2))
+for _name in ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"):
+    register_lowering(getattr(aten, _name))(_libdevice_math(_name, 1))
 
 
 @register_lowering(aten.__lshift__, aten.bitwise_left_shift)
