@@ -688,3 +688,67 @@ def test_atan2_quadrants_zeros_and_infinities():
 def test_float64_inverse_trig_falls_back_under_the_interpreter():
     """The float64 formulas are not exact enough for a float64 result: aten computes it."""
     check(lambda a: torch.atan(a) + 1, torch.randn(8, dtype=torch.float64), tol=TOL[torch.float64], fallbacks=1)
+
+
+def test_signbit_copysign_hypot_angle():
+    v = torch.tensor(SPECIAL_VALUES)
+    w = v.flip(0)
+    check(lambda a: torch.signbit(a), v, exact=True)
+    check(lambda a: torch.signbit(a), torch.tensor([-3, 0, 5]), exact=True)
+    check(lambda a, b: torch.copysign(a, b), v, w)
+    check(lambda a, b: torch.hypot(a, b), v, w)
+    check(lambda a: torch.angle(a), v)
+    check(lambda a: torch.angle(a), torch.tensor([-3, 0, 5]))
+
+
+@pytest.mark.parametrize("decimals", [0, 2, -1])
+def test_round_decimals(decimals):
+    x = torch.tensor([0.125, -2.5, 3.14159, 1234.5678, -0.005, 15.0, float("nan")])
+    check(lambda a: torch.round(a, decimals=decimals), x, exact=True)
+
+
+def test_unfold_view():
+    x = make([4, 9])
+    check(lambda a: a.unfold(1, 3, 2) * 2, x, kernels=1)
+    check(lambda a: a.unfold(0, 4, 1).sum(-1), x)
+
+
+@pytest.mark.parametrize("ord", [0, 1.5, 3, 2])
+def test_vector_norm_any_order(ord):
+    x = make([3, 7])
+    x[0, 2] = 0
+    check(lambda a: torch.linalg.vector_norm(a, ord, dim=1), x, tol=(1e-5, 1e-5))
+    check(lambda a, b: torch.dist(a, b, ord), x, make([7]), tol=(1e-5, 1e-5))
+
+
+@pytest.mark.parametrize("offset, d1, d2", [(0, 0, 1), (1, 0, 1), (-2, 1, 2), (1, 2, 0)])
+def test_diagonal_scatter(offset, d1, d2):
+    x = make([4, 5, 3])
+    src = torch.diagonal(x, offset, d1, d2).clone().normal_()
+    check(lambda a, b: torch.diagonal_scatter(a, b, offset, d1, d2), x, src, exact=True)
+
+
+def test_index_select_of_a_0d_tensor():
+    check(lambda a, i: a.index_select(0, i) * 2, torch.tensor(3.5), torch.tensor([0]), exact=True)
+
+
+def test_as_strided_within_a_contiguous_tensor_is_a_view():
+    """as_strided reading only the tensor's own elements (group_norm's graphs) is native; one that
+    reads past them depends on memory beyond the tensor and runs as the aten op."""
+    x = make([1, 6, 3])
+    check(lambda a, w, b: F.group_norm(a, 2, w, b, 1e-5), x, make([6]), make([6]), tol=(2e-5, 2e-5))
+    check(lambda a: torch.as_strided(a * 2, (3, 2), (2, 3), 1) + 1, make([12]), exact=True)
+    base = make([20])
+    check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 12) + 1, base, exact=True, fallbacks=1)
+
+
+def test_kernel_whose_values_are_all_unused_is_not_launched():
+    """An empty adaptive pool computes index tensors read only by an empty buffer: no kernel."""
+    check(lambda a: F.adaptive_avg_pool1d(a, 5), make([0, 8, 7]), kernels=0)
+
+
+def test_embedding_bag_unused_outputs_are_not_checked():
+    """aten's CPU embedding_bag leaves outputs nobody reads empty where the meta kernel sizes
+    them; only outputs that are read are checked against their expected shape."""
+    w, idx, off = make([10, 3], torch.bfloat16), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3])
+    check(lambda a, i, o: F.embedding_bag(i, a, o, mode="sum"), w, idx, off, tol=TOL[torch.bfloat16], fallbacks=1)

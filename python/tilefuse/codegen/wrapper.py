@@ -108,6 +108,9 @@ class WrapperCodegen:
                 keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
                 kname = f"tf_kernel_{len(self.kernels)}"
                 gk = TritonKernelCodegen(item, kname, self.device, keep).generate()
+            if isinstance(item, KernelGroup) and not gk.arg_names:
+                pass  # every value it computed is unused (indices read only by an empty buffer)
+            elif isinstance(item, KernelGroup):
                 metrics.generated_kernel_count += 1
                 self.kernels.append(gk)
                 kernel_src.append(gk.source)

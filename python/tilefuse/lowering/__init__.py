@@ -286,6 +286,52 @@ register_lowering(aten.isnan)(_unary("isnan", ALWAYS_BOOL))
 register_lowering(aten.isinf)(_unary("isinf", ALWAYS_BOOL))
 
 
+register_lowering(aten.hypot)(_libdevice_math("hypot", 2))
+
+
+@register_lowering(aten.signbit)
+def _signbit(x):
+    """``torch.signbit``: the sign bit (set for -0.0 and negative NaNs; ``x < 0`` for integers)."""
+    return make_pointwise(lambda a: ops.signbit(a), ALWAYS_BOOL, compute_dtype=x.get_dtype())(x)
+
+
+@register_lowering(aten.copysign.Tensor, aten.copysign.Scalar)
+def _copysign(a, b):
+    """``torch.copysign``: |a| with b's sign bit."""
+    def f(x, y):
+        ax = ops.abs(x)
+        return ops.where(ops.signbit(y), ops.neg(ax), ax)
+
+    return make_pointwise(f, INT_TO_FLOAT)(a, b)
+
+
+@register_lowering(aten.round.decimals)
+def _round_decimals(x, *, decimals=0):
+    """``torch.round(x, decimals=d)`` as torch's CPU kernel: nearbyint(x * 10^d) / 10^d, or for
+    d < 0 nearbyint(x / 10^-d) * 10^-d."""
+    if not x.get_dtype().is_floating_point:
+        return _to_dtype_lowering(x, x.get_dtype())
+    scale = float(10 ** abs(decimals))
+
+    def f(a):
+        c = ops.constant(scale, a.dtype)
+        if decimals >= 0:
+            return ops.truediv(ops.round(ops.mul(a, c)), c)
+        return ops.mul(ops.round(ops.truediv(a, c)), c)
+
+    return make_pointwise(f)(x)
+
+
+@register_lowering(aten.angle)
+def _angle(x):
+    """``torch.angle`` of a real tensor: pi for negative values, 0 otherwise, NaN stays NaN."""
+    def f(a):
+        pi = ops.where(ops.lt(a, ops.constant(0, a.dtype)), ops.constant(math.pi, a.dtype), ops.constant(0.0, a.dtype))
+        return ops.where(ops.ne(a, a), a, pi)
+
+    return make_pointwise(f, INT_TO_FLOAT)(x)
+
+
 @register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
 def _where(cond, a, b):
     def f(c, x, y):
@@ -384,6 +430,12 @@ def _full_default(size, fill_value, *, dtype=None, layout=None, device=None, pin
 def _empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     """``torch.empty``: contents are unspecified, so zeros are a valid (and fusable) value; in a
     functional graph nothing relies on an empty tensor's contents."""
+    return _full(size, 0, dtype or torch.get_default_dtype(), device)
+
+
+@register_lowering(aten.empty_permuted.default)
+def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``torch.empty_permuted``: as ``torch.empty``, zeros (the output's strides follow the graph)."""
     return _full(size, 0, dtype or torch.get_default_dtype(), device)
 
 
@@ -574,6 +626,28 @@ def _diagonal(x, offset=0, dim1=0, dim2=1):
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
 
+@register_lowering(aten.unfold.default)
+def _unfold(x, dimension, size, step):
+    """``x.unfold(dim, size, step)``: dim becomes the window count, a new last dim of ``size``
+    indexes inside the window (element ``i * step + j``), as a lazy view."""
+    shape = list(x.get_size())
+    if not shape:
+        if size > 1:
+            raise ValueError(f"unfold: size {size} exceeds a 0-d tensor")
+        return ir.reshape_view(x, [1])
+    d = dimension % len(shape)
+    if step <= 0 or size > shape[d]:
+        raise ValueError(f"unfold: size {size} / step {step} invalid for dimension of size {shape[d]}")
+    out = shape[:d] + [(shape[d] - size) // step + 1] + shape[d + 1:] + [size]
+
+    def reindex(index):
+        src = list(index[:-1])
+        src[d] = index[d] * step + index[-1]
+        return src
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
+
+
 @register_lowering(aten.t)
 def _t(x):
     return x if len(x.get_size()) < 2 else ir.permute_view(x, [1, 0])
@@ -721,6 +795,9 @@ def decompositions() -> dict:
         aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
         aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
         aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
+        aten._batch_norm_with_update, aten._batch_norm_with_update_functional, aten._adaptive_avg_pool2d,
+        aten.ldexp, aten.narrow_copy, aten.view_copy, aten.permute_copy,
+        aten.unbind_copy, aten.dist, aten.index_add, aten.index_fill, aten.aminmax,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
     # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
@@ -843,10 +920,20 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
 def _index_select(x, dim, index):
     """``x.index_select(dim, index)`` (index 0-d or 1-D) as an indirect load along ``dim``."""
     size = list(x.get_size())
-    if not size:
-        raise NotImplementedError("index_select of a 0-d tensor")
-    dim = dim % len(size)
     isize = list(index.get_size())
+    if not size:
+        # a 0-d input: the index holds one value, which must be 0; the result is 0-d
+        if prod(isize) != 1:
+            raise IndexError(f"index_select: index to a scalar can have only 1 value, got {prod(isize)}")
+        xl = x.make_loader()
+        il = _index_loader(ir.reshape_view(index, [1]), 1, wrap_negative=False)
+
+        def inner0(idx):
+            il([S.Integer(0)])  # traced for its bounds check (0 <= index < 1)
+            return xl([])
+
+        return Pointwise.create(x.get_device(), x.get_dtype(), inner0, [])
+    dim = dim % len(size)
     if len(isize) > 1:
         raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {isize}")
     xl = x.make_loader()
@@ -1040,6 +1127,66 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     return Pointwise.create(x.get_device(), dtype, inner, size)
 
 
+@register_lowering(aten.diagonal_scatter.default)
+def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """``x`` with ``x.diagonal(offset, dim1, dim2)`` replaced by ``src`` (diagonal's backward):
+    a pointwise where over the positions on that diagonal."""
+    size = list(x.get_size())
+    n = len(size)
+    d1, d2 = dim1 % n, dim2 % n
+    if d1 == d2:
+        raise ValueError("diagonal_scatter: dim1 and dim2 must differ")
+    r1, r2 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(size[d1] - r1, size[d2] - r2))
+    if length == 0:
+        return _clone(x)
+    keep = [k for k in range(n) if k not in (d1, d2)]
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        j = idx[d1] - r1
+        v = to_dtype_value(sl([idx[k] for k in keep] + [_clamped(j, length)]), dtype)
+        on = ops.logical_and(ops.eq(ops.index_expr(j, torch.int64), ops.index_expr(idx[d2] - r2, torch.int64)),
+                             _in_range(j, 0, length))
+        return ops.where(on, v, xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.as_strided.default)
+def _as_strided(x, size, stride, storage_offset=None):
+    """``x.as_strided(size, stride, offset)`` when it reads only ``x``'s own elements and ``x`` is
+    contiguous in eager (so a storage position is a flat index of ``x``): a lazy view reading flat
+    position ``offset + sum(i*stride)``. Anything else depends on memory beyond the tensor, and runs
+    as the aten op."""
+    from ..ir import graph_context as G
+
+    arg = G.graph().current_node.args[0]
+    meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
+        raise NotImplementedError("as_strided of a tensor that is not contiguous")
+    size, stride = list(size), list(stride)
+    rel = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
+    if rel < 0 or any(st < 0 for st in stride) or len(size) != len(stride):
+        raise NotImplementedError("as_strided before the tensor's start or with negative strides")
+    numel = prod(list(x.get_size()))
+    if prod(size) > 0 and rel + sum((s - 1) * st for s, st in zip(size, stride)) >= numel:
+        raise NotImplementedError("as_strided reading past the tensor's elements")
+    old = list(x.get_size())
+    old_strides = ir.contiguous_strides(old)
+
+    def reindex(index):
+        if prod(size) == 0:
+            return [S.Integer(0)] * len(old)
+        flat = S.Integer(rel)
+        for i, st in zip(index, stride):
+            flat = flat + i * st
+        return [S.ModularIndexing(flat, ost, s) if s > 1 else S.Integer(0) for s, ost in zip(old, old_strides)]
+
+    return ir.TensorBox(ir.GenericView(x, size, reindex))
+
+
 @register_lowering(aten.select_scatter.default)
 def _select_scatter(x, src, dim, index):
     """``x`` with ``x.select(dim, index)`` replaced by ``src``."""
@@ -1103,6 +1250,17 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     elif ord in (math.inf, -math.inf):
         ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
         r = make_reduction("amax" if ord > 0 else "amin")(ab, dim, keepdim)
+    elif ord == 0:
+        nz = make_pointwise(lambda a: ops.to_dtype(ops.ne(a, ops.constant(0, a.dtype)), acc), NO_OPMATH,
+                            out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("sum")(nz, dim, keepdim, dtype=acc)
+    elif isinstance(ord, numbers.Real) and ord > 0 and math.isfinite(ord):
+        # (sum |x|^p)^(1/p)
+        p = float(ord)
+        powed = make_pointwise(lambda a: ops.pow(ops.abs(a), ops.constant(p, acc)), NO_OPMATH,
+                               out_dtype=acc, compute_dtype=acc)(x)
+        r = make_pointwise(lambda a: ops.pow(a, ops.constant(1.0 / p, acc)), NO_OPMATH, out_dtype=acc,
+                           compute_dtype=acc)(make_reduction("sum")(powed, dim, keepdim, dtype=acc))
     else:
         raise NotImplementedError(f"vector_norm with ord={ord}")
     return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r
