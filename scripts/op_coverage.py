@@ -220,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jsonl", default=os.path.join(ROOT, "op_coverage.jsonl"))
     p.add_argument("--resume", action="store_true", help="keep the verdicts already in --jsonl")
     p.add_argument("--render", action="store_true", help="only rewrite --out from --jsonl")
+    p.add_argument("--redo", default="", help="with --resume: run again the ops whose verdict in --jsonl has "
+                   "one of these statuses (comma-separated) or whose note contains --redo-note")
+    p.add_argument("--redo-note", default=None)
     p.add_argument("--timeout", type=float, default=420.0, help="seconds per op")
     p.add_argument("--max-samples", type=int, default=3)
     p.add_argument("--ops-per-worker", type=int, default=60)
@@ -244,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         if not ns.resume and os.path.exists(ns.jsonl):
             os.remove(ns.jsonl)
         done = load(ns.jsonl)
+        redo = {st for st in ns.redo.split(",") if st}
+        done = {k: r for k, r in done.items()
+                if r["status"] not in redo and not (ns.redo_note and ns.redo_note in r["note"])}
         todo = [n for n in names if n not in done]
         sweep(todo, families, ns.jsonl, ns.timeout, ns.max_samples, ns.ops_per_worker)
     results = load(ns.jsonl)

@@ -407,13 +407,18 @@ def test_slice_and_select_scatter():
                               torch.select_scatter(a, d, 1, -2)), x, s1, s2, s3)
 
 
-def test_scatter_value_one_hot_and_general_fallback():
+def test_scatter_value_one_hot_and_general():
+    """One write per row: a pointwise where; other shapes: a store kernel into a copy."""
     x = torch.zeros(5, 7)
     idx = torch.tensor([[0], [6], [3], [3], [1]])
-    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx)
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx, kernels=1)
     torch._dynamo.reset()
     idx2 = torch.tensor([[0, 2], [6, 5], [3, 1], [3, 0], [1, 4]])
-    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2, fallbacks=1)
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2)
+    torch._dynamo.reset()
+    src = make([5, 3], torch.bfloat16)
+    check(lambda a, i, s: a.scatter(1, i, s) * 2, make([5, 7], torch.bfloat16), idx2, src, exact=True)
+    check(lambda a, i, s: a.scatter(0, i, s), make([7, 2]), torch.tensor([[6, 0], [2, 5]]), make([3, 3]), exact=True)
 
 
 # ------------------------------------------------------------------------------ more lowerings
@@ -533,11 +538,16 @@ def test_bf16_constants_and_masked_fill_with_inf():
           x, m, tol=TOL[torch.bfloat16])
 
 
-def test_index_put_without_accumulate_falls_back_and_padding_idx_grads():
+def test_index_put_without_accumulate_and_padding_idx_grads():
+    """index_put without accumulate is a store kernel (any dtype, as no atomics are needed)."""
     x = make([5, 3])
     i = torch.tensor([4, 0])
     v = make([2, 3])
-    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v, fallbacks=1)
+    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v)
+    check(lambda a, b, c: torch.index_put(a, [b], c) * 2, make([5, 3], torch.bfloat16), i,
+          make([3], torch.bfloat16), exact=True)
+    check(lambda a, b: a.index_copy(0, b, torch.ones(2, 3)), x, i)
+    check(lambda a: F.max_unpool1d(*F.max_pool1d(a, 2, return_indices=True), 2), make([2, 3, 8]))
     torch._dynamo.reset()
     emb = torch.nn.Embedding(7, 4, padding_idx=0)
     ref = torch.nn.Embedding(7, 4, padding_idx=0)
@@ -752,3 +762,10 @@ def test_embedding_bag_unused_outputs_are_not_checked():
     them; only outputs that are read are checked against their expected shape."""
     w, idx, off = make([10, 3], torch.bfloat16), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3])
     check(lambda a, i, o: F.embedding_bag(i, a, o, mode="sum"), w, idx, off, tol=TOL[torch.bfloat16], fallbacks=1)
+
+
+def test_scatter_reduce_add_and_multiply():
+    x, idx = make([4, 5]), torch.tensor([[0, 1, 0], [3, 3, 3]])
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="add"), x, idx, make([2, 3]), tol=(1e-5, 1e-5))
+    check(lambda a, i: a.scatter(1, i, 2.0, reduce="add"), x, idx, tol=(1e-5, 1e-5))
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)

@@ -1,6 +1,6 @@
 """OpInfo sweep, CI subset: representative ops of torch's OpInfo database compiled with tilefuse.
 
-Each op runs through ``tilefuse.testing.opinfo.run_op``: its first small sample inputs in float32,
+Each op runs through ``tilefuse.testing.opinfo.run_op``: its first two small sample inputs in float32,
 bfloat16/float16, an integer type and bool (where the op supports them), compiled with tilefuse
 (``fallback_on_error=False``) and compared with eager using the OpInfo's tolerances. Every op here
 must match eager on every sample, natively or through a FallbackKernel; the ops in ``NATIVE`` must
@@ -27,7 +27,7 @@ CI_OPS = {
     "nn.functional.silu": "native", "bitwise_not": "native", "isnan": "native",
     # elementwise binary / ternary
     "add": "native", "sub": "native", "mul": "native", "div.no_rounding_mode": "native",
-    "div.floor_rounding": "native", "pow": "native", "maximum": "native", "eq": "native", "lt": "native",
+    "div.floor_rounding": "native", "pow": "ok", "maximum": "native", "eq": "native", "lt": "native",
     "remainder": "native", "logical_and": "native", "bitwise_and": "native", "clamp": "native",
     "where": "native", "masked_fill": "native", "addcmul": "native", "lerp": "native",
     # reductions
@@ -61,7 +61,7 @@ def _fresh():
 def test_opinfo(name):
     if name in XFAIL:
         pytest.xfail(XFAIL[name])
-    res = opinfo.run_op(opinfo.find_op(name))
+    res = opinfo.run_op(opinfo.find_op(name), max_samples=2)
     assert res.samples > 0, f"{name}: no sample compared ({res.note})"
     assert res.status in ("native", "fallback"), f"{name}: {res.status}: {res.note}"
     if CI_OPS[name] == "native":

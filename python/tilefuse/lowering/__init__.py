@@ -1199,14 +1199,15 @@ def _select_scatter(x, src, dim, index):
 def _scatter_value(x, dim, index, value):
     """``x.scatter(dim, index, value)`` when ``index`` has size 1 along ``dim`` and ``x``'s sizes
     elsewhere (one write per row, the one-hot pattern of nll_loss backward): a pointwise
-    ``where(j == index[..., 0, ...], value, x)``. Other shapes fall back."""
+    ``where(j == index[..., 0, ...], value, x)``. Other shapes store into a copy of ``x``
+    (``_scatter_store``)."""
     size = list(x.get_size())
     isize = list(index.get_size())
     if not size:
         raise NotImplementedError("scatter into a 0-d tensor")
     dim = dim % len(size)
     if len(isize) != len(size) or isize[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
-        raise NotImplementedError("general scatter")
+        return _scatter_store(x, dim, index, lambda idx: ops.constant(value, x.get_dtype()))
     il = _index_loader(index, size[dim], wrap_negative=False)
     xl = x.make_loader()
     dtype = x.get_dtype()
@@ -1219,6 +1220,44 @@ def _scatter_value(x, dim, index, value):
         return ops.where(hit, ops.constant(value, dtype), xl(idx))
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+def _scatter_store(x, dim, index, value_fn):
+    """``x.scatter(dim, index, ...)``: a copy of ``x``, then for every position ``i`` of ``index``
+    ``out[i with dim -> index[i]] = value_fn(i)`` (a store kernel; torch picks an arbitrary winner
+    among duplicate indices, so any order is right)."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size or len(isize) != len(size):
+        raise NotImplementedError("scatter of a 0-d tensor or mismatched ranks")
+    dim = dim % len(size)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+
+    def index_fn(idx):
+        out = list(idx)
+        out[dim] = il(idx)
+        return out
+
+    return _accumulate_into_copy(x, isize, index_fn, value_fn, x.get_dtype(), mode=None)
+
+
+@register_lowering(aten.scatter.src)
+def _scatter_src(x, dim, index, src):
+    """``x.scatter(dim, index, src)``: out[i with dim -> index[i]] = src[i] over index's shape."""
+    sl = src.make_loader()
+    return _scatter_store(x, dim, index, sl)
+
+
+@register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)
+def _scatter_reduce_add(x, dim, index, src, *, reduce):
+    """``x.scatter(dim, index, src, reduce="add")`` as scatter_add (atomic adds); "multiply"
+    falls back."""
+    if reduce != "add":
+        raise NotImplementedError(f"scatter with reduce={reduce!r}")
+    if not is_tensor(src):
+        value = src
+        src = _full(list(index.get_size()), value, x.get_dtype(), x.get_device())
+    return _scatter_add(x, dim, index, src)
 
 
 @register_lowering(aten.max.dim, aten.min.dim)
@@ -1269,12 +1308,13 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 # ---------------------------------------------------------------------------------- scatter-add
 
 
-def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
+def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atomic_add"):
     """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
-    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``)."""
+    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``);
+    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``)."""
     from ..ir import graph_context as G
 
-    if x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
+    if mode == "atomic_add" and x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
         # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
         raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
     copy = _clone(x)
@@ -1285,17 +1325,16 @@ def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
     data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
     if prod(ranges) > 0:
         g = G.graph()
-        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn))
+        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn, mode))
     return copy
 
 
 @register_lowering(aten.index_put.default)
 def _index_put(x, indices, values, accumulate=False):
-    """``x.index_put(indices, values, accumulate=True)`` (embedding backward) as a copy of ``x``
-    plus an atomic-add kernel over the indexed positions; integer index tensors on adjacent dims
-    only. ``accumulate=False`` (last write wins, unordered on a GPU) and other forms fall back."""
-    if not accumulate:
-        raise NotImplementedError("index_put without accumulate")
+    """``x.index_put(indices, values, accumulate)`` (embedding backward, ``x[idx] = v``) as a copy
+    of ``x`` plus a kernel over the indexed positions that adds atomically (``accumulate``) or
+    stores (torch leaves the winner among duplicate indices undefined then); integer index tensors
+    on adjacent dims only, other forms fall back."""
     size = list(x.get_size())
     pos = [k for k, t in enumerate(indices) if t is not None]
     if not pos or pos != list(range(pos[0], pos[-1] + 1)):
@@ -1313,7 +1352,8 @@ def _index_put(x, indices, values, accumulate=False):
         bidx = idx[first:first + nb]
         return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb:])
 
-    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype())
+    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype(),
+                                 "atomic_add" if accumulate else None)
 
 
 @register_lowering(aten.scatter_add.default)

@@ -198,9 +198,23 @@ def select_dtypes(op) -> list[torch.dtype]:
     return out
 
 
-def _active(info, dtype) -> bool:
-    """A DecorateInfo that applies to this sweep: no class or TestInductorOpInfo / TestCommon's
-    eager-consistency tests, device cpu (or any), the dtype."""
+# (test class, test name) whose DecorateInfos the sweep honours: tolerances from all of them,
+# skips only from Inductor's OpInfo test and eager's own consistency test (a skip of, say,
+# TestCommon.test_compare_cpu is about comparing devices, not about this sweep)
+_TOLERANCE_TESTS = {
+    ("TestInductorOpInfo", "test_comprehensive"), ("TestInductorOpInfo", None),
+    ("TestCommon", "test_variant_consistency_eager"), ("TestCommon", "test_compare_cpu"),
+    ("TestCommon", "test_noncontiguous_samples"), ("TestCommon", None),
+}
+_SKIP_TESTS = {
+    ("TestInductorOpInfo", "test_comprehensive"), ("TestInductorOpInfo", None),
+    ("TestCommon", "test_variant_consistency_eager"),
+}
+
+
+def _active(info, dtype, tests=_TOLERANCE_TESTS) -> bool:
+    """A DecorateInfo that applies to this sweep: no test class, or one of ``tests``; device cpu
+    (or any); the dtype."""
     if info.device_type not in (None, DEVICE):
         return False
     if info.dtypes is not None and dtype not in info.dtypes:
@@ -213,11 +227,7 @@ def _active(info, dtype) -> bool:
             return False
     if not active:
         return False
-    return info.cls_name is None or (info.cls_name, info.test_name) in {
-        ("TestInductorOpInfo", "test_comprehensive"), ("TestInductorOpInfo", None),
-        ("TestCommon", "test_variant_consistency_eager"), ("TestCommon", "test_compare_cpu"),
-        ("TestCommon", "test_noncontiguous_samples"), ("TestCommon", None),
-    }
+    return info.cls_name is None or (info.cls_name, info.test_name) in tests
 
 
 def _decorate_infos(op) -> Iterable:
@@ -261,9 +271,9 @@ def _skip_reason_of(dec) -> str | None:
 
 
 def opinfo_skip(op, dtype: torch.dtype) -> str | None:
-    """The OpInfo's own skip for this dtype on the CPU (see ``_active``), or None."""
+    """The OpInfo's own skip for this dtype on the CPU (see ``_SKIP_TESTS``), or None."""
     for info in _decorate_infos(op):
-        if not _active(info, dtype):
+        if not _active(info, dtype, _SKIP_TESTS):
             continue
         for dec in info.decorators:
             r = _skip_reason_of(dec)
