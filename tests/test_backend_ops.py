@@ -410,13 +410,18 @@ def test_slice_and_select_scatter():
                               torch.select_scatter(a, d, 1, -2)), x, s1, s2, s3)
 
 
-def test_scatter_value_one_hot_and_general_fallback():
+def test_scatter_value_one_hot_and_general():
+    """One write per row: a pointwise where; other shapes: a store kernel into a copy."""
     x = torch.zeros(5, 7)
     idx = torch.tensor([[0], [6], [3], [3], [1]])
-    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx)
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx, kernels=1)
     torch._dynamo.reset()
     idx2 = torch.tensor([[0, 2], [6, 5], [3, 1], [3, 0], [1, 4]])
-    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2, fallbacks=1)
+    check(lambda a, i: a.scatter(1, i, -1.0) + 1, x, idx2)
+    torch._dynamo.reset()
+    src = make([5, 3], torch.bfloat16)
+    check(lambda a, i, s: a.scatter(1, i, s) * 2, make([5, 7], torch.bfloat16), idx2, src, exact=True)
+    check(lambda a, i, s: a.scatter(0, i, s), make([7, 2]), torch.tensor([[6, 0], [2, 5]]), make([3, 3]), exact=True)
 
 
 # ------------------------------------------------------------------------------ more lowerings
@@ -536,11 +541,16 @@ def test_bf16_constants_and_masked_fill_with_inf():
           x, m, tol=TOL[torch.bfloat16])
 
 
-def test_index_put_without_accumulate_falls_back_and_padding_idx_grads():
+def test_index_put_without_accumulate_and_padding_idx_grads():
+    """index_put without accumulate is a store kernel (any dtype, as no atomics are needed)."""
     x = make([5, 3])
     i = torch.tensor([4, 0])
     v = make([2, 3])
-    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v, fallbacks=1)
+    check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v)
+    check(lambda a, b, c: torch.index_put(a, [b], c) * 2, make([5, 3], torch.bfloat16), i,
+          make([3], torch.bfloat16), exact=True)
+    check(lambda a, b: a.index_copy(0, b, torch.ones(2, 3)), x, i)
+    check(lambda a: F.max_unpool1d(*F.max_pool1d(a, 2, return_indices=True), 2), make([2, 3, 8]))
     torch._dynamo.reset()
     emb = torch.nn.Embedding(7, 4, padding_idx=0).to(DEVICE)
     ref = torch.nn.Embedding(7, 4, padding_idx=0).to(DEVICE)
@@ -583,3 +593,183 @@ def test_cumsum_backward():
     (y.cumsum(1).sin() * w).sum().backward()
     torch.testing.assert_close(x.grad, y.grad)
     assert metrics.fallback_kernel_count == 0
+
+
+# ------------------------------------------------------------------------------ OpInfo sweep regressions
+# Cases the OpInfo sweep (tests/test_opinfo.py, scripts/op_coverage.py) found wrong or crashing.
+
+
+def test_empty_reshape_and_repeat_of_an_empty_tensor():
+    """A view of an empty tensor must not build a ``% 0`` index (it raised ValueError)."""
+    x = make([0, 1, 5, 5])
+    check(lambda a: F.unfold(a, 2), x)
+    check(lambda a: (a.reshape(0, 25) + 1, a.repeat(2, 1, 1, 1) * 2), x)
+    check(lambda a: a.repeat(3, 0) + 1, make([2, 3]))
+
+
+def test_constant_index_expression_in_a_one_element_kernel():
+    """A kernel of one element simplifies its index to a constant; it must still be a tensor
+    (multi_margin_loss on 0-d inputs crashed the interpreter)."""
+    x, t = make([]), torch.tensor(0)
+    check(lambda a, b: F.multi_margin_loss(a, b), x, t)
+    check(lambda a: torch.arange(1) + a, make([1]))
+
+
+def test_complex_intermediates_fall_back():
+    """Ops on complex tensors run as aten ops (generated kernels hold no complex dtype)."""
+    x = make([4, 6])
+    got = check(lambda a: torch.view_as_real(torch.fft.rfft(a).permute(1, 0)) * 2, x, fallbacks=3)
+    assert got.shape == (4, 4, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_pow_negative_base_and_special_values(dtype):
+    """Under the interpreter pow is computed from exp/log: a negative base with a non-integer
+    exponent is NaN, with an odd integer exponent negative; pow(1, nan) = pow(nan, 0) = 1."""
+    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0], dtype=dtype)
+    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0], dtype=dtype)
+    check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
+    check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
+    check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
+
+
+def test_integer_pow_with_a_tensor_exponent_falls_back():
+    a, b = torch.tensor([2, -3, 4, 0]), torch.tensor([3, 2, 0, 5])
+    check(lambda x, y: torch.pow(x, y), a, b, exact=True, fallbacks=1)
+    check(lambda x: torch.pow(x, 3), a, exact=True)             # small constant exponent: native
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32])
+def test_bool_to_other_dtypes(dtype):
+    """bool -> bf16 went through int8 bits under the interpreter (True became 9e-41)."""
+    x = torch.tensor([[True, False, True], [False, True, True]])
+    check(lambda a: a.to(dtype) * 3, x, exact=True)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("k, s, p", [(2, 2, 0), (3, 2, 1), ((3, 2), (2, 1), (1, 0))])
+def test_avg_pool2d(k, s, p, ceil_mode, count_include_pad):
+    x = make([2, 3, 7, 6])
+    check(lambda a: F.avg_pool2d(a, k, s, p, ceil_mode, count_include_pad), x, kernels=1)
+
+
+def test_avg_pool2d_divisor_override_low_precision_and_integers():
+    check(lambda a: F.avg_pool2d(a, 3, 2, 1, divisor_override=5), make([1, 2, 6, 6]), kernels=1)
+    check(lambda a: F.avg_pool2d(a, 2), make([2, 5, 5], torch.bfloat16), tol=TOL[torch.bfloat16])
+    xi = torch.randint(-20, 20, (1, 2, 5, 6))
+    check(lambda a: F.avg_pool2d(a, 2, 1, 1, ceil_mode=True, count_include_pad=False), xi, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_max_pool2d_ceil_mode_and_integers(dtype):
+    x = make([2, 3, 7, 6], dtype, low=-50, high=50)
+    check(lambda a: F.max_pool2d(a, 3, 2, 1, ceil_mode=True, return_indices=True), x, exact=True)
+    check(lambda a: F.max_pool2d(a, 2, 2, 0, ceil_mode=True), x, exact=True)
+
+
+def test_copy_broadcasts_and_converts():
+    """``aten.copy`` (functionalized ``copy_``) lowers natively."""
+    def f(a, b):
+        out = torch.zeros(3, 4, dtype=torch.float16)
+        out.copy_(b)
+        return out * 2, a.clone().copy_(b) + 1
+
+    check(f, make([3, 4]), make([4], torch.int64), tol=TOL[torch.float16])
+
+
+SPECIAL_VALUES = [0.0, -0.0, 1e-30, -3e-7, 0.2, -0.4142, 0.5, -0.99, 1.0, -1.0, 1.5, -7.25, 1e4, -3e30,
+                  float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("name", ["atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_inverse_trig_and_hyperbolic(name, dtype):
+    """Under the interpreter these are float64 formulas (no libdevice): compared with eager on
+    special values (signed zeros, +-1, infinities, NaN) and a random spread."""
+    x = torch.cat([torch.tensor(SPECIAL_VALUES), torch.randn(40) * 3]).to(dtype)
+    fn = getattr(torch, name)
+    check(lambda a: fn(a), x, tol=TOL[dtype])
+    check(lambda a: fn(a), torch.arange(-4, 5), tol=TOL[torch.float32])      # int -> float
+
+
+def test_atan2_quadrants_zeros_and_infinities():
+    v = torch.tensor(SPECIAL_VALUES)
+    y, x = v[:, None].expand(17, 17), v[None, :].expand(17, 17)
+    check(lambda a, b: torch.atan2(a, b), y.contiguous(), x.contiguous())
+
+
+def test_float64_inverse_trig_falls_back_under_the_interpreter():
+    """The float64 formulas are not exact enough for a float64 result: aten computes it."""
+    check(lambda a: torch.atan(a) + 1, torch.randn(8, dtype=torch.float64), tol=TOL[torch.float64], fallbacks=1)
+
+
+def test_signbit_copysign_hypot_angle():
+    v = torch.tensor(SPECIAL_VALUES)
+    w = v.flip(0)
+    check(lambda a: torch.signbit(a), v, exact=True)
+    check(lambda a: torch.signbit(a), torch.tensor([-3, 0, 5]), exact=True)
+    check(lambda a, b: torch.copysign(a, b), v, w)
+    check(lambda a, b: torch.hypot(a, b), v, w)
+    check(lambda a: torch.angle(a), v)
+    check(lambda a: torch.angle(a), torch.tensor([-3, 0, 5]))
+
+
+@pytest.mark.parametrize("decimals", [0, 2, -1])
+def test_round_decimals(decimals):
+    x = torch.tensor([0.125, -2.5, 3.14159, 1234.5678, -0.005, 15.0, float("nan")])
+    check(lambda a: torch.round(a, decimals=decimals), x, exact=True)
+
+
+def test_unfold_view():
+    x = make([4, 9])
+    check(lambda a: a.unfold(1, 3, 2) * 2, x, kernels=1)
+    check(lambda a: a.unfold(0, 4, 1).sum(-1), x)
+
+
+@pytest.mark.parametrize("ord", [0, 1.5, 3, 2])
+def test_vector_norm_any_order(ord):
+    x = make([3, 7])
+    x[0, 2] = 0
+    check(lambda a: torch.linalg.vector_norm(a, ord, dim=1), x, tol=(1e-5, 1e-5))
+    check(lambda a, b: torch.dist(a, b, ord), x, make([7]), tol=(1e-5, 1e-5))
+
+
+@pytest.mark.parametrize("offset, d1, d2", [(0, 0, 1), (1, 0, 1), (-2, 1, 2), (1, 2, 0)])
+def test_diagonal_scatter(offset, d1, d2):
+    x = make([4, 5, 3])
+    src = torch.diagonal(x, offset, d1, d2).clone().normal_()
+    check(lambda a, b: torch.diagonal_scatter(a, b, offset, d1, d2), x, src, exact=True)
+
+
+def test_index_select_of_a_0d_tensor():
+    check(lambda a, i: a.index_select(0, i) * 2, torch.tensor(3.5), torch.tensor([0]), exact=True)
+
+
+def test_as_strided_within_a_contiguous_tensor_is_a_view():
+    """as_strided reading only the tensor's own elements (group_norm's graphs) is native; one that
+    reads past them depends on memory beyond the tensor and runs as the aten op."""
+    x = make([1, 6, 3])
+    check(lambda a, w, b: F.group_norm(a, 2, w, b, 1e-5), x, make([6]), make([6]), tol=(2e-5, 2e-5))
+    check(lambda a: torch.as_strided(a * 2, (3, 2), (2, 3), 1) + 1, make([12]), exact=True)
+    base = make([20])
+    check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 12) + 1, base, exact=True, fallbacks=1)
+
+
+def test_kernel_whose_values_are_all_unused_is_not_launched():
+    """An empty adaptive pool computes index tensors read only by an empty buffer: no kernel."""
+    check(lambda a: F.adaptive_avg_pool1d(a, 5), make([0, 8, 7]), kernels=0)
+
+
+def test_embedding_bag_unused_outputs_are_not_checked():
+    """aten's CPU embedding_bag leaves outputs nobody reads empty where the meta kernel sizes
+    them; only outputs that are read are checked against their expected shape."""
+    w, idx, off = make([10, 3], torch.bfloat16), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3])
+    check(lambda a, i, o: F.embedding_bag(i, a, o, mode="sum"), w, idx, off, tol=TOL[torch.bfloat16], fallbacks=1)
+
+
+def test_scatter_reduce_add_and_multiply():
+    x, idx = make([4, 5]), torch.tensor([[0, 1, 0], [3, 3, 3]])
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="add"), x, idx, make([2, 3]), tol=(1e-5, 1e-5))
+    check(lambda a, i: a.scatter(1, i, 2.0, reduce="add"), x, idx, tol=(1e-5, 1e-5))
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)

@@ -136,6 +136,10 @@ class GraphLowering(torch.fx.Interpreter):
         if target is operator.getitem:
             return args[0][args[1]]
         fn = lowerings.get(target)
+        if fn is not None and not self._kernel_dtypes_only(self.current_node):
+            log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel",
+                      target)
+            fn = None
         if fn is not None:
             try:
                 return fn(*args, **kwargs)
@@ -154,6 +158,15 @@ class GraphLowering(torch.fx.Interpreter):
         return result
 
     # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _kernel_dtypes_only(n: torch.fx.Node) -> bool:
+        """True when every tensor ``n`` reads or produces has a dtype generated kernels can hold
+        (complex, float8, the wide unsigned types, ... run as the aten op instead)."""
+        from .lowering import KERNEL_DTYPES
+
+        vals = [n.meta.get("val")] + [a.meta.get("val") for a in n.all_input_nodes]
+        return all(v.dtype in KERNEL_DTYPES for v in pytree.tree_leaves(vals) if isinstance(v, torch.Tensor))
+
     def _maybe_realize_on_reuse(self, n: torch.fx.Node, box: ir.TensorBox) -> None:
         """Realize a lazily computed value read by several consumers when recomputing it in each
         would cost more than a buffer (Inductor's ``mark_reuse``): it reads more than

@@ -488,14 +488,12 @@ class TritonKernelCodegen:
         if op == "index_expr":
             expr, dt = a
             e = self._map_index(expr, m)
+            if e.is_number:  # a constant index (a size-1 range): broadcast_to needs a tensor
+                return self.cse(f"tl.full({self.shape(kind)}, {e.int_value}, {tl_dtype(dt)})")
             return self.cse(f"tl.broadcast_to(({self.index_str(e)}), {self.shape(kind)}).to({tl_dtype(dt)})")
         if op == "to_dtype":
             x, dt = A(0), a[1]
             src = a[0].dtype if isinstance(a[0], BodyValue) else None
-            if dt == torch.bool:
-                return self.cse(f"({x} != 0)")
-            if src == torch.bool:
-                return self.cse(f"{x}.to(tl.int8).to({tl_dtype(dt)})")
             return self.cse(self.cast(x, src, dt))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
@@ -569,7 +567,7 @@ class TritonKernelCodegen:
         if dst == torch.bool:
             return f"({x} != 0)"
         if src == torch.bool:
-            return f"{x}.to(tl.int8).to({tl_dtype(dst)})"
+            return self.cast(f"{x}.to(tl.int8)", torch.int8, dst)
         if dst == torch.bfloat16 and self.interpret and src is not None and not src.is_floating_point:
             # the interpreter reinterprets an integer's bits as bf16: convert through fp32
             return self.cast(f"{x}.to(tl.float32)", torch.float32, dst)
@@ -612,10 +610,18 @@ class TritonKernelCodegen:
             return f"{x[0]} % {x[1]}"
         if op in ("lshift", "rshift"):
             return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
-        if op == "atan2":
-            if not lib:
-                raise NotImplementedError("atan2 has no portable form under the interpreter")
-            return f"libdevice.atan2({x[0]}, {x[1]})"
+        if op in _F64_MATH:
+            if lib:
+                return f"libdevice.{op}({', '.join(x)})"
+            # the interpreter has no libdevice: a float64 formula (exact enough for a result of
+            # float32 or narrower, which the lowerings guarantee), rounded once
+            args = [self.cse(f"{v}.to(tl.float64)") for v in x]
+            return f"({_F64_MATH[op](self.cse, *args)}).to({tl_dtype(dtype)})"
+        if op == "signbit":
+            bits = {torch.float64: "tl.int64", torch.float16: "tl.int16", torch.bfloat16: "tl.int16"}
+            if not in_float:
+                return f"{x[0]} < 0"
+            return f"{x[0]}.to({bits.get(raw[0].dtype, 'tl.int32')}, bitcast=True) < 0"
         if op == "neg":
             return f"-{x[0]}"
         if op == "abs":
@@ -664,9 +670,13 @@ class TritonKernelCodegen:
             a, b = x
             if lib:
                 return f"libdevice.pow({a}, {b})"
-            mag = f"tl.exp({b} * tl.log(tl.abs({a})))"
-            odd = f"((tl.floor({b}) == {b}) & ((tl.abs({b}) % 2) == 1))"
-            return f"tl.where({b} == 0, 1.0, tl.where(({a} < 0) & {odd}, -{mag}, {mag}))"
+            # |a|^b in float64 (exact enough to round once), the sign from an odd integer b, NaN
+            # for a negative base and a non-integer b; pow(x, 0) = pow(1, y) = 1 as C's pow
+            mag = f"tl.exp({b}.to(tl.float64) * tl.log(tl.abs({a}).to(tl.float64)))"
+            whole = f"(tl.floor({b}) == {b})"
+            odd = f"({whole} & ((tl.abs({b}) % 2) == 1))"
+            signed = f"tl.where(({a} < 0) & {odd}, -{mag}, tl.where(({a} < 0) & ~{whole}, float(\"nan\"), {mag}))"
+            return f"tl.where(({b} == 0) | ({a} == 1), 1.0, {signed}).to({tl_dtype(dtype)})"
         if op in ("logical_and", "logical_or", "logical_xor"):
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
             return f"({x[0]} != 0) {sym} ({x[1]} != 0)"
@@ -753,6 +763,62 @@ class TritonKernelCodegen:
             anynan = f"(tl.max(({m} != {m}).to(tl.int8), 1) > 0)[:, None]"
             hit = f"tl.where({anynan}, {m} != {m}, {m} == {best})"
         return f"tl.min(tl.where({hit}, {ids}, 9223372036854775807), 1)[:, None]"
+
+
+def _atan_f64(c, t: str) -> str:
+    """atan of a float64 value ``t`` as Triton source (no libdevice), intermediates named through
+    ``c`` (the kernel's CSE): |t| > 1 reflects to pi/2 - atan(1/|t|), |t| > tan(pi/8) shifts to
+    pi/4 + atan((|t|-1)/(|t|+1)), and the reduced argument (|u| <= 0.4143) goes through 14 terms
+    of atan's Taylor series (error < 1e-12)."""
+    a = c(f"tl.abs({t})")
+    big = c(f"{a} > 1.0")
+    r = c(f"tl.where({big}, 1.0 / {a}, {a})")
+    mid = c(f"{r} > 0.41421356237309503")
+    u = c(f"tl.where({mid}, ({r} - 1.0) / ({r} + 1.0), {r})")
+    z = c(f"{u} * {u}")
+    poly = "0.0"
+    for k in reversed(range(14)):
+        poly = c(f"{(-1) ** k / (2 * k + 1)!r} + {z} * {poly}")
+    v = c(f"{u} * {poly}")
+    v = c(f"tl.where({mid}, 0.7853981633974483 + {v}, {v})")
+    v = c(f"tl.where({big}, 1.5707963267948966 - {v}, {v})")
+    return f"tl.where({t} < 0, -{v}, {v})"
+
+
+def _atan2_f64(c, y: str, x: str) -> str:
+    """atan2 from atan of |y|/|x| (both infinite: pi/4, both zero: 0), reflected for a negative
+    (or -0.0) x and signed as y (signed zeros as C's atan2)."""
+    ay, ax = c(f"tl.abs({y})"), c(f"tl.abs({x})")
+    ratio = c(f"tl.where(({ay} == float('inf')) & ({ax} == float('inf')), 1.0, "
+              f"tl.where(({ay} == 0) & ({ax} == 0), 0.0, {ay} / {ax}))")
+    r = c(_atan_f64(c, ratio))
+    xneg = c(f"({x} < 0) | (({x} == 0) & (1.0 / {x} < 0))")
+    yneg = c(f"({y} < 0) | (({y} == 0) & (1.0 / {y} < 0))")
+    r = c(f"tl.where({xneg}, 3.141592653589793 - {r}, {r})")
+    return f"tl.where({yneg}, -{r}, {r})"
+
+
+def _asin_f64(c, x: str) -> str:
+    return _atan_f64(c, c(f"{x} / tl.sqrt(1.0 - {x} * {x})"))
+
+
+# ops with a libdevice function on the GPU and a float64 formula under the interpreter; each takes
+# the CSE function and its operands' names
+_F64_MATH = {
+    "atan": _atan_f64,
+    "atan2": _atan2_f64,
+    "asin": _asin_f64,
+    "acos": lambda c, x: f"1.5707963267948966 - {c(_asin_f64(c, x))}",
+    "sinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 6.0, "
+                         f"0.5 * (tl.exp({x}) - tl.exp(-{x})))",
+    "cosh": lambda c, x: f"0.5 * (tl.exp({x}) + tl.exp(-{x}))",
+    "asinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} - {x} * {x} * {x} / 6.0, "
+                          f"tl.where({x} < 0, -1.0, 1.0) * tl.log(tl.abs({x}) + tl.sqrt({x} * {x} + 1.0)))",
+    "acosh": lambda c, x: f"tl.where({x} < 1.0, float('nan'), tl.log({x} + tl.sqrt({x} * {x} - 1.0)))",
+    "atanh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 3.0, "
+                          f"0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))",
+    "hypot": lambda c, a, b: f"tl.sqrt({a} * {a} + {b} * {b})",
+}
 
 
 def G_dtype(name: str) -> torch.dtype:

@@ -122,6 +122,9 @@ class WrapperCodegen:
                 keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
                 kname = f"tf_kernel_{len(self.kernels)}"
                 gk = TritonKernelCodegen(item, kname, self.device, keep).generate()
+            if isinstance(item, KernelGroup) and not gk.arg_names:
+                pass  # every value it computed is unused (indices read only by an empty buffer)
+            elif isinstance(item, KernelGroup):
                 metrics.generated_kernel_count += 1
                 if not gk.mutated_args:
                     # atomic-add targets: updated in place, so restored after each autotuning run
@@ -154,7 +157,10 @@ class WrapperCodegen:
                 if isinstance(buf, ir.MultiOutput):
                     path = "".join(f"[{p}]" for p in buf.path)
                     body.append(f"{buf.name} = {buf.parent.name}{path}")
-                    body.append(self._ensure_strides(buf))
+                    if buf.name in readers or buf.name in out_names:
+                        # an unread output is not checked: aten may leave it empty where the meta
+                        # kernel gives it a shape (embedding_bag's offset2bag on the CPU)
+                        body.append(self._ensure_strides(buf))
                 elif isinstance(buf, ir.ExternKernel):
                     if isinstance(buf, ir.FallbackKernel):
                         metrics.fallback_kernel_count += 1

@@ -396,26 +396,29 @@ class ComputedBuffer(Buffer):
 
 
 class MutationBuffer(ComputedBuffer):
-    """A kernel that accumulates into an existing buffer in place (Inductor's ``Scatter`` node
-    with a mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` adds
-    ``data.inner_fn(idx)`` at ``index_fn(idx)`` of ``target`` with an atomic add. ``target`` is a
+    """A kernel that updates an existing buffer in place (Inductor's ``Scatter`` node with a
+    mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` adds (atomically)
+    or stores ``data.inner_fn(idx)`` at ``index_fn(idx)`` of ``target``. ``target`` is a
     realized ComputedBuffer (a fresh copy the lowering made), read afterwards under its own name;
     this node's own name is never read and never allocated. The scheduler runs it as a kernel of
     its own, after every earlier kernel (so the target is fully initialized) and before any
     reader."""
 
-    def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable):
+    def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable,
+                 mode: str | None = "atomic_add"):
         size = list(data.get_size())
         super().__init__(name, FixedLayout(target.get_device(), target.get_dtype(), size,
                                            contiguous_strides(size)), data)
-        self.target, self.index_fn = target, index_fn
+        # mode "atomic_add" accumulates; None stores (index_put/scatter without accumulation,
+        # where torch leaves the winner among duplicate indices undefined)
+        self.target, self.index_fn, self.mode = target, index_fn, mode
 
     def store_fn(self):
         indexer = self.target.layout.make_indexer()
-        inner, target, index_fn = self.data.inner_fn, self.target.name, self.index_fn
+        inner, target, index_fn, mode = self.data.inner_fn, self.target.name, self.index_fn, self.mode
 
         def fn(index):
-            ops.store(target, indexer(index_fn(index)), inner(index), "atomic_add")
+            ops.store(target, indexer(index_fn(index)), inner(index), mode)
 
         return fn
 
@@ -645,6 +648,8 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     old_strides = contiguous_strides(old)
 
     def reindex(index):
+        if prod(old) == 0:  # an empty tensor: nothing is ever read (and a 0 modulus is invalid)
+            return [S.Integer(0)] * len(old)
         flat = S.Integer(0)
         for i, st in zip(index, new_strides):
             flat = flat + i * st

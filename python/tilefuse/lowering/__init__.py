@@ -30,6 +30,10 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 lowerings: dict[Any, Callable] = {}
+# dtypes generated kernels hold; an op reading or producing any other (complex, float8, uint16, ...)
+# runs as a FallbackKernel whatever its lowering
+KERNEL_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
+                           torch.int32, torch.int64, torch.uint8, torch.bool})
 EXTERN_OPS: set = set()  # aten ops run as extern kernels (counted as extern, not fallback)
 
 DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
@@ -157,12 +161,25 @@ register_lowering(aten.remainder)(_binary("remainder"))
 register_lowering(aten.fmod)(_binary("fmod"))
 
 
-@register_lowering(aten.atan2)
-def _atan2(a, b):
-    """atan2 via libdevice on the GPU; under the interpreter (no libdevice) it falls back."""
-    if _device([a, b]).type != "cuda":
-        raise NotImplementedError("atan2 under the Triton interpreter")
-    return _binary("atan2", INT_TO_FLOAT)(a, b)
+def _libdevice_math(name: str, nargs: int):
+    """Lowering of a float math op that is a libdevice call on the GPU and a float64 formula
+    under the interpreter (codegen's ``_F64_MATH``): float64 results fall back there, as the
+    formula would not be exact enough for them."""
+    fn = _binary(name, INT_TO_FLOAT) if nargs == 2 else _unary(name, INT_TO_FLOAT)
+
+    def lower(*args):
+        if _device(args).type != "cuda":
+            _, rdt = elementwise_dtypes(*[_meta(a) for a in args], type_promotion_kind=INT_TO_FLOAT)
+            if rdt == torch.float64:
+                raise NotImplementedError(f"{name} of float64 under the Triton interpreter")
+        return fn(*args)
+
+    return lower
+
+
+register_lowering(aten.atan2)(_libdevice_math("atan2", 2))
+for _name in ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"):
+    register_lowering(getattr(aten, _name))(_libdevice_math(_name, 1))
 
 
 @register_lowering(aten.__lshift__, aten.bitwise_left_shift)
@@ -179,7 +196,19 @@ def _rshift(a, b):
     if not is_tensor(a) or a.get_dtype().is_floating_point or a.get_dtype() == torch.bool:
         raise NotImplementedError("shift of a non-integer tensor")
     return _binary("rshift")(a, b)
-register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)(_binary("pow", BOOL_TO_LONG))
+
+
+def _pow_result_dtype(a, b) -> torch.dtype:
+    return elementwise_dtypes(_meta(a), _meta(b), type_promotion_kind=BOOL_TO_LONG)[1]
+
+
+@register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def _pow(a, b):
+    """``a ** b`` for floating results; an integer power with a tensor exponent (repeated
+    multiplication of data-dependent length) runs as the aten op."""
+    if not _pow_result_dtype(a, b).is_floating_point:
+        raise NotImplementedError("integer pow with a tensor exponent")
+    return _binary("pow", BOOL_TO_LONG)(a, b)
 
 
 @register_lowering(aten.pow.Tensor_Scalar)
@@ -196,6 +225,8 @@ def _pow_scalar(a, b):
             return r
 
         return make_pointwise(f, BOOL_TO_LONG)(a, b)
+    if not _pow_result_dtype(a, b).is_floating_point:
+        raise NotImplementedError("integer pow with a negative or large exponent")
     if b == 0.5:
         return make_pointwise(lambda x, _: ops.sqrt(x), BOOL_TO_LONG)(a, b)
     if b == -0.5:
@@ -253,6 +284,52 @@ for _name, _op in [("bitwise_and", aten.bitwise_and), ("bitwise_or", aten.bitwis
 register_lowering(aten.logical_not)(_unary("logical_not", ALWAYS_BOOL))
 register_lowering(aten.isnan)(_unary("isnan", ALWAYS_BOOL))
 register_lowering(aten.isinf)(_unary("isinf", ALWAYS_BOOL))
+
+
+register_lowering(aten.hypot)(_libdevice_math("hypot", 2))
+
+
+@register_lowering(aten.signbit)
+def _signbit(x):
+    """``torch.signbit``: the sign bit (set for -0.0 and negative NaNs; ``x < 0`` for integers)."""
+    return make_pointwise(lambda a: ops.signbit(a), ALWAYS_BOOL, compute_dtype=x.get_dtype())(x)
+
+
+@register_lowering(aten.copysign.Tensor, aten.copysign.Scalar)
+def _copysign(a, b):
+    """``torch.copysign``: |a| with b's sign bit."""
+    def f(x, y):
+        ax = ops.abs(x)
+        return ops.where(ops.signbit(y), ops.neg(ax), ax)
+
+    return make_pointwise(f, INT_TO_FLOAT)(a, b)
+
+
+@register_lowering(aten.round.decimals)
+def _round_decimals(x, *, decimals=0):
+    """``torch.round(x, decimals=d)`` as torch's CPU kernel: nearbyint(x * 10^d) / 10^d, or for
+    d < 0 nearbyint(x / 10^-d) * 10^-d."""
+    if not x.get_dtype().is_floating_point:
+        return _to_dtype_lowering(x, x.get_dtype())
+    scale = float(10 ** abs(decimals))
+
+    def f(a):
+        c = ops.constant(scale, a.dtype)
+        if decimals >= 0:
+            return ops.truediv(ops.round(ops.mul(a, c)), c)
+        return ops.mul(ops.round(ops.truediv(a, c)), c)
+
+    return make_pointwise(f)(x)
+
+
+@register_lowering(aten.angle)
+def _angle(x):
+    """``torch.angle`` of a real tensor: pi for negative values, 0 otherwise, NaN stays NaN."""
+    def f(a):
+        pi = ops.where(ops.lt(a, ops.constant(0, a.dtype)), ops.constant(math.pi, a.dtype), ops.constant(0.0, a.dtype))
+        return ops.where(ops.ne(a, a), a, pi)
+
+    return make_pointwise(f, INT_TO_FLOAT)(x)
 
 
 @register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
@@ -315,6 +392,20 @@ def _clone(x, memory_format=None):
     return Pointwise.create(x.get_device(), x.get_dtype(), loader, list(x.get_size()))
 
 
+@register_lowering(aten.copy.default)
+def _copy(x, src, non_blocking=False):
+    """``aten.copy(x, src)`` (functionalized ``x.copy_(src)``): ``src`` broadcast to ``x``'s shape
+    and converted to ``x``'s dtype."""
+    if not is_tensor(src):
+        return _full(x.get_size(), src, x.get_dtype(), x.get_device())
+    if src.get_device() != x.get_device():
+        raise NotImplementedError("copy across devices")
+    size = list(x.get_size())
+    loader = ir.expand_view(src, size).make_loader()
+    dtype = x.get_dtype()
+    return Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype), size)
+
+
 @register_lowering(aten.alias, aten.lift_fresh_copy)
 def _alias(x):
     return x
@@ -339,6 +430,12 @@ def _full_default(size, fill_value, *, dtype=None, layout=None, device=None, pin
 def _empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     """``torch.empty``: contents are unspecified, so zeros are a valid (and fusable) value; in a
     functional graph nothing relies on an empty tensor's contents."""
+    return _full(size, 0, dtype or torch.get_default_dtype(), device)
+
+
+@register_lowering(aten.empty_permuted.default)
+def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``torch.empty_permuted``: as ``torch.empty``, zeros (the output's strides follow the graph)."""
     return _full(size, 0, dtype or torch.get_default_dtype(), device)
 
 
@@ -499,7 +596,8 @@ def _repeat(x, repeats):
     out = [s * r for s, r in zip(padded, repeats)]
 
     def reindex(index):
-        return [S.ModularIndexing(index[lead + k], 1, n) if n != 1 else S.Integer(0) for k, n in enumerate(size)]
+        # a size-1 dim reads index 0; so does an empty one (nothing is read, and % 0 is invalid)
+        return [S.ModularIndexing(index[lead + k], 1, n) if n > 1 else S.Integer(0) for k, n in enumerate(size)]
 
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
@@ -524,6 +622,28 @@ def _diagonal(x, offset=0, dim1=0, dim2=1):
         full[d1] = index[-1] + r1
         full[d2] = index[-1] + r2
         return full
+
+    return ir.TensorBox(ir.GenericView(x, out, reindex))
+
+
+@register_lowering(aten.unfold.default)
+def _unfold(x, dimension, size, step):
+    """``x.unfold(dim, size, step)``: dim becomes the window count, a new last dim of ``size``
+    indexes inside the window (element ``i * step + j``), as a lazy view."""
+    shape = list(x.get_size())
+    if not shape:
+        if size > 1:
+            raise ValueError(f"unfold: size {size} exceeds a 0-d tensor")
+        return ir.reshape_view(x, [1])
+    d = dimension % len(shape)
+    if step <= 0 or size > shape[d]:
+        raise ValueError(f"unfold: size {size} / step {step} invalid for dimension of size {shape[d]}")
+    out = shape[:d] + [(shape[d] - size) // step + 1] + shape[d + 1:] + [size]
+
+    def reindex(index):
+        src = list(index[:-1])
+        src[d] = index[d] * step + index[-1]
+        return src
 
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
@@ -675,6 +795,9 @@ def decompositions() -> dict:
         aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
         aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
         aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
+        aten._batch_norm_with_update, aten._batch_norm_with_update_functional, aten._adaptive_avg_pool2d,
+        aten.ldexp, aten.narrow_copy, aten.view_copy, aten.permute_copy,
+        aten.unbind_copy, aten.dist, aten.index_add, aten.index_fill, aten.aminmax,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
     # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
@@ -797,10 +920,20 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
 def _index_select(x, dim, index):
     """``x.index_select(dim, index)`` (index 0-d or 1-D) as an indirect load along ``dim``."""
     size = list(x.get_size())
-    if not size:
-        raise NotImplementedError("index_select of a 0-d tensor")
-    dim = dim % len(size)
     isize = list(index.get_size())
+    if not size:
+        # a 0-d input: the index holds one value, which must be 0; the result is 0-d
+        if prod(isize) != 1:
+            raise IndexError(f"index_select: index to a scalar can have only 1 value, got {prod(isize)}")
+        xl = x.make_loader()
+        il = _index_loader(ir.reshape_view(index, [1]), 1, wrap_negative=False)
+
+        def inner0(idx):
+            il([S.Integer(0)])  # traced for its bounds check (0 <= index < 1)
+            return xl([])
+
+        return Pointwise.create(x.get_device(), x.get_dtype(), inner0, [])
+    dim = dim % len(size)
     if len(isize) > 1:
         raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {isize}")
     xl = x.make_loader()
@@ -994,6 +1127,66 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     return Pointwise.create(x.get_device(), dtype, inner, size)
 
 
+@register_lowering(aten.diagonal_scatter.default)
+def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """``x`` with ``x.diagonal(offset, dim1, dim2)`` replaced by ``src`` (diagonal's backward):
+    a pointwise where over the positions on that diagonal."""
+    size = list(x.get_size())
+    n = len(size)
+    d1, d2 = dim1 % n, dim2 % n
+    if d1 == d2:
+        raise ValueError("diagonal_scatter: dim1 and dim2 must differ")
+    r1, r2 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(size[d1] - r1, size[d2] - r2))
+    if length == 0:
+        return _clone(x)
+    keep = [k for k in range(n) if k not in (d1, d2)]
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = x.get_dtype()
+
+    def inner(idx):
+        j = idx[d1] - r1
+        v = to_dtype_value(sl([idx[k] for k in keep] + [_clamped(j, length)]), dtype)
+        on = ops.logical_and(ops.eq(ops.index_expr(j, torch.int64), ops.index_expr(idx[d2] - r2, torch.int64)),
+                             _in_range(j, 0, length))
+        return ops.where(on, v, xl(idx))
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.as_strided.default)
+def _as_strided(x, size, stride, storage_offset=None):
+    """``x.as_strided(size, stride, offset)`` when it reads only ``x``'s own elements and ``x`` is
+    contiguous in eager (so a storage position is a flat index of ``x``): a lazy view reading flat
+    position ``offset + sum(i*stride)``. Anything else depends on memory beyond the tensor, and runs
+    as the aten op."""
+    from ..ir import graph_context as G
+
+    arg = G.graph().current_node.args[0]
+    meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
+        raise NotImplementedError("as_strided of a tensor that is not contiguous")
+    size, stride = list(size), list(stride)
+    rel = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
+    if rel < 0 or any(st < 0 for st in stride) or len(size) != len(stride):
+        raise NotImplementedError("as_strided before the tensor's start or with negative strides")
+    numel = prod(list(x.get_size()))
+    if prod(size) > 0 and rel + sum((s - 1) * st for s, st in zip(size, stride)) >= numel:
+        raise NotImplementedError("as_strided reading past the tensor's elements")
+    old = list(x.get_size())
+    old_strides = ir.contiguous_strides(old)
+
+    def reindex(index):
+        if prod(size) == 0:
+            return [S.Integer(0)] * len(old)
+        flat = S.Integer(rel)
+        for i, st in zip(index, stride):
+            flat = flat + i * st
+        return [S.ModularIndexing(flat, ost, s) if s > 1 else S.Integer(0) for s, ost in zip(old, old_strides)]
+
+    return ir.TensorBox(ir.GenericView(x, size, reindex))
+
+
 @register_lowering(aten.select_scatter.default)
 def _select_scatter(x, src, dim, index):
     """``x`` with ``x.select(dim, index)`` replaced by ``src``."""
@@ -1006,14 +1199,15 @@ def _select_scatter(x, src, dim, index):
 def _scatter_value(x, dim, index, value):
     """``x.scatter(dim, index, value)`` when ``index`` has size 1 along ``dim`` and ``x``'s sizes
     elsewhere (one write per row, the one-hot pattern of nll_loss backward): a pointwise
-    ``where(j == index[..., 0, ...], value, x)``. Other shapes fall back."""
+    ``where(j == index[..., 0, ...], value, x)``. Other shapes store into a copy of ``x``
+    (``_scatter_store``)."""
     size = list(x.get_size())
     isize = list(index.get_size())
     if not size:
         raise NotImplementedError("scatter into a 0-d tensor")
     dim = dim % len(size)
     if len(isize) != len(size) or isize[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
-        raise NotImplementedError("general scatter")
+        return _scatter_store(x, dim, index, lambda idx: ops.constant(value, x.get_dtype()))
     il = _index_loader(index, size[dim], wrap_negative=False)
     xl = x.make_loader()
     dtype = x.get_dtype()
@@ -1026,6 +1220,44 @@ def _scatter_value(x, dim, index, value):
         return ops.where(hit, ops.constant(value, dtype), xl(idx))
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+def _scatter_store(x, dim, index, value_fn):
+    """``x.scatter(dim, index, ...)``: a copy of ``x``, then for every position ``i`` of ``index``
+    ``out[i with dim -> index[i]] = value_fn(i)`` (a store kernel; torch picks an arbitrary winner
+    among duplicate indices, so any order is right)."""
+    size = list(x.get_size())
+    isize = list(index.get_size())
+    if not size or len(isize) != len(size):
+        raise NotImplementedError("scatter of a 0-d tensor or mismatched ranks")
+    dim = dim % len(size)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+
+    def index_fn(idx):
+        out = list(idx)
+        out[dim] = il(idx)
+        return out
+
+    return _accumulate_into_copy(x, isize, index_fn, value_fn, x.get_dtype(), mode=None)
+
+
+@register_lowering(aten.scatter.src)
+def _scatter_src(x, dim, index, src):
+    """``x.scatter(dim, index, src)``: out[i with dim -> index[i]] = src[i] over index's shape."""
+    sl = src.make_loader()
+    return _scatter_store(x, dim, index, sl)
+
+
+@register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)
+def _scatter_reduce_add(x, dim, index, src, *, reduce):
+    """``x.scatter(dim, index, src, reduce="add")`` as scatter_add (atomic adds); "multiply"
+    falls back."""
+    if reduce != "add":
+        raise NotImplementedError(f"scatter with reduce={reduce!r}")
+    if not is_tensor(src):
+        value = src
+        src = _full(list(index.get_size()), value, x.get_dtype(), x.get_device())
+    return _scatter_add(x, dim, index, src)
 
 
 @register_lowering(aten.max.dim, aten.min.dim)
@@ -1057,6 +1289,17 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     elif ord in (math.inf, -math.inf):
         ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
         r = make_reduction("amax" if ord > 0 else "amin")(ab, dim, keepdim)
+    elif ord == 0:
+        nz = make_pointwise(lambda a: ops.to_dtype(ops.ne(a, ops.constant(0, a.dtype)), acc), NO_OPMATH,
+                            out_dtype=acc, compute_dtype=acc)(x)
+        r = make_reduction("sum")(nz, dim, keepdim, dtype=acc)
+    elif isinstance(ord, numbers.Real) and ord > 0 and math.isfinite(ord):
+        # (sum |x|^p)^(1/p)
+        p = float(ord)
+        powed = make_pointwise(lambda a: ops.pow(ops.abs(a), ops.constant(p, acc)), NO_OPMATH,
+                               out_dtype=acc, compute_dtype=acc)(x)
+        r = make_pointwise(lambda a: ops.pow(a, ops.constant(1.0 / p, acc)), NO_OPMATH, out_dtype=acc,
+                           compute_dtype=acc)(make_reduction("sum")(powed, dim, keepdim, dtype=acc))
     else:
         raise NotImplementedError(f"vector_norm with ord={ord}")
     return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r
@@ -1065,12 +1308,13 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 # ---------------------------------------------------------------------------------- scatter-add
 
 
-def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
+def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atomic_add"):
     """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
-    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``)."""
+    of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``);
+    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``)."""
     from ..ir import graph_context as G
 
-    if x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
+    if mode == "atomic_add" and x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
         # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
         raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
     copy = _clone(x)
@@ -1081,17 +1325,16 @@ def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype):
     data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
     if prod(ranges) > 0:
         g = G.graph()
-        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn))
+        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn, mode))
     return copy
 
 
 @register_lowering(aten.index_put.default)
 def _index_put(x, indices, values, accumulate=False):
-    """``x.index_put(indices, values, accumulate=True)`` (embedding backward) as a copy of ``x``
-    plus an atomic-add kernel over the indexed positions; integer index tensors on adjacent dims
-    only. ``accumulate=False`` (last write wins, unordered on a GPU) and other forms fall back."""
-    if not accumulate:
-        raise NotImplementedError("index_put without accumulate")
+    """``x.index_put(indices, values, accumulate)`` (embedding backward, ``x[idx] = v``) as a copy
+    of ``x`` plus a kernel over the indexed positions that adds atomically (``accumulate``) or
+    stores (torch leaves the winner among duplicate indices undefined then); integer index tensors
+    on adjacent dims only, other forms fall back."""
     size = list(x.get_size())
     pos = [k for k, t in enumerate(indices) if t is not None]
     if not pos or pos != list(range(pos[0], pos[-1] + 1)):
@@ -1109,7 +1352,8 @@ def _index_put(x, indices, values, accumulate=False):
         bidx = idx[first:first + nb]
         return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb:])
 
-    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype())
+    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype(),
+                                 "atomic_add" if accumulate else None)
 
 
 @register_lowering(aten.scatter_add.default)
@@ -1138,8 +1382,6 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
     size = list(x.get_size())
     if len(size) not in (3, 4):
         raise NotImplementedError("max_pool2d of a tensor that is not 3-D or 4-D")
-    if ceil_mode:
-        raise NotImplementedError("max_pool2d with ceil_mode")  # -> fallback
 
     def pair(v, default):
         v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
@@ -1152,8 +1394,16 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
     if k[0] * k[1] > 64:
         raise NotImplementedError("max_pool2d with a large window")  # unrolled: keep it small
     H, W = size[-2], size[-1]
-    OH = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    OW = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    def out_size(n, k_, s_, p_, d_):
+        span = n + 2 * p_ - d_ * (k_ - 1) - 1
+        if not ceil_mode:
+            return span // s_ + 1
+        o = -(-span // s_) + 1
+        # as torch: the last window must start inside the input or its left padding
+        return o - 1 if (o - 1) * s_ >= n + p_ else o
+
+    OH = out_size(H, k[0], s[0], p[0], d[0])
+    OW = out_size(W, k[1], s[1], p[1], d[1])
     return size, k, s, p, d, H, W, OH, OW
 
 
@@ -1168,9 +1418,11 @@ def _max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, c
     lead = size[:-2]
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
+    lowest = float("-inf") if acc.is_floating_point else (0 if acc == torch.bool else torch.iinfo(acc).min)
+
     def window(idx):
         oh, ow = idx[-2], idx[-1]
-        best = ops.constant(float("-inf"), acc)
+        best = ops.constant(lowest, acc)
         h0 = S.Max(S.Integer(0), oh * s[0] - p[0])
         w0 = S.Max(S.Integer(0), ow * s[1] - p[1])
         bidx = ops.index_expr(h0 * W + w0, torch.int64)
@@ -1223,6 +1475,51 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
         return to_dtype_value(total, dtype)
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
+@register_lowering(aten.avg_pool2d.default)
+def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    """``avg_pool2d`` as one pointwise kernel over the output, the window unrolled: the in-bounds
+    elements summed in fp32 (for low precision) and divided by the window's size (padding counted
+    when ``count_include_pad``, as torch), or by ``divisor_override``."""
+    size, k, s, p, d, H, W, OH, OW = _pool_params(x, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError("avg_pool2d: divisor must be non-zero")
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+    if dtype == torch.bool:
+        raise NotImplementedError("avg_pool2d of a bool tensor")
+    # integers: summed in int64 and divided truncating toward zero, as torch's CPU kernel
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else \
+        (dtype if dtype.is_floating_point else torch.int64)
+    divide = ops.truediv if acc.is_floating_point else ops.truncdiv
+
+    def inner(idx):
+        oh, ow = idx[-2], idx[-1]
+        total = ops.constant(0, acc)
+        for kh in range(k[0]):
+            for kw in range(k[1]):
+                h = oh * s[0] - p[0] + kh
+                w = ow * s[1] - p[1] + kw
+                v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
+                inb = ops.logical_and(_in_range(h, 0, H), _in_range(w, 0, W))
+                total = ops.where(inb, ops.add(total, v), total)
+        if divisor_override is not None:
+            div = ops.constant(divisor_override, acc)
+        else:
+            # the window clipped to the padded input (count_include_pad) or to the input itself
+            h0, w0 = oh * s[0] - p[0], ow * s[1] - p[1]
+            if count_include_pad:
+                hn = S.Min(h0 + k[0], S.Integer(H + p[0])) - h0
+                wn = S.Min(w0 + k[1], S.Integer(W + p[1])) - w0
+            else:
+                hn = S.Min(h0 + k[0], S.Integer(H)) - S.Max(h0, S.Integer(0))
+                wn = S.Min(w0 + k[1], S.Integer(W)) - S.Max(w0, S.Integer(0))
+            div = ops.to_dtype(ops.index_expr(hn * wn, torch.int64), acc)
+        return to_dtype_value(divide(total, div), dtype)
+
+    return Pointwise.create(x.get_device(), dtype, inner, size[:-2] + [OH, OW])
 
 
 # ---------------------------------------------------------------------------------- scans
