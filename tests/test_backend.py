@@ -227,6 +227,29 @@ def test_unknown_option_is_a_clear_error():
         torch.compile(lambda a: a + 1, backend="tilefuse", options={"no_such_option": 1})(torch.randn(2))
 
 
+def test_option_values_of_the_wrong_type_are_a_clear_error():
+    for opts, msg in (({"fallback_on_error": "false"}, "must be True or False"),
+                      ({"tiling": 0}, "must be True or False"),
+                      ({"persistent_reduction_threshold": "64"}, "must be an int")):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=msg):
+            torch.compile(lambda a: a + 1, backend="tilefuse", options=opts)(torch.randn(2))
+
+
+def test_metrics_do_not_count_kernels_of_a_graph_that_fell_back(monkeypatch):
+    import tilefuse.runtime as R
+
+    def broken(*a, **k):
+        raise RuntimeError("simulated load failure")
+
+    monkeypatch.setattr(R, "load_module", broken)
+    metrics.reset()
+    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="simulated load failure"):
+        out = torch.compile(lambda a: a.sin() + 1, backend="tilefuse")(torch.randn(3))
+    assert out.shape == (3,)
+    assert metrics.generated_kernel_count == 0 and metrics.generated_graph_count == 0
+
+
 def test_debug_dir_receives_generated_code(tmp_path):
     with config.patch(debug_dir=str(tmp_path)):
         torch.compile(lambda a: a.cos() + 1, backend="tilefuse")(torch.randn(3))
@@ -339,7 +362,7 @@ def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
     # three identical LayerNorm+GELU layers: three launches of one kernel definition
     def f(x, w, b):
         for _ in range(3):
-            x = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (16,), w, b)) @ torch.eye(16)
+            x = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (16,), w, b)) @ torch.eye(16, device=x.device)
         return x
 
     x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)

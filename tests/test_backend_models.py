@@ -158,7 +158,7 @@ def test_layer_norm_gelu_softmax_backward_match():
 
     def f(a, w_, b_):
         h = F.layer_norm(a, (20,), w_, b_)
-        return (F.gelu(h).softmax(-1) * torch.arange(20.0)).sum() + F.log_softmax(h, 0)[0].sum()
+        return (F.gelu(h).softmax(-1) * torch.arange(20.0, device=a.device)).sum() + F.log_softmax(h, 0)[0].sum()
 
     metrics.reset()
     got = torch.compile(f, backend="tilefuse")(x, w, b)

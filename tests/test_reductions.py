@@ -187,3 +187,26 @@ def test_linear_bias_gradient_is_an_outer_reduction():
     torch.nn.functional.gelu(ref(xr), approximate="tanh").square().mean().backward()
     torch.testing.assert_close(lin.bias.grad, ref.bias.grad, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(x.grad, xr.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 5000), 1), ((100, 3), 0), ((6000,), None)])
+def test_looped_arg_reductions_nan_and_rows_equal_to_the_identity(shape, dim):
+    # looped (long rows, outer columns, whole tensors): a NaN is the extreme (first one wins),
+    # and a row that never beats the accumulator's start (-inf for argmax, +inf for argmin, all
+    # zeros in uint8) still gives its first index, as eager does
+    x = torch.randn(*shape, device=DEVICE)
+    flat = x.view(-1)
+    flat[len(flat) // 3] = float("nan")
+    flat[len(flat) // 2] = float("nan")
+    fn = (lambda a: (a.argmax(), a.argmin())) if dim is None else (lambda a: (a.argmax(dim), a.argmin(dim)))
+    check(fn, x, tol=0)
+    torch._dynamo.reset()
+    ninf = torch.full(shape, float("-inf"), device=DEVICE)
+    check(lambda a: a.argmax() if dim is None else a.argmax(dim), ninf, tol=0)
+    torch._dynamo.reset()
+    check(lambda a: a.argmin() if dim is None else a.argmin(dim), -ninf, tol=0)
+    torch._dynamo.reset()
+    z = torch.zeros(shape, dtype=torch.uint8, device=DEVICE)
+    check(lambda a: (a.argmax() if dim is None else a.argmax(dim)), z, tol=0)
+    torch._dynamo.reset()
+    check(lambda a: torch.max(a, dim if dim is not None else 0), ninf.view(shape[0], -1) if dim is None else ninf, tol=0)

@@ -132,9 +132,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
     name = f"{kind}_{next(_graph_ids)}"
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
         return SpecializingGraph(gm, kind, name)
+    counts = metrics.snapshot()
     try:
         return _compile(gm, example_inputs, name)
     except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model
+        metrics.restore(counts)  # the graph runs eagerly: nothing it generated is in use
         if not config.fallback_on_error:
             raise
         warnings.warn(f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); "

@@ -84,11 +84,29 @@ _OPTIONS = (
 
 
 def validate(options: dict[str, Any] | None) -> dict[str, Any]:
-    """Check ``torch.compile(..., options=...)`` keys; raises ValueError naming unknown ones."""
+    """Check ``torch.compile(..., options=...)``: raises ValueError naming unknown keys, and
+    TypeError when a value's type does not match the option's (a bool option given the string
+    ``"false"`` would otherwise count as true)."""
     options = dict(options or {})
     unknown = sorted(k for k in options if k not in _OPTIONS)
     if unknown:
         raise ValueError(f"unknown tilefuse option(s) {unknown}; known options: {list(_OPTIONS)}")
+    g = globals()
+    for k, v in options.items():
+        default = g[k]
+        if k == "debug_dir":
+            ok = v is None or isinstance(v, (str, os.PathLike))
+            want = "a directory path (str) or None"
+        elif isinstance(default, bool):
+            ok, want = isinstance(v, bool), "True or False"
+        elif isinstance(default, int):
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an int"
+        elif isinstance(default, str):
+            ok, want = isinstance(v, str), "a str"
+        else:
+            ok, want = True, ""
+        if not ok:
+            raise TypeError(f"tilefuse option {k!r} must be {want}, got {type(v).__name__} {v!r}")
     return options
 
 

@@ -29,3 +29,19 @@ def reset() -> None:
     fallback_kernel_count = 0
     extern_kernel_count = 0
     precompile_seconds = 0.0
+
+
+_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "fallback_kernel_count",
+             "extern_kernel_count", "precompile_seconds")
+
+
+def snapshot() -> dict:
+    """The current counter values (for ``restore``)."""
+    g = globals()
+    return {k: g[k] for k in _COUNTERS}
+
+
+def restore(values: dict) -> None:
+    """Set the counters back to a ``snapshot()`` (a graph whose compile failed ran eagerly: what
+    it generated is not counted)."""
+    globals().update({k: values[k] for k in _COUNTERS if k in values})

@@ -729,7 +729,13 @@ class TritonKernelCodegen:
             self.emit(f"{accv} = tl.where(xmask & rmask & (({vv} {cmp} {accv}){nan}), {vv}, {accv})")
         else:
             cmp = ">" if rtype == "argmax" else "<"
-            self.emit(f"_take = xmask & rmask & ({vv} {cmp} {accv})")
+            # each lane keeps its first extreme value: the first element it sees (even one equal to
+            # the identity, e.g. a row of -inf or of zeros), then strictly better ones, and a NaN
+            # once one appears (torch: NaN is the extreme)
+            better = f"({vv} {cmp} {accv})"
+            if is_float:
+                better = f"({better} | (({vv} != {vv}) & ({accv} == {accv})))"
+            self.emit(f"_take = xmask & rmask & (({acci} == 2147483647) | {better})")
             self.emit(f"{accv} = tl.where(_take, {vv}, {accv})")
             self.emit(f"{acci} = tl.where(_take, rindex.to(tl.int64), {acci})")
 
