@@ -53,6 +53,31 @@ def digits(flat, sizes: list[int]) -> list:
     return out
 
 
+@dataclass(frozen=True)
+class MemoryDep:
+    """A read or write of buffer ``name`` at ``index`` (an Expr over the node's loop variables),
+    the loop variables ranging over ``ranges`` ((var, size) pairs) — Inductor's MemoryDep. Fusion
+    compares them after mapping both sides onto the kernel's index symbols: a value can stay in
+    registers only when the read's index equals the write's."""
+
+    name: str
+    index: Any
+    ranges: tuple
+
+
+@dataclass(frozen=True)
+class StarDep:
+    """A dependency on the whole of buffer ``name`` (Inductor's StarDep): the inputs of an extern
+    or fallback kernel, the target of an in-place (atomic) update, an extern op that mutates its
+    arguments. No index, so never satisfied from registers.
+
+    (Inductor's WeakDep — "run after the readers of the old value" — has no counterpart: nodes
+    only ever move earlier than graph order, never past an item that writes what they read, and
+    in-place kernels never move.)"""
+
+    name: str
+
+
 @dataclass(eq=False)
 class SchedulerNode:
     """A ComputedBuffer to be generated as (part of) a Triton kernel."""
@@ -77,11 +102,25 @@ class SchedulerNode:
     def is_reduction(self) -> bool:
         return bool(self.rsizes)
 
-    def read_names(self) -> set[str]:
-        names = {n for n, _ in self.body.loads()}
+    def read_deps(self) -> list:
+        """MemoryDeps of the loads, plus a StarDep on the target of an in-place update (it must
+        exist, initialized, and stay alive here)."""
+        ranges = tuple(self.body.var_ranges.items())
+        deps: list = [MemoryDep(n, e, ranges) for n, e in self.body.loads()]
         if self.is_mutation():
-            names.add(self.buf.target.name)  # updated in place: must exist (and stay alive) here
-        return names
+            deps.append(StarDep(self.buf.target.name))
+        return deps
+
+    def write_deps(self) -> list:
+        """MemoryDeps of the stores, plus a StarDep on the target of an in-place update."""
+        ranges = tuple(self.body.var_ranges.items())
+        deps: list = [MemoryDep(n, e, ranges) for n, e in self.body.stores()]
+        if self.is_mutation():
+            deps.append(StarDep(self.buf.target.name))
+        return deps
+
+    def read_names(self) -> set[str]:
+        return {d.name for d in self.read_deps()}
 
     def is_mutation(self) -> bool:
         return isinstance(self.buf, ir.MutationBuffer)
@@ -131,13 +170,24 @@ class ExternSchedulerNode:
     def name(self) -> str:
         return self.buf.name
 
-    def read_names(self) -> set[str]:
+    def read_deps(self) -> list[StarDep]:
+        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result)."""
         if isinstance(self.buf, ir.MultiOutput):
-            return {self.buf.parent.name}
-        out = set()
-        for i in getattr(self.buf, "inputs", []):
-            out.add(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
-        return out
+            return [StarDep(self.buf.parent.name)]
+        return [StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
+                for i in getattr(self.buf, "inputs", [])]
+
+    def write_deps(self) -> list[StarDep]:
+        """Its own buffer, and every input when the op's schema mutates its arguments
+        (conservatively: which argument is not tracked)."""
+        deps = [StarDep(self.name)]
+        schema = getattr(getattr(self.buf, "op", None), "_schema", None)
+        if schema is not None and schema.is_mutable:
+            deps += self.read_deps()
+        return deps
+
+    def read_names(self) -> set[str]:
+        return {d.name for d in self.read_deps()}
 
 
 @dataclass(eq=False)
@@ -225,17 +275,9 @@ FUSION_LOOKBACK = 8
 
 
 def _writes(item: Any) -> set[str]:
-    """Buffers an item writes: its outputs, targets of in-place updates, and every input of an
-    extern op whose schema mutates its arguments (conservatively)."""
-    if isinstance(item, KernelGroup):
-        out = item.names()
-        out |= {n.buf.target.name for n in item.nodes if n.is_mutation()}
-        return out
-    out = {item.name}
-    schema = getattr(getattr(item.buf, "op", None), "_schema", None)
-    if schema is not None and schema.is_mutable:
-        out |= item.read_names()
-    return out
+    """Buffers an item writes (the names of its write deps)."""
+    nodes = item.nodes if isinstance(item, KernelGroup) else [item]
+    return {d.name for n in nodes for d in n.write_deps()}
 
 
 def _fits(group: KernelGroup, node: SchedulerNode) -> bool:
