@@ -16,5 +16,11 @@ fi
 python -m pip install -q --upgrade pip
 python -m pip install -q -r requirements-dev.txt
 # maturin develop: release build of tilefuse._native, package installed in place from python/
-maturin develop --release -q
+# (its pip step re-lists every already-installed dependency: filtered out, errors still shown)
+log=$(mktemp)
+status=0
+maturin develop --release -q >"$log" 2>&1 || status=$?
+grep -v -e "^Requirement already satisfied" -e "^Looking in links" -e "^Ignoring " "$log" || true
+rm -f "$log"
+if [ "$status" -ne 0 ]; then echo "error: maturin develop failed (exit $status)" >&2; exit "$status"; fi
 python -c "import tilefuse._native" 
