@@ -549,7 +549,7 @@ def test_index_put_without_accumulate_and_padding_idx_grads():
     check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v)
     check(lambda a, b, c: torch.index_put(a, [b], c) * 2, make([5, 3], torch.bfloat16), i,
           make([3], torch.bfloat16), exact=True)
-    check(lambda a, b: a.index_copy(0, b, torch.ones(2, 3)), x, i)
+    check(lambda a, b: a.index_copy(0, b, torch.ones(2, 3, device=a.device)), x, i)
     check(lambda a: F.max_unpool1d(*F.max_pool1d(a, 2, return_indices=True), 2), make([2, 3, 8]))
     torch._dynamo.reset()
     emb = torch.nn.Embedding(7, 4, padding_idx=0).to(DEVICE)
@@ -612,7 +612,7 @@ def test_constant_index_expression_in_a_one_element_kernel():
     (multi_margin_loss on 0-d inputs crashed the interpreter)."""
     x, t = make([]), torch.tensor(0)
     check(lambda a, b: F.multi_margin_loss(a, b), x, t)
-    check(lambda a: torch.arange(1) + a, make([1]))
+    check(lambda a: torch.arange(1, device=a.device) + a, make([1]))
 
 
 def test_complex_intermediates_fall_back():
@@ -657,12 +657,15 @@ def test_avg_pool2d(k, s, p, ceil_mode, count_include_pad):
 def test_avg_pool2d_divisor_override_low_precision_and_integers():
     check(lambda a: F.avg_pool2d(a, 3, 2, 1, divisor_override=5), make([1, 2, 6, 6]), kernels=1)
     check(lambda a: F.avg_pool2d(a, 2), make([2, 5, 5], torch.bfloat16), tol=TOL[torch.bfloat16])
-    xi = torch.randint(-20, 20, (1, 2, 5, 6))
-    check(lambda a: F.avg_pool2d(a, 2, 1, 1, ceil_mode=True, count_include_pad=False), xi, exact=True)
+    if DEVICE == "cpu":  # aten has no integer avg_pool2d on CUDA, so there is nothing to compare with
+        xi = torch.randint(-20, 20, (1, 2, 5, 6))
+        check(lambda a: F.avg_pool2d(a, 2, 1, 1, ceil_mode=True, count_include_pad=False), xi, exact=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_max_pool2d_ceil_mode_and_integers(dtype):
+    if DEVICE != "cpu" and not dtype.is_floating_point:
+        pytest.skip("aten has no integer max_pool2d on CUDA to compare with")
     x = make([2, 3, 7, 6], dtype, low=-50, high=50)
     check(lambda a: F.max_pool2d(a, 3, 2, 1, ceil_mode=True, return_indices=True), x, exact=True)
     check(lambda a: F.max_pool2d(a, 2, 2, 0, ceil_mode=True), x, exact=True)
@@ -671,7 +674,7 @@ def test_max_pool2d_ceil_mode_and_integers(dtype):
 def test_copy_broadcasts_and_converts():
     """``aten.copy`` (functionalized ``copy_``) lowers natively."""
     def f(a, b):
-        out = torch.zeros(3, 4, dtype=torch.float16)
+        out = torch.zeros(3, 4, dtype=torch.float16, device=a.device)
         out.copy_(b)
         return out * 2, a.clone().copy_(b) + 1
 
@@ -701,6 +704,8 @@ def test_atan2_quadrants_zeros_and_infinities():
 
 def test_float64_inverse_trig_falls_back_under_the_interpreter():
     """The float64 formulas are not exact enough for a float64 result: aten computes it."""
+    if DEVICE != "cpu":
+        pytest.skip("on the GPU libdevice computes float64 natively")
     check(lambda a: torch.atan(a) + 1, torch.randn(8, dtype=torch.float64), tol=TOL[torch.float64], fallbacks=1)
 
 
@@ -718,7 +723,8 @@ def test_signbit_copysign_hypot_angle():
 @pytest.mark.parametrize("decimals", [0, 2, -1])
 def test_round_decimals(decimals):
     x = torch.tensor([0.125, -2.5, 3.14159, 1234.5678, -0.005, 15.0, float("nan")])
-    check(lambda a: torch.round(a, decimals=decimals), x, exact=True)
+    # on the GPU, x * 10**d / 10**d may differ from aten's rounding by one ulp (3e-7 relative)
+    check(lambda a: torch.round(a, decimals=decimals), x, exact=DEVICE == "cpu", tol=(0, 3e-7))
 
 
 def test_unfold_view():
