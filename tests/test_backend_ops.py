@@ -769,3 +769,16 @@ def test_scatter_reduce_add_and_multiply():
     check(lambda a, i, s: a.scatter(0, i, s, reduce="add"), x, idx, make([2, 3]), tol=(1e-5, 1e-5))
     check(lambda a, i: a.scatter(1, i, 2.0, reduce="add"), x, idx, tol=(1e-5, 1e-5))
     check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)
+
+
+@pytest.mark.parametrize("shape, out", [([2, 3, 7, 6], (3, 4)), ([3, 5, 5], (5, 2)), ([1, 2, 9, 4], (2, 1))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_adaptive_max_pool2d(shape, out, dtype):
+    x = make(shape, dtype, low=-50, high=50)
+    check(lambda a: F.adaptive_max_pool2d(a, out, return_indices=True), x, exact=True, kernels=1)
+
+
+def test_adaptive_max_pool1d_with_nan():
+    x = make([2, 3, 10])
+    x[0, 1, 4] = float("nan")
+    check(lambda a: F.adaptive_max_pool1d(a, 4, return_indices=True), x, exact=True)
