@@ -622,8 +622,10 @@ def test_complex_intermediates_fall_back():
 def test_pow_negative_base_and_special_values(dtype):
     """Under the interpreter pow is computed from exp/log: a negative base with a non-integer
     exponent is NaN, with an odd integer exponent negative; pow(1, nan) = pow(nan, 0) = 1."""
-    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0], dtype=dtype)
-    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0], dtype=dtype)
+    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0, -1.0, -0.0, -0.0, 0.5],
+                     dtype=dtype)
+    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0, float("inf"), -3.0, 3.0,
+                      float("-inf")], dtype=dtype)
     check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
     check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
     check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
