@@ -15,6 +15,7 @@ from that file.
     TRITON_INTERPRET=1 python scripts/op_coverage.py                 # the whole database
     python scripts/op_coverage.py --ops add,sum,cat --out /tmp/x.md  # a few ops
     python scripts/op_coverage.py --resume                           # continue an interrupted run
+    python scripts/op_coverage.py --resume --ops pow,atan2           # re-judge a few ops, keep the rest
 
 Uses one worker process at a time (the CI machine has 2 cores shared with other work).
 """
@@ -176,7 +177,7 @@ def render(results: list[dict], meta: dict) -> str:
         "- **skip**: nothing judged (eager rejects the samples, random or uninitialized output, Dynamo or",
         "  AOTAutograd cannot compile the op, no float/int/bool dtype, an OpInfo skip).",
         "",
-        f"torch {meta['torch']}, triton {meta['triton']}; generated {meta['date']}; sweep time {meta['seconds']:.0f} s.",
+        f"torch {meta['torch']}, triton {meta['triton']}; generated {meta['date']}; per-op times summed: {meta['seconds']:.0f} s.",
         "",
         "## Totals",
         "",
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ops = opinfo.op_db()
     families = {opinfo.op_name(op): opinfo.family(op) for op in ops}
-    names = list(dict.fromkeys(opinfo.op_name(op) for op in ops))
+    names = all_names = list(dict.fromkeys(opinfo.op_name(op) for op in ops))
     if ns.ops:
         wanted = [n.strip() for n in ns.ops.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in families]
@@ -249,11 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         done = load(ns.jsonl)
         redo = {st for st in ns.redo.split(",") if st}
         done = {k: r for k, r in done.items()
-                if r["status"] not in redo and not (ns.redo_note and ns.redo_note in r["note"])}
+                if r["status"] not in redo and not (ns.redo_note and ns.redo_note in r["note"])
+                and not (ns.ops and ns.resume and k in names)}   # --ops with --resume: run them again
         todo = [n for n in names if n not in done]
         sweep(todo, families, ns.jsonl, ns.timeout, ns.max_samples, ns.ops_per_worker)
     results = load(ns.jsonl)
-    rows = [results[n] for n in names if n in results]
+    # --resume: the table covers every op with a verdict; otherwise the ops of this run
+    rows = [results[n] for n in (all_names if ns.resume else names) if n in results]
     meta = {"torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(), "max_samples": ns.max_samples,
             "seconds": sum(r["seconds"] for r in rows)}

@@ -626,8 +626,10 @@ def test_complex_intermediates_fall_back():
 def test_pow_negative_base_and_special_values(dtype):
     """Under the interpreter pow is computed from exp/log: a negative base with a non-integer
     exponent is NaN, with an odd integer exponent negative; pow(1, nan) = pow(nan, 0) = 1."""
-    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0], dtype=dtype)
-    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0], dtype=dtype)
+    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0, -1.0, -0.0, -0.0, 0.5],
+                     dtype=dtype)
+    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0, float("inf"), -3.0, 3.0,
+                      float("-inf")], dtype=dtype)
     check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
     check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
     check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
@@ -779,3 +781,16 @@ def test_scatter_reduce_add_and_multiply():
     check(lambda a, i, s: a.scatter(0, i, s, reduce="add"), x, idx, make([2, 3]), tol=(1e-5, 1e-5))
     check(lambda a, i: a.scatter(1, i, 2.0, reduce="add"), x, idx, tol=(1e-5, 1e-5))
     check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)
+
+
+@pytest.mark.parametrize("shape, out", [([2, 3, 7, 6], (3, 4)), ([3, 5, 5], (5, 2)), ([1, 2, 9, 4], (2, 1))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_adaptive_max_pool2d(shape, out, dtype):
+    x = make(shape, dtype, low=-50, high=50)
+    check(lambda a: F.adaptive_max_pool2d(a, out, return_indices=True), x, exact=True, kernels=1)
+
+
+def test_adaptive_max_pool1d_with_nan():
+    x = make([2, 3, 10])
+    x[0, 1, 4] = float("nan")
+    check(lambda a: F.adaptive_max_pool1d(a, 4, return_indices=True), x, exact=True)

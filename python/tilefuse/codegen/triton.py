@@ -670,13 +670,16 @@ class TritonKernelCodegen:
             a, b = x
             if lib:
                 return f"libdevice.pow({a}, {b})"
-            # |a|^b in float64 (exact enough to round once), the sign from an odd integer b, NaN
-            # for a negative base and a non-integer b; pow(x, 0) = pow(1, y) = 1 as C's pow
-            mag = f"tl.exp({b}.to(tl.float64) * tl.log(tl.abs({a}).to(tl.float64)))"
-            whole = f"(tl.floor({b}) == {b})"
-            odd = f"({whole} & ((tl.abs({b}) % 2) == 1))"
-            signed = f"tl.where(({a} < 0) & {odd}, -{mag}, tl.where(({a} < 0) & ~{whole}, float(\"nan\"), {mag}))"
-            return f"tl.where(({b} == 0) | ({a} == 1), 1.0, {signed}).to({tl_dtype(dtype)})"
+            # |a|^b in float64 (exact enough to round once), the sign of a (-0.0 included) for an
+            # odd integer b, NaN for a negative base and a non-integer b; as C's pow,
+            # pow(x, 0) = pow(1, y) = pow(-1, +-inf) = 1
+            mag = self.cse(f"tl.exp({b}.to(tl.float64) * tl.log(tl.abs({a}).to(tl.float64)))")
+            whole = self.cse(f"tl.floor({b}) == {b}")
+            odd = self.cse(f"{whole} & ((tl.abs({b}) % 2) == 1)")
+            aneg = self.cse(f"({a} < 0) | (({a} == 0) & (1.0 / {a} < 0))")
+            signed = f"tl.where({aneg} & {odd}, -{mag}, tl.where(({a} < 0) & ~{whole}, float(\"nan\"), {mag}))"
+            one = f"({b} == 0) | ({a} == 1) | (({a} == -1) & (tl.abs({b}) == float(\"inf\")))"
+            return f"tl.where({one}, 1.0, {signed}).to({tl_dtype(dtype)})"
         if op in ("logical_and", "logical_or", "logical_xor"):
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
             return f"({x[0]} != 0) {sym} ({x[1]} != 0)"

@@ -1443,6 +1443,49 @@ def _max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, c
     return values, indices
 
 
+@register_lowering(aten.adaptive_max_pool2d.default)
+def _adaptive_max_pool2d(x, output_size):
+    """``adaptive_max_pool2d`` (values and flat ``h*W + w`` indices): output cell ``o`` pools rows
+    ``floor(o*H/OH)`` to ``ceil((o+1)*H/OH)`` (and likewise columns), the largest window unrolled
+    with the rows/columns past a cell's own end masked off; first maximum wins, NaN takes over."""
+    size = list(x.get_size())
+    if len(size) not in (3, 4) or len(output_size) != 2:
+        raise NotImplementedError("adaptive_max_pool2d of a tensor that is not 3-D or 4-D")
+    H, W = size[-2], size[-1]
+    OH, OW = output_size
+    if H == 0 or W == 0 or OH == 0 or OW == 0:
+        raise NotImplementedError("adaptive_max_pool2d of an empty tensor")
+    kh_max, kw_max = -(-H // OH) + 1, -(-W // OW) + 1
+    if kh_max * kw_max > 64:
+        raise NotImplementedError("adaptive_max_pool2d with a large window")  # unrolled: keep it small
+    loader = x.make_loader()
+    dtype = x.get_dtype()
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    lowest = float("-inf") if acc.is_floating_point else torch.iinfo(acc).min
+
+    def window(idx):
+        oh, ow = idx[-2], idx[-1]
+        h0, w0 = S.FloorDiv(oh * H, OH), S.FloorDiv(ow * W, OW)
+        h1, w1 = S.FloorDiv((oh + 1) * H + OH - 1, OH), S.FloorDiv((ow + 1) * W + OW - 1, OW)
+        best = ops.constant(lowest, acc)
+        bidx = ops.index_expr(h0 * W + w0, torch.int64)
+        for kh in range(kh_max):
+            for kw in range(kw_max):
+                h, w = h0 + kh, w0 + kw
+                v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
+                inb = ops.logical_and(ops.lt(ops.index_expr(h, torch.int64), ops.index_expr(h1, torch.int64)),
+                                      ops.lt(ops.index_expr(w, torch.int64), ops.index_expr(w1, torch.int64)))
+                take = ops.logical_and(inb, ops.logical_or(ops.gt(v, best), ops.ne(v, v)))
+                best = ops.where(take, v, best)
+                bidx = ops.where(take, ops.index_expr(_clamped(h, H) * W + _clamped(w, W), torch.int64), bidx)
+        return best, bidx
+
+    out = size[:-2] + [OH, OW]
+    values = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(window(idx)[0], dtype), out)
+    indices = Pointwise.create(x.get_device(), torch.int64, lambda idx: window(idx)[1], out)
+    return values, indices
+
+
 @register_lowering(aten.max_pool2d_with_indices_backward.default)
 def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Gradient of max_pool2d: each input element sums the output gradients of the windows that

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
-from typing import Any, Iterable
+from typing import Iterable
 
 if "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -514,7 +514,9 @@ def run_op(op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None 
         res.note = "random or uninitialized output"
         res.seconds = time.perf_counter() - t0
         return res
-    use_alarm = hasattr(signal, "SIGALRM") and SAMPLE_TIMEOUT_S > 0
+    # the per-sample time limit needs SIGALRM, which only the main thread can handle
+    use_alarm = hasattr(signal, "SIGALRM") and SAMPLE_TIMEOUT_S > 0 and \
+        threading.current_thread() is threading.main_thread()
     dts = dtypes if dtypes is not None else select_dtypes(op)
     if not dts:
         skips.append("no float32/bfloat16/float16/integer/bool dtype on the CPU")
