@@ -8,23 +8,20 @@ forward and backward. Also: graph outputs that are views of inputs, in-place ops
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import tilefuse  # noqa: F401
+from _tf_testutil import DEVICE, GPU_MARKS
 from tilefuse import config, metrics
 
 
 # CPU tensors through Triton's interpreter (CI), or CUDA when TRITON_INTERPRET=0 on a GPU machine
 # (then every test carries the ``gpu`` marker); tensors and parameters are created on the default
 # device, set per test
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
-DEVICE = "cpu" if INTERPRET else "cuda"
-if DEVICE == "cuda":
-    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+pytestmark = GPU_MARKS
 
 
 @pytest.fixture(autouse=True)

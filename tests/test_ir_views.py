@@ -3,7 +3,6 @@ strided views of computed values passed to extern kernels without copies."""
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
@@ -12,8 +11,8 @@ import torch
 from tilefuse import config, metrics
 from tilefuse.ir.nodes import view_strides
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
-DEVICE = "cpu" if INTERPRET else "cuda"
+from _tf_testutil import DEVICE
+
 
 
 def _random_case(rng: random.Random):

@@ -4,22 +4,17 @@ are compared with eager (CPU, Triton interpreter in CI; CUDA with TRITON_INTERPR
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from tilefuse import config, metrics
 from tilefuse.codegen.triton import OUTER_PERSISTENT_MAX, TritonKernelCodegen, next_pow2
-from tilefuse.graph import GraphLowering
 from tilefuse.ir import graph_context as G
-from tilefuse.scheduler import KernelGroup, schedule
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
-DEVICE = "cpu" if INTERPRET else "cuda"
-if DEVICE == "cuda":
-    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+from _tf_testutil import DEVICE, GPU_MARKS, groups_of
+
+pytestmark = GPU_MARKS
 
 
 @pytest.fixture(autouse=True)
@@ -28,14 +23,6 @@ def _strict():
     with config.patch(fallback_on_error=False):
         yield
     torch._dynamo.reset()
-
-
-def groups_of(fn, *args) -> tuple[list[KernelGroup], GraphLowering]:
-    gm = make_fx(fn)(*args)
-    graph = GraphLowering(gm, list(args), "test")
-    graph.run()
-    with G.set_graph(graph):
-        return [i for i in schedule(graph.buffers) if isinstance(i, KernelGroup)], graph
 
 
 def hints(fn, *args) -> list[str]:

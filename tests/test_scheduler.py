@@ -4,20 +4,14 @@ move earlier only past items that write nothing it reads."""
 from __future__ import annotations
 
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from tilefuse import symbolic as S
-from tilefuse.graph import GraphLowering
-from tilefuse.ir import graph_context as G
-from tilefuse.scheduler import ExternSchedulerNode, KernelGroup, MemoryDep, StarDep, schedule
+from _tf_testutil import scheduled as _scheduled
+from tilefuse.scheduler import ExternSchedulerNode, KernelGroup, MemoryDep, StarDep
 
 
 def scheduled(fn, *args):
-    gm = make_fx(fn)(*args)
-    graph = GraphLowering(gm, list(args), "test")
-    graph.run()
-    with G.set_graph(graph):
-        return schedule(graph.buffers)
+    return _scheduled(fn, *args)[0]
 
 
 def test_dependencies_of_a_reduction_and_an_extern_kernel():

@@ -4,36 +4,22 @@ tile's variable maps against brute-force evaluation, and compiled results agains
 from __future__ import annotations
 
 import itertools
-import os
 
 import pytest
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from tilefuse import config, metrics
 from tilefuse import symbolic as S
 from tilefuse.codegen.simd import YINDEX, Tiling, select_tiling, tiled_var_map
-from tilefuse.graph import GraphLowering
-from tilefuse.ir import graph_context as G
-from tilefuse.scheduler import XINDEX, KernelGroup, digits, schedule
+from tilefuse.scheduler import XINDEX
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
-DEVICE = "cpu" if INTERPRET else "cuda"
-if DEVICE == "cuda":
-    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+from _tf_testutil import DEVICE, GPU_MARKS, groups_of
 
-
-def groups_of(fn, *args) -> list[KernelGroup]:
-    """Lower and schedule ``fn`` (traced to an aten graph) and return its kernel groups."""
-    gm = make_fx(fn)(*args)
-    graph = GraphLowering(gm, list(args), "test")
-    graph.run()
-    with G.set_graph(graph):
-        return [i for i in schedule(graph.buffers) if isinstance(i, KernelGroup)]
+pytestmark = GPU_MARKS
 
 
 def tiling_of(fn, *args) -> Tiling | None:
-    gs = groups_of(fn, *args)
+    gs, _ = groups_of(fn, *args)
     assert len(gs) == 1, gs
     return select_tiling(gs[0])
 

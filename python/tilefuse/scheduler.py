@@ -22,6 +22,7 @@ from typing import Any
 
 from . import symbolic as S
 from .ir import nodes as ir
+from .ir.nodes import digits  # noqa: F401  (re-exported: codegen and tests use it from here)
 from .ir.loop_body import LoopBody
 from .ir import graph_context as G
 
@@ -31,26 +32,6 @@ XINDEX = S.sym("xindex")
 FEW_ROWS = 64
 LONG_ROW = 32768
 RINDEX = S.sym("rindex")
-
-
-def digits(flat, sizes: list[int]) -> list:
-    """Row-major digits of ``flat`` (ranging over prod(sizes)): FloorDiv for the outermost digit,
-    ModularIndexing for the others, 0 for size-1 dims (Inductor's range-tree construct)."""
-    out = []
-    stride = 1
-    strides = []
-    for s in reversed(sizes):
-        strides.append(stride)
-        stride *= s
-    strides.reverse()
-    for k, (s, st) in enumerate(zip(sizes, strides)):
-        if s == 1:
-            out.append(S.Integer(0))
-        elif k == 0 or all(x == 1 for x in sizes[:k]):
-            out.append(S.FloorDiv(flat, st) if st != 1 else flat)
-        else:
-            out.append(S.ModularIndexing(flat, st, s))
-    return out
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,26 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
     return list(reversed(out))
 
 
+def digits(flat, sizes: list[int]) -> list:
+    """Row-major digits of ``flat`` (ranging over prod(sizes)): FloorDiv for the outermost digit,
+    ModularIndexing for the others, 0 for size-1 dims (Inductor's range-tree construct)."""
+    out = []
+    stride = 1
+    strides = []
+    for s in reversed(sizes):
+        strides.append(stride)
+        stride *= s
+    strides.reverse()
+    for k, (s, st) in enumerate(zip(sizes, strides)):
+        if s == 1:
+            out.append(S.Integer(0))
+        elif k == 0 or all(x == 1 for x in sizes[:k]):
+            out.append(S.FloorDiv(flat, st) if st != 1 else flat)
+        else:
+            out.append(S.ModularIndexing(flat, st, s))
+    return out
+
+
 # ------------------------------------------------------------------------------------------ layouts
 
 
@@ -269,21 +289,10 @@ class Reduction(Loops):
         ``k·chunk … (k+1)·chunk - 1``; the split dim is outermost so outputs stay contiguous along
         the original ones), then ``reduction_type`` of the partials over the split dim. Partials
         are kept in ``dtype`` (the accumulation dtype)."""
-        rnumel = prod(reduction_ranges)
-        chunk = rnumel // split
-        strides = contiguous_strides(list(reduction_ranges))
+        chunk = prod(reduction_ranges) // split
 
         def part_fn(idx, ridx):
-            flat = idx[0] * chunk + ridx[0]
-            rid = []
-            for k, (n, st) in enumerate(zip(reduction_ranges, strides)):
-                if n == 1:
-                    rid.append(S.Integer(0))
-                elif k == 0:
-                    rid.append(S.FloorDiv(flat, st) if st != 1 else flat)
-                else:
-                    rid.append(S.ModularIndexing(flat, st, n))
-            return inner_fn(list(idx[1:]), rid)
+            return inner_fn(list(idx[1:]), digits(idx[0] * chunk + ridx[0], list(reduction_ranges)))
 
         part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
                                           src_dtype))

@@ -1,0 +1,40 @@
+"""Shared by the test modules: which device the end-to-end tests run on, and lowering + scheduling
+a function without compiling it.
+
+``TRITON_INTERPRET=1`` (the default, set by conftest.py): CPU tensors through Triton's
+interpreter. ``TRITON_INTERPRET=0`` on a GPU machine: the same tests on CUDA, carrying the ``gpu``
+marker (``GPU_MARKS``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
+DEVICE = "cpu" if INTERPRET else "cuda"
+GPU_MARKS = ([] if DEVICE == "cpu" else
+             [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")])
+
+
+def scheduled(fn, *args):
+    """(scheduled items, graph): ``fn`` traced to an aten graph, lowered and scheduled."""
+    from tilefuse.graph import GraphLowering
+    from tilefuse.ir import graph_context as G
+    from tilefuse.scheduler import schedule
+
+    gm = make_fx(fn)(*args)
+    graph = GraphLowering(gm, list(args), "test")
+    graph.run()
+    with G.set_graph(graph):
+        return schedule(graph.buffers), graph
+
+
+def groups_of(fn, *args):
+    """(kernel groups, graph) of ``fn`` (see ``scheduled``)."""
+    from tilefuse.scheduler import KernelGroup
+
+    items, graph = scheduled(fn, *args)
+    return [i for i in items if isinstance(i, KernelGroup)], graph
