@@ -164,6 +164,24 @@ def test_bitwise_and_logical(dtype):
                         torch.logical_xor(x, y), torch.logical_not(x)), a, b, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int8, torch.bool])
+def test_sign_and_bool_add(dtype):
+    # found on the GPU: sign of a negative bf16 gave +1 (nested tl.where of literals); bool + bool
+    # is logical or in torch, while Triton's int1 add wraps
+    x = make([7, 9], dtype, low=-5, high=5)
+    if dtype.is_floating_point:
+        x[0, :4] = torch.tensor([float("nan"), -0.0, 0.0, float("-inf")], dtype=dtype)
+    check(lambda a: (torch.sign(a), torch.sgn(a), a + a, a * a if dtype != torch.bool else a & a), x,
+          exact=True)
+
+
+def test_factories_without_tensor_inputs_run_on_their_device():
+    # a graph with no tensor inputs takes its device from the factory calls (was: always the CPU)
+    got = check(lambda: (torch.zeros(3, 4, device=DEVICE) + torch.arange(4, device=DEVICE),
+                         torch.full((5,), 2.5, device=DEVICE), torch.ones(2, dtype=torch.int64, device=DEVICE)))
+    assert all(t.device.type == DEVICE for t in got)
+
+
 def test_where_with_scalars_and_inf():
     x = make([4, 10], layout="sliced")
     m = torch.rand(4, 10) > 0.3

@@ -48,6 +48,23 @@ def _is_dense_non_overlapping(size, stride) -> bool:
     return True
 
 
+def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.device:
+    """The device a graph's kernels run on: its first tensor input's; for a graph without tensor
+    inputs (e.g. only ``torch.zeros(..., device="cuda")``), the first device among its nodes' fake
+    values; else the CPU. ``cuda`` without an index becomes the current CUDA device."""
+    dev = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), None)
+    if dev is None:
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                dev = val.device
+                break
+    dev = dev or torch.device("cpu")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
 class GraphLowering(torch.fx.Interpreter):
     """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
 
@@ -69,8 +86,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.outputs: list[Any] = []
         self.current_node: torch.fx.Node | None = None
         self.current_target: Any = None
-        self.default_device = next((t.device for t in self.example_inputs if isinstance(t, torch.Tensor)),
-                                   torch.device("cpu"))
+        self.default_device = _graph_device(gm, self.example_inputs)
         self.fallback_ops: list[str] = []
         self._placeholder_idx = 0
 

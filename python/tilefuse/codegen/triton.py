@@ -586,6 +586,9 @@ class TritonKernelCodegen:
         lib = not self.interpret
         binary = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
                   "gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if op == "add" and dtype == torch.bool:
+            # torch's bool + bool is logical or; Triton's int1 add wraps (True + True = False)
+            return f"{x[0]} | {x[1]}"
         if op in binary:
             return f"{x[0]} {binary[op]} {x[1]}"
         if op == "truediv":
@@ -665,7 +668,10 @@ class TritonKernelCodegen:
             return f"tl.where((({f} - {x[0]}) == 0.5) & (({f} % 2) != 0), {f} - 1.0, {f})"
         if op == "sign":
             # as torch: (0 < x) - (x < 0), so sign(nan) is 0
-            return f"tl.where({x[0]} > 0, 1, tl.where({x[0]} < 0, -1, 0)).to({tl_dtype(dtype)})"
+            # (on the GPU a nested tl.where of the literals 1 / -1 / 0 gave 1 for negative inputs)
+            if dtype == torch.bool:
+                return x[0]
+            return f"({x[0]} > 0).to({tl_dtype(dtype)}) - ({x[0]} < 0).to({tl_dtype(dtype)})"
         if op == "pow":
             a, b = x
             if lib:

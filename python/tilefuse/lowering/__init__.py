@@ -83,6 +83,17 @@ def _device(args) -> torch.device:
     return G.graph().default_device
 
 
+def _as_device(device) -> torch.device:
+    """A factory op's ``device=`` argument as a full device: None -> the graph's device, ``"cuda"``
+    -> the current CUDA device (so it compares equal to the devices of CUDA tensors)."""
+    if device is None:
+        return _device([])
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
 def to_dtype_value(v, dtype: torch.dtype):
     """``v`` (an ops value) converted to ``dtype``; no op when it already has it."""
     return v if v.dtype == dtype else ops.to_dtype(v, dtype)
@@ -381,7 +392,7 @@ def _convert_element_type(x, dtype):
 
 @register_lowering(aten._to_copy)
 def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    if device is not None and torch.device(device) != x.get_device():
+    if device is not None and _as_device(device) != x.get_device():
         raise NotImplementedError("device transfer")  # -> fallback kernel
     return _to_dtype_lowering(x, dtype)
 
@@ -417,8 +428,7 @@ def _alias(x):
 def _full(size, value, dtype, device):
     dtype = dtype or (torch.get_default_dtype() if isinstance(value, float) else
                       torch.bool if isinstance(value, bool) else torch.int64)
-    device = torch.device(device) if device is not None else _device([])
-    return Pointwise.create(device, dtype, lambda idx: ops.constant(value, dtype), list(size))
+    return Pointwise.create(_as_device(device), dtype, lambda idx: ops.constant(value, dtype), list(size))
 
 
 @register_lowering(aten.full.default)
@@ -467,7 +477,7 @@ def _zeros_ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 @register_lowering(prims.iota)
 def _iota(length, *, start, step, dtype, device, requires_grad=False):
-    return Pointwise.create(torch.device(device), dtype,
+    return Pointwise.create(_as_device(device), dtype,
                             lambda idx: ops.index_expr(idx[0] * step + start, dtype), [length])
 
 
@@ -488,10 +498,10 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
             v = ops.add(ops.mul(i, ops.constant(float(step), torch.float64)), ops.constant(float(start), torch.float64))
             return ops.to_dtype(v, dtype)
 
-        return Pointwise.create(torch.device(device) if device else _device([]), dtype, fvalue, [n])
+        return Pointwise.create(_as_device(device), dtype, fvalue, [n])
     n = max(0, -(-(end - start) // step))
     dtype = dtype or torch.int64
-    return Pointwise.create(torch.device(device) if device else _device([]), dtype,
+    return Pointwise.create(_as_device(device), dtype,
                             lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
 
 
