@@ -88,6 +88,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.current_target: Any = None
         self.default_device = _graph_device(gm, self.example_inputs)
         self.fallback_ops: list[str] = []
+        self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
         self._placeholder_idx = 0
 
     # ---------------------------------------------------------------- registry

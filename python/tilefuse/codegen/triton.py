@@ -586,6 +586,13 @@ class TritonKernelCodegen:
         lib = not self.interpret
         binary = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
                   "gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if op == "rand":
+            return f"tl.rand({x[0]}, {x[1]})"
+        if op == "randn":
+            return f"tl.randn({x[0]}, {x[1]})"
+        if op == "randint64":
+            # 32 random bits reduced modulo the range (bias below (high - low) / 2**32)
+            return f"(tl.randint({x[0]}, {x[1]}).to(tl.int64) % {raw[3] - raw[2]}) + {raw[2]}"
         if op == "add" and dtype == torch.bool:
             # torch's bool + bool is logical or; Triton's int1 add wraps (True + True = False)
             return f"{x[0]} | {x[1]}"

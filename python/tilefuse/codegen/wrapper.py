@@ -164,7 +164,7 @@ class WrapperCodegen:
                 elif isinstance(buf, ir.ExternKernel):
                     if isinstance(buf, ir.FallbackKernel):
                         metrics.fallback_kernel_count += 1
-                    else:
+                    elif not isinstance(buf, ir.RandomSeeds):
                         metrics.extern_kernel_count += 1
                     op = buf.op
                     opname = self._const(op)

@@ -174,6 +174,19 @@ class _Tracer:
         (``index_select``/``gather`` semantics)."""
         return new_indirect_symbol(self.body, value, size, check, wrap_negative)
 
+    def rand(self, seed, offset) -> BodyValue:
+        """Uniform float32 in [0, 1) from Philox(``seed`` int64, ``offset`` int32)."""
+        return self.body.add("rand", (seed, offset), torch.float32)
+
+    def randn(self, seed, offset) -> BodyValue:
+        """Standard normal float32 from Philox(``seed``, ``offset``)."""
+        return self.body.add("randn", (seed, offset), torch.float32)
+
+    def randint64(self, seed, offset, low: int, high: int) -> BodyValue:
+        """Integer in ``[low, high)`` (int64) from Philox(``seed``, ``offset``); ``high - low``
+        must be below 2**31."""
+        return self.body.add("randint64", (seed, offset, int(low), int(high)), torch.int64)
+
     def where(self, cond, a, b) -> BodyValue:
         dt = a.dtype if isinstance(a, BodyValue) else (b.dtype if isinstance(b, BodyValue) else None)
         if dt is None:

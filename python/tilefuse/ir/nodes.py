@@ -453,6 +453,22 @@ class FallbackKernel(ExternKernel):
     """An aten op with no tilefuse lowering, run as is from the wrapper."""
 
 
+class RandomSeeds(ExternKernel):
+    """The graph's random seeds: an int64 vector drawn from torch's default generator of the
+    device once per call (``tilefuse.runtime.random_seeds``), one element per random op of the
+    graph. Each random op hashes (its seed, the element's flat offset) with Triton's Philox
+    (``tl.rand``/``tl.randn``/``tl.randint``), so ``torch.manual_seed`` makes compiled results
+    reproducible (Inductor's ``inductor_seeds`` + ``inductor_random``); the values differ from
+    eager's, which uses another stream."""
+
+    def add_seed(self) -> int:
+        """A new seed slot for one random op: its index in the vector."""
+        i = self.args[0]
+        self.args = (i + 1,)
+        self.layout.size, self.layout.stride = [i + 1], [1]
+        return i
+
+
 @dataclass(frozen=True)
 class TensorArg:
     """Marker for the i-th tensor input inside an ExternKernel's args."""

@@ -481,6 +481,107 @@ def _iota(length, *, start, step, dtype, device, requires_grad=False):
                             lambda idx: ops.index_expr(idx[0] * step + start, dtype), [length])
 
 
+# ---------------------------------------------------------------------------------- randomness
+
+
+def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generator=None):
+    """A Pointwise of Philox random values (Inductor's ``inductor_random``): element ``i`` (its
+    row-major offset in ``size``) is ``tl.rand/randn/randint(seed, i)`` with this op's seed from
+    the graph's ``RandomSeeds`` vector, drawn per call from torch's default generator. An explicit
+    ``generator`` or more than 2**31 elements fall back to aten."""
+    from ..ir import graph_context as G
+
+    if generator is not None:
+        raise NotImplementedError("random op with an explicit generator")  # -> fallback
+    size = [int(n) for n in size]
+    if prod(size) >= 2 ** 31:
+        raise NotImplementedError("random op with more than 2**31 elements")
+    device = _as_device(device)
+    g = G.graph()
+    seeds = g.random_seeds
+    if seeds is None or seeds.get_device() != device:
+        from ..runtime import random_seeds
+
+        seeds = ir.RandomSeeds(g.new_buffer_name(), ir.FixedLayout(device, torch.int64, [0], [1]),
+                               random_seeds, (0,), {"device": device}, [])
+        g.register_buffer(seeds)
+        g.random_seeds = seeds
+    slot = seeds.add_seed()
+    strides = ir.contiguous_strides(size)
+
+    def inner(idx):
+        seed = ops.load(seeds.get_name(), S.Integer(slot))
+        flat = S.Integer(0)
+        for i, st in zip(idx, strides):
+            flat = flat + i * st
+        offset = ops.index_expr(flat, torch.int32)
+        if kind == "randint":
+            return to_dtype_value(ops.randint64(seed, offset, low, high), dtype)
+        return to_dtype_value(getattr(ops, kind)(seed, offset), dtype)
+
+    return Pointwise.create(device, dtype, inner, size)
+
+
+@register_lowering(aten.rand.default, aten.randn.default)
+def _rand(size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
+    from ..ir import graph_context as G
+
+    kind = "rand" if G.graph().current_target is aten.rand.default else "randn"
+    return _random(size, dtype or torch.get_default_dtype(), device, kind, generator=generator)
+
+
+@register_lowering(aten.rand_like.default, aten.randn_like.default)
+def _rand_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, generator=None):
+    from ..ir import graph_context as G
+
+    kind = "rand" if G.graph().current_target is aten.rand_like.default else "randn"
+    return _random(x.get_size(), dtype or x.get_dtype(), device or x.get_device(), kind, generator=generator)
+
+
+def _randint_range(low: int, high: int) -> None:
+    if high <= low:
+        raise ValueError(f"randint: low ({low}) must be below high ({high})")
+    if high - low >= 2 ** 31:
+        raise NotImplementedError("randint over a range of 2**31 values or more")  # -> fallback
+
+
+@register_lowering(aten.randint.low)
+def _randint_low(low, high, size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
+    _randint_range(low, high)
+    return _random(size, dtype or torch.int64, device, "randint", low, high, generator)
+
+
+@register_lowering(aten.randint.default)
+def _randint(high, size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
+    _randint_range(0, high)
+    return _random(size, dtype or torch.int64, device, "randint", 0, high, generator)
+
+
+@register_lowering(aten.randint_like.low_dtype)
+def _randint_like_low(x, low, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                      memory_format=None, generator=None):
+    _randint_range(low, high)
+    return _random(x.get_size(), dtype or x.get_dtype(), device or x.get_device(), "randint", low, high, generator)
+
+
+@register_lowering(aten.randint_like.default)
+def _randint_like(x, high, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None,
+                  generator=None):
+    _randint_range(0, high)
+    return _random(x.get_size(), dtype or x.get_dtype(), device or x.get_device(), "randint", 0, high, generator)
+
+
+@register_lowering(aten.bernoulli.p)
+def _bernoulli_p(x, p=0.5, *, generator=None):
+    """``x.bernoulli(p)``: 1 with probability ``p`` (``rand < p``), in ``x``'s dtype."""
+    r = _random(x.get_size(), torch.float32, x.get_device(), "rand", generator=generator)
+    ld = r.make_loader()
+    dt = x.get_dtype()
+    return Pointwise.create(x.get_device(), dt,
+                            lambda idx: ops.to_dtype(ops.lt(ld(idx), ops.constant(float(p), torch.float32)), dt),
+                            list(x.get_size()))
+
+
 @register_lowering(aten.arange.start_step)
 def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     """``torch.arange``: integer ranges as index expressions; floating ones as ``start + i*step``
@@ -798,6 +899,7 @@ def decompositions() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([
         aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.gelu, aten.gelu_backward,
+        aten.native_dropout,
         aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
         aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
         aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,

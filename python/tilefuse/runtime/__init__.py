@@ -152,6 +152,15 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     return mod
 
 
+def random_seeds(n: int, device: Any = "cpu") -> Any:
+    """``n`` int64 seeds in ``[0, 2**62)`` from torch's default generator of ``device`` (so
+    ``torch.manual_seed`` fixes them): the per-call seeds of a graph's random ops
+    (``ir.RandomSeeds``)."""
+    import torch
+
+    return torch.randint(0, 2 ** 62, (n,), dtype=torch.int64, device=device)
+
+
 def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
     """``t`` if its strides match ``stride`` on every dim that matters (size > 1, stride not 0:
     a stride-0 dim of the expected layout only ever reads index 0), else a copy of ``t`` with

@@ -18,7 +18,8 @@ instead of silently running eagerly), and compares the result with eager through
   or nondeterministic, Dynamo/AOTAutograd cannot trace it, an OpInfo skip applies, ...).
 
 Low-precision and float results that differ from eager by more than the tolerance get a second
-chance against a float64 reference (inputs upcast, op run eagerly): the compiled result is
+chance against a float64 reference (inputs upcast, op run eagerly; float dtype arguments upcast too
+when the op rejects float64 inputs without them): the compiled result is
 accepted when it is no further from that reference than eager is, plus the tolerance. tilefuse
 computes low-precision math in float32 and rounds once, where eager may round after each step of a
 composite op; that is a difference in rounding, not a wrong result.
@@ -307,10 +308,16 @@ def _numel(tree) -> int:
     return sum(v.numel() for v in pytree.tree_leaves(tree) if isinstance(v, torch.Tensor))
 
 
-def _upcast(tree):
+def _upcast(tree, dtypes: bool = False):
+    """Float tensors of ``tree`` as float64 copies; with ``dtypes``, also float dtype arguments (an
+    op such as ``_softmax_backward_data(grad, out, dim, input_dtype)`` that insists on them)."""
+    low = (torch.float16, torch.bfloat16, torch.float32)
+
     def f(v):
-        if isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        if isinstance(v, torch.Tensor) and v.dtype in low:
             return _copy_tensor(v).to(torch.float64)
+        if dtypes and isinstance(v, torch.dtype) and v in low:
+            return torch.float64
         return v
 
     return pytree.tree_map(f, tree)
@@ -476,11 +483,13 @@ def run_sample(op, sample, dtype: torch.dtype) -> tuple[str, str, list[str]]:
     except Exception as e:  # noqa: BLE001 - AssertionError, or a structural difference
         ok = False
         if any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in pytree.tree_leaves(want)):
-            try:
-                ref = _call(op_fn, *_upcast((inp, args, kwargs)))
+            for dtypes in (False, True):
+                try:
+                    ref = _call(op_fn, *_upcast((inp, args, kwargs), dtypes))
+                except Exception:  # noqa: BLE001 - the op has no float64 version: no second chance
+                    continue
                 ok = _float_outputs_ok(got, want, ref, atol, rtol)
-            except Exception:  # noqa: BLE001 - the op has no float64 version: no second chance
-                ok = False
+                break
         if not ok:
             return "fail", f"mismatch: {_first_line(e)}", names.names
     return ("fallback" if fallbacks else "native"), "", sorted(set(names.names))
