@@ -634,6 +634,16 @@ def test_cumsum_cumprod(dtype):
     check(lambda a: (a.cumsum(1) * 2, a.cumsum(0), torch.cumprod(a, 1), a.cumsum(1, dtype=torch.float64)), x, tol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_logcumsumexp_with_infinities_and_nan(dtype):
+    x = make([6, 37], dtype, layout="permuted", low=-20, high=20)
+    x[0, :6] = torch.tensor([float("-inf"), float("-inf"), 2.0, float("inf"), float("inf"), 1.0], dtype=dtype)
+    x[1, 3] = float("nan")
+    x[2, :] = float("-inf")
+    tol = TOL.get(dtype, (1e-5, 1e-5))
+    check(lambda a: (torch.logcumsumexp(a, 1) * 2, torch.logcumsumexp(a, 0)), x, tol=tol)
+
+
 def test_cumsum_fuses_with_reduction_and_long_rows_fall_back():
     x = make([4, 30])
     check(lambda a: a.cumsum(1) / a.sum(1, keepdim=True), x, kernels=1, tol=(1e-5, 1e-5))

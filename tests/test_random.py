@@ -115,3 +115,27 @@ def test_random_op_with_explicit_generator_falls_back_to_aten():
     want = torch.rand(5, 7, generator=gen, device=DEVICE)
     # the fallback draws from the user's generator exactly as eager does
     torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_rand_stays_below_one(dtype):
+    # float32 uniforms above the type's largest value below 1 used to round up to exactly 1.0
+    torch.manual_seed(0)
+    u = _compiled(lambda: torch.rand(300, 400, dtype=dtype, device=DEVICE))()
+    assert u.max().item() < 1.0 and u.min().item() >= 0.0
+
+
+def test_randint_is_uniform_over_a_range_near_2_31():
+    # 32 random bits modulo 3*2**29 made the lower third 1.5x too likely (P(k >= 2**30) = 0.25)
+    r = 3 * 2 ** 29
+    torch.manual_seed(0)
+    k = _compiled(lambda: torch.randint(0, r, N, device=DEVICE))()
+    n = k.numel()
+    assert abs((k >= 2 ** 30).double().mean().item() - 1 / 3) < 6 * math.sqrt(1 / 3 * 2 / 3 / n)
+    assert abs(k.double().mean().item() / r - 0.5) < 6 * math.sqrt(1 / 12 / n)
+
+
+def test_randint_bounds_outside_the_dtype_raise_as_eager():
+    f = _compiled(lambda: torch.randint(0, 200, (100,), dtype=torch.int8, device=DEVICE))
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        f()

@@ -502,6 +502,9 @@ class TritonKernelCodegen:
             if not self.persistent:
                 raise NotImplementedError("a scan needs a persistent reduction kernel")
             vb = self.cse(f"tl.broadcast_to({vals[value.idx]}, [XBLOCK, RBLOCK]).to({tl_dtype(dtype)})")
+            if stype == "logsumexp":
+                m = self.cse(f"tl.where(xmask & rmask, {vb}, float(\"-inf\"))")
+                return self.cse(f"tl.associative_scan({m}, 1, _logaddexp_combine)")
             ident = "0" if stype == "sum" else "1"
             m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
             return self.cse(f"tl.{'cumsum' if stype == 'sum' else 'cumprod'}({m}, 1)")
@@ -591,8 +594,11 @@ class TritonKernelCodegen:
         if op == "randn":
             return f"tl.randn({x[0]}, {x[1]})"
         if op == "randint64":
-            # 32 random bits reduced modulo the range (bias below (high - low) / 2**32)
-            return f"(tl.randint({x[0]}, {x[1]}).to(tl.int64) % {raw[3] - raw[2]}) + {raw[2]}"
+            # 64 random bits (two Philox words) reduced modulo the range: bias below range / 2**64
+            # (32 bits gave values below 2**32 mod range up to 1.5x too often for ranges near 2**31)
+            r4 = self.cse(f"tl.randint4x({x[0]}, {x[1]})")
+            bits = self.cse(f"(({r4}[0].to(tl.uint64) << 32) | {r4}[1].to(tl.uint64))")
+            return f"({bits} % {raw[3] - raw[2]}).to(tl.int64) + {raw[2]}"
         if op == "add" and dtype == torch.bool:
             # torch's bool + bool is logical or; Triton's int1 add wraps (True + True = False)
             return f"{x[0]} | {x[1]}"

@@ -208,6 +208,15 @@ class WrapperCodegen:
             "    return a * b",
             "",
             "",
+            "@_jit",
+            "def _logaddexp_combine(a, b):",
+            "    # log(exp(a) + exp(b)); equal operands (both +-inf included) give m + log 2",
+            "    m = tl.maximum(a, b)",
+            "    mn = tl.minimum(a, b)",
+            "    r = tl.where(mn == m, m + 0.6931471805599453, m + tl.log(1.0 + tl.exp(mn - m)))",
+            "    return tl.where((a != a) | (b != b), a + b, r)",
+            "",
+            "",
         ]
         sig = [n or f"_unused{k}" for k, n in enumerate(g.graph_input_order)]
         call = ["def call(args):"]

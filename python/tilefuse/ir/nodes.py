@@ -305,7 +305,8 @@ class Reduction(Loops):
 
 
 class Scan(Reduction):
-    """An inclusive scan (``scan_type`` "sum" or "prod": cumsum / cumprod) along one dim. Like a
+    """An inclusive scan (``scan_type`` "sum", "prod" or "logsumexp": cumsum / cumprod /
+    logcumsumexp) along one dim. Like a
     Reduction it iterates over kept dims ``ranges`` × the scanned dim ``reduction_ranges`` (one
     element), but stores every prefix: the buffer has the input's full shape ``full_size``, with
     the scanned dim at ``dim``. Runs only as a persistent reduction (the whole row in one block);
@@ -313,8 +314,8 @@ class Scan(Reduction):
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, scan_type, src_dtype, full_size, dim):
         Loops.__init__(self, device, dtype, inner_fn, ranges)
-        if scan_type not in ("sum", "prod"):
-            raise ValueError(f"unknown scan type {scan_type!r}; expected 'sum' or 'prod'")
+        if scan_type not in ("sum", "prod", "logsumexp"):
+            raise ValueError(f"unknown scan type {scan_type!r}; expected 'sum', 'prod' or 'logsumexp'")
         self.reduction_ranges = list(reduction_ranges)
         self.reduction_type = scan_type
         self.src_dtype = src_dtype

@@ -484,6 +484,10 @@ def _iota(length, *, start, step, dtype, device, requires_grad=False):
 # ---------------------------------------------------------------------------------- randomness
 
 
+# the largest value below 1 of each half type: float32 uniforms above it would round up to 1.0
+_BELOW_ONE = {torch.float16: 1 - 2.0 ** -11, torch.bfloat16: 1 - 2.0 ** -8}
+
+
 def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generator=None):
     """A Pointwise of Philox random values (Inductor's ``inductor_random``): element ``i`` (its
     row-major offset in ``size``) is ``tl.rand/randn/randint(seed, i)`` with this op's seed from
@@ -493,6 +497,11 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
 
     if generator is not None:
         raise NotImplementedError("random op with an explicit generator")  # -> fallback
+    if kind == "randint" and not dtype.is_floating_point and dtype != torch.bool:
+        info = torch.iinfo(dtype)
+        if low < info.min or high - 1 > info.max:
+            # aten raises its own error for bounds outside the dtype: let it, at run time
+            raise NotImplementedError(f"randint bounds [{low}, {high}) outside {dtype}")  # -> fallback
     size = [int(n) for n in size]
     if prod(size) >= 2 ** 31:
         raise NotImplementedError("random op with more than 2**31 elements")
@@ -517,7 +526,11 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
         offset = ops.index_expr(flat, torch.int32)
         if kind == "randint":
             return to_dtype_value(ops.randint64(seed, offset, low, high), dtype)
-        return to_dtype_value(getattr(ops, kind)(seed, offset), dtype)
+        v = getattr(ops, kind)(seed, offset)
+        if kind == "rand" and dtype in _BELOW_ONE:
+            # [0, 1) must stay below 1 after rounding to a half type
+            v = ops.minimum(v, ops.constant(_BELOW_ONE[dtype], torch.float32))
+        return to_dtype_value(v, dtype)
 
     return Pointwise.create(device, dtype, inner, size)
 
@@ -1678,6 +1691,37 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
 
 
 # ---------------------------------------------------------------------------------- scans
+
+
+@register_lowering(aten.logcumsumexp.default)
+def _logcumsumexp(x, dim):
+    """``logcumsumexp`` along ``dim``: a persistent scan whose combine is ``log(exp(a) + exp(b))``
+    (stable: ``max + log(1 + exp(min - max))``), in fp32 for low-precision floats. Integer inputs
+    and rows longer than the persistent threshold fall back."""
+    from .. import config
+
+    size = list(x.get_size())
+    src = x.get_dtype()
+    if not src.is_floating_point:
+        raise NotImplementedError("logcumsumexp of an integer tensor")  # -> fallback (aten's rules)
+    if not size:
+        return _to_dtype_lowering(x, src)
+    dim = dim % len(size)
+    n = size[dim]
+    if n > config.persistent_reduction_threshold:
+        raise NotImplementedError("scan over a row longer than a persistent block")
+    if n <= 1 or prod(size) == 0:
+        return _to_dtype_lowering(x, src)
+    acc = torch.float32 if src in (torch.float16, torch.bfloat16) else src
+    loader = x.make_loader()
+    kept = [s for i, s in enumerate(size) if i != dim]
+
+    def inner(idx, ridx):
+        return to_dtype_value(loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:])), acc)
+
+    box = TensorBox.create(ir.Scan(x.get_device(), acc, inner, kept, [n], "logsumexp", acc, size, dim))
+    box.realize()
+    return _to_dtype_lowering(box, src) if acc != src else box
 
 
 @register_lowering(aten.cumsum.default, aten.cumprod.default)
