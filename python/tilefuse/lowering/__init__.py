@@ -1693,53 +1693,17 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
 # ---------------------------------------------------------------------------------- scans
 
 
-@register_lowering(aten.logcumsumexp.default)
-def _logcumsumexp(x, dim):
-    """``logcumsumexp`` along ``dim``: a persistent scan whose combine is ``log(exp(a) + exp(b))``
-    (stable: ``max + log(1 + exp(min - max))``), in fp32 for low-precision floats. Integer inputs
-    and rows longer than the persistent threshold fall back."""
+def _scan(x, dim: int, stype: str, out: torch.dtype):
+    """Inclusive scan ``stype`` ("sum" / "prod" / "logsumexp") of ``x`` along ``dim`` as a
+    persistent scan kernel, accumulated in fp32 for low-precision ``out`` and converted to ``out``.
+    Rows longer than the persistent threshold fall back."""
     from .. import config
 
     size = list(x.get_size())
-    src = x.get_dtype()
-    if not src.is_floating_point:
-        raise NotImplementedError("logcumsumexp of an integer tensor")  # -> fallback (aten's rules)
     if not size:
-        return _to_dtype_lowering(x, src)
+        return _to_dtype_lowering(x, out)
     dim = dim % len(size)
     n = size[dim]
-    if n > config.persistent_reduction_threshold:
-        raise NotImplementedError("scan over a row longer than a persistent block")
-    if n <= 1 or prod(size) == 0:
-        return _to_dtype_lowering(x, src)
-    acc = torch.float32 if src in (torch.float16, torch.bfloat16) else src
-    loader = x.make_loader()
-    kept = [s for i, s in enumerate(size) if i != dim]
-
-    def inner(idx, ridx):
-        return to_dtype_value(loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:])), acc)
-
-    box = TensorBox.create(ir.Scan(x.get_device(), acc, inner, kept, [n], "logsumexp", acc, size, dim))
-    box.realize()
-    return _to_dtype_lowering(box, src) if acc != src else box
-
-
-@register_lowering(aten.cumsum.default, aten.cumprod.default)
-def _cumsum_cumprod(x, dim, *, dtype=None):
-    """``cumsum``/``cumprod`` along ``dim`` as a persistent scan kernel (``tl.cumsum`` /
-    ``tl.cumprod`` over the row, accumulated in fp32 for low-precision floats, int64 for integers
-    as torch). Rows longer than the persistent threshold fall back."""
-    from .. import config
-    from ..ir import graph_context as G
-
-    stype = "sum" if G.graph().current_target is aten.cumsum.default else "prod"
-    size = list(x.get_size())
-    if not size:
-        return _to_dtype_lowering(x, dtype or x.get_dtype())
-    dim = dim % len(size)
-    n = size[dim]
-    src = x.get_dtype()
-    out = dtype or (torch.int64 if (not src.is_floating_point) else src)
     if n > config.persistent_reduction_threshold:
         raise NotImplementedError("scan over a row longer than a persistent block")
     if n <= 1 or prod(size) == 0:
@@ -1754,3 +1718,23 @@ def _cumsum_cumprod(x, dim, *, dtype=None):
     box = TensorBox.create(ir.Scan(x.get_device(), acc, inner, kept, [n], stype, acc, size, dim))
     box.realize()
     return _to_dtype_lowering(box, out) if acc != out else box
+
+
+@register_lowering(aten.logcumsumexp.default)
+def _logcumsumexp(x, dim):
+    """``logcumsumexp`` along ``dim``: a scan whose combine is ``log(exp(a) + exp(b))`` (stable:
+    ``max + log(1 + exp(min - max))``). Integer inputs fall back (aten's rules)."""
+    if not x.get_dtype().is_floating_point:
+        raise NotImplementedError("logcumsumexp of an integer tensor")  # -> fallback
+    return _scan(x, dim, "logsumexp", x.get_dtype())
+
+
+@register_lowering(aten.cumsum.default, aten.cumprod.default)
+def _cumsum_cumprod(x, dim, *, dtype=None):
+    """``cumsum``/``cumprod`` along ``dim`` (``tl.cumsum`` / ``tl.cumprod`` over the row; int64
+    for integer inputs as torch)."""
+    from ..ir import graph_context as G
+
+    stype = "sum" if G.graph().current_target is aten.cumsum.default else "prod"
+    src = x.get_dtype()
+    return _scan(x, dim, stype, dtype or (src if src.is_floating_point else torch.int64))
