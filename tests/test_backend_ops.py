@@ -850,6 +850,86 @@ def test_scatter_reduce_add_and_multiply():
     check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)
 
 
+SCATTER_REDUCE_NATIVE = {  # reduce -> dtypes that lower natively (the rest fall back to aten)
+    "sum": (torch.float32, torch.int64), "mean": (torch.float32, torch.int64),
+    "amax": (torch.float32, torch.int64, torch.bfloat16), "amin": (torch.float32, torch.int64, torch.bfloat16),
+    "prod": (),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_two(reduce, include_self, dtype):
+    """scatter_reduce along a negative dim with repeated indices, an index smaller than ``src``
+    and rows no index points to (which keep ``x`` also when ``include_self=False``)."""
+    x = make([5, 6], dtype, low=-9, high=9)
+    idx = torch.tensor([[0, 4, 0, 0], [2, 2, 0, 4], [4, 4, 4, 4]])
+    src = make([3, 5], dtype, low=-9, high=9)
+    exact = reduce in ("amax", "amin") or not dtype.is_floating_point
+    check(lambda a, i, s: a.scatter_reduce(-2, i, s, reduce, include_self=include_self) * 2, x, idx, src,
+          exact=exact, tol=TOL.get(dtype), fallbacks=0 if dtype in SCATTER_REDUCE_NATIVE[reduce] else 1)
+
+
+def test_scatter_reduce_integer_mean_floors_and_narrow_dtypes():
+    """Integer mean divides with floor (as torch: -1/3 -> -1); amax/amin of bool, int8, uint8 and
+    fp16 combine exactly in a wider dtype; float64 and int32 use their own atomics."""
+    x = torch.tensor([5, -7, 9, 0])
+    i = torch.tensor([0, 0, 1, 1, 3])
+    s = torch.tensor([-4, -2, 3, -8, -1])
+    for inc in (True, False):
+        check(lambda a, b, c: a.scatter_reduce(0, b, c, "mean", include_self=inc), x, i, s, exact=True)
+        check(lambda a, b, c: a.scatter_reduce(0, b, c, "mean", include_self=inc),
+              x.int(), i, s.int(), exact=True)
+    for dt in (torch.bool, torch.int8, torch.uint8, torch.float16, torch.float64, torch.int32):
+        lo, hi = (0, 250) if dt == torch.uint8 else (-100, 100)
+        xd, sd = make([4, 3], dt, low=lo, high=hi), make([5, 3], dt, low=lo, high=hi)
+        ii = torch.tensor([[3, 0, 1], [3, 3, 1], [0, 2, 1], [3, 0, 0], [1, 1, 1]])
+        for red in ("amax", "amin"):
+            for inc in (True, False):
+                check(lambda a, b, c: a.scatter_reduce(0, b, c, red, include_self=inc), xd, ii, sd, exact=True)
+    check(lambda a, b, c: a.scatter_reduce(0, b, c, "sum", include_self=False),
+          make([4, 3], torch.float64), ii, make([5, 3], torch.float64), tol=TOL[torch.float64])
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_scatter_reduce_amax_amin_propagate_nan(reduce, include_self, dtype):
+    """A NaN in ``src`` wins wherever it lands, whatever else lands there (positive or negative
+    values, infinities, in any order); with ``include_self`` a NaN of ``x`` (positive or negative
+    sign bit) is kept, otherwise a scattered-to position forgets it."""
+    def exact_bits(values):  # NaN sign bits kept (a Python float -> bf16 conversion drops them)
+        t = torch.tensor(values, dtype=torch.float32)
+        if dtype != torch.bfloat16:
+            return t.to(dtype)
+        return (t.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
+
+    nan = float("nan")
+    x = exact_bits([nan, -nan, nan, 1.0, -1.0, 0.0, -0.0, 2.0])
+    i = torch.tensor([0, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 7, 7, 5])
+    s = exact_bits([3.0, -3.0, float("inf"), nan, 5.0, -5.0, nan, -nan, float("-inf"), -nan, 7.0,
+                    float("inf"), float("-inf"), 0.5])
+    assert torch.signbit(x[1]) and torch.signbit(s[7]) and not torch.signbit(s[6])
+    check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), x, i, s, exact=True)
+    # the same, every NaN given the other sign bit, and all on one target (one atomic race)
+    check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), -x,
+          torch.zeros(14, dtype=torch.int64), -s, exact=True)
+    check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), x,
+          torch.full((14,), 3), s, exact=True)
+
+
+def test_scatter_reduce_2d_dims_and_empty_index():
+    x = make([3, 4, 5])
+    idx = torch.tensor([[[4, 0], [4, 4]], [[1, 1], [0, 3]]])
+    src = make([2, 3, 3])
+    for red in ("sum", "mean", "amax", "amin"):
+        check(lambda a, b, c: a.scatter_reduce(2, b, c, red, include_self=False) + 1, x, idx, src)
+        check(lambda a, b, c: a.scatter_reduce(-1, b, c, red), x, idx, src)
+    check(lambda a, b, c: a.scatter_reduce(1, b, c, "amax", include_self=False), x,
+          torch.zeros(3, 0, 5, dtype=torch.int64), src, exact=True)
+
+
 @pytest.mark.parametrize("shape, out", [([2, 3, 7, 6], (3, 4)), ([3, 5, 5], (5, 2)), ([1, 2, 9, 4], (2, 1))])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_adaptive_max_pool2d(shape, out, dtype):

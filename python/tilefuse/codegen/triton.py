@@ -539,10 +539,45 @@ class TritonKernelCodegen:
             # accumulates into a buffer other kernels initialized: never forwarded or removed
             self.emit(f"tl.atomic_add({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask}, sem=\"relaxed\")")
             return None
+        if mode in ("atomic_max", "atomic_min"):
+            self._emit_atomic_extremum(mode == "atomic_max", ptr, istr, self.cast(vv, src, dt), dt, mask)
+            return None
         li = self.emit(f"tl.store({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask})")
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)
         return None
+
+    def _emit_atomic_extremum(self, is_max: bool, ptr: str, istr: str, v: str, dt: torch.dtype,
+                              mask: str) -> None:
+        """``ptr[istr] = max(ptr[istr], v)`` (``min`` unless ``is_max``) atomically. Integers use
+        Triton's atomic max/min directly. A float is combined on its bits: where the sign bit is
+        clear the bits order as the values do (signed integer max/min), where it is set they
+        order reversed (unsigned integer min/max). A NaN in ``v`` is first made the NaN that wins
+        that comparison against every other bit pattern of the right sign (for max the positive
+        quiet NaN, larger than +inf's bits; for min the negative one, larger unsigned than
+        -inf's), so a NaN source propagates as torch's amax/amin. The NaN test is on integer
+        bits too, so no float rewrite can drop it. A NaN already in the buffer with the other
+        sign bit can be displaced: the lowering restores those from its input."""
+        if dt not in (torch.float32, torch.float64):
+            fn = "tl.atomic_max" if is_max else "tl.atomic_min"
+            self.emit(f"{fn}({ptr} + ({istr}), {v}, {mask}, sem=\"relaxed\")")
+            return
+        wide = dt == torch.float64
+        it, ut = ("tl.int64", "tl.uint64") if wide else ("tl.int32", "tl.uint32")
+        magnitude = "0x7FFFFFFFFFFFFFFF" if wide else "0x7FFFFFFF"
+        inf_bits = "0x7FF0000000000000" if wide else "0x7F800000"
+        # quiet NaN bit patterns, the negative one as a signed literal of the integer type
+        nan_bits = ("0x7FF8000000000000" if wide else "0x7FC00000") if is_max else (
+            str(-(1 << 51)) if wide else str(-(1 << 22)))
+        bits = self.cse(f"{v}.to({it}, bitcast=True)")
+        is_nan = self.cse(f"({bits} & {magnitude}) > {inf_bits}")
+        bits = self.cse(f"tl.where({is_nan}, {nan_bits}, {bits})")
+        neg = self.cse(f"{bits} < 0")
+        signed_fn, unsigned_fn = ("tl.atomic_max", "tl.atomic_min") if is_max else ("tl.atomic_min", "tl.atomic_max")
+        self.emit(f"{signed_fn}({ptr}.to(tl.pointer_type({it})) + ({istr}), {bits}, ({mask}) & ~{neg}, "
+                  f"sem=\"relaxed\")")
+        self.emit(f"{unsigned_fn}({ptr}.to(tl.pointer_type({ut})) + ({istr}), {bits}.to({ut}, bitcast=True), "
+                  f"({mask}) & {neg}, sem=\"relaxed\")")
 
     def codegen_indirect(self, a, vals, kind) -> None:
         """Define the indirect index symbol as a variable of the same name: the loaded value,

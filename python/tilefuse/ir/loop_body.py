@@ -131,6 +131,11 @@ def new_indirect_symbol(body: "LoopBody", value, size: int, check: bool, wrap_ne
     return symbol
 
 
+# how a store combines with what the buffer holds: None overwrites; the atomic modes update in
+# place (MutationBuffer) and are safe under concurrent writes to one element
+STORE_MODES = (None, "atomic_add", "atomic_max", "atomic_min")
+
+
 class _Tracer:
     """ops handler that records each call into a LoopBody."""
 
@@ -142,8 +147,9 @@ class _Tracer:
         return self.body.add("load", (name, index), self.dtype_of(name))
 
     def store(self, name: str, index, value, mode: str | None = None) -> None:
-        """``mode``: None (plain store) or ``"atomic_add"`` (accumulate into the buffer)."""
-        if mode not in (None, "atomic_add"):
+        """``mode``: None (plain store), ``"atomic_add"`` (accumulate into the buffer) or
+        ``"atomic_max"`` / ``"atomic_min"`` (keep the larger / smaller of the two)."""
+        if mode not in STORE_MODES:
             raise ValueError(f"unknown store mode {mode!r}")
         self.body.add("store", (name, index, value, mode), None)
 

@@ -407,20 +407,21 @@ class ComputedBuffer(Buffer):
 
 class MutationBuffer(ComputedBuffer):
     """A kernel that updates an existing buffer in place (Inductor's ``Scatter`` node with a
-    mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` adds (atomically)
-    or stores ``data.inner_fn(idx)`` at ``index_fn(idx)`` of ``target``. ``target`` is a
-    realized ComputedBuffer (a fresh copy the lowering made), read afterwards under its own name;
-    this node's own name is never read and never allocated. The scheduler runs it as a kernel of
-    its own, after every earlier kernel (so the target is fully initialized) and before any
-    reader."""
+    mutation layout): over ``data.ranges`` (the source's shape), element ``idx`` combines
+    (``mode``: atomic add/max/min) or stores ``data.inner_fn(idx)`` at ``index_fn(idx)`` of
+    ``target``. ``target`` is a realized ComputedBuffer (a fresh copy the lowering made), read
+    afterwards under its own name; this node's own name is never read and never allocated. The
+    scheduler runs it as a kernel of its own, after every earlier kernel (so the target is fully
+    initialized, earlier passes over it included) and before any reader."""
 
     def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable,
                  mode: str | None = "atomic_add"):
         size = list(data.get_size())
         super().__init__(name, FixedLayout(target.get_device(), target.get_dtype(), size,
                                            contiguous_strides(size)), data)
-        # mode "atomic_add" accumulates; None stores (index_put/scatter without accumulation,
-        # where torch leaves the winner among duplicate indices undefined)
+        # mode "atomic_add" accumulates; "atomic_max"/"atomic_min" keep the larger/smaller value
+        # (floats: a NaN from data wins, scatter_reduce's amax/amin); None stores (index_put/scatter
+        # without accumulation, where torch leaves the winner among duplicate indices undefined)
         self.target, self.index_fn, self.mode = target, index_fn, mode
 
     def store_fn(self):

@@ -1351,19 +1351,8 @@ def _scatter_store(x, dim, index, value_fn):
     """``x.scatter(dim, index, ...)``: a copy of ``x``, then for every position ``i`` of ``index``
     ``out[i with dim -> index[i]] = value_fn(i)`` (a store kernel; torch picks an arbitrary winner
     among duplicate indices, so any order is right)."""
-    size = list(x.get_size())
-    isize = list(index.get_size())
-    if not size or len(isize) != len(size):
-        raise NotImplementedError("scatter of a 0-d tensor or mismatched ranks")
-    dim = dim % len(size)
-    il = _index_loader(index, size[dim], wrap_negative=False)
-
-    def index_fn(idx):
-        out = list(idx)
-        out[dim] = il(idx)
-        return out
-
-    return _accumulate_into_copy(x, isize, index_fn, value_fn, x.get_dtype(), mode=None)
+    _, index_fn = _scatter_dim_index_fn(x, dim, index, "scatter")
+    return _accumulate_into_copy(x, list(index.get_size()), index_fn, value_fn, x.get_dtype(), mode=None)
 
 
 @register_lowering(aten.scatter.src)
@@ -1432,25 +1421,51 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 # ---------------------------------------------------------------------------------- scatter-add
 
+# dtypes Triton adds atomically with the result torch's kernels give (bf16/fp16 atomic adds round
+# after every add in an order of the hardware's choosing, and 8/16-bit integers have none)
+_ATOMIC_ADD_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
+
+
+def _mutable_copy(x, dtype=None):
+    """A fresh realized buffer holding ``x`` converted to ``dtype`` (default: ``x``'s own), the
+    target of later in-place passes (``_mutate``). Returns the TensorBox that reads the buffer
+    after every pass and the ComputedBuffer itself."""
+    dtype = dtype or x.get_dtype()
+    loader = x.make_loader()
+    copy = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype),
+                            list(x.get_size()))
+    copy.realize()
+    target = copy.data.data
+    target.freeze_layout()
+    return copy, target
+
+
+def _mutate(target, ranges, index_fn, value_fn, mode):
+    """Register a kernel that, for every idx of ``ranges``, combines ``value_fn(idx)`` into
+    ``target[index_fn(idx)]`` by ``mode``: None stores, ``"atomic_add"`` adds, ``"atomic_max"`` /
+    ``"atomic_min"`` keep the larger / smaller value (floats: NaN wins, as torch's amax/amin).
+    Passes on one target run in the order they are registered. Nothing is registered for an
+    empty ``ranges``."""
+    from ..ir import graph_context as G
+
+    if prod(ranges) == 0:
+        return
+    dtype = target.get_dtype()
+    data = Pointwise(target.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
+    g = G.graph()
+    g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn, mode))
+
 
 def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atomic_add"):
     """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
     of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``);
-    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``)."""
-    from ..ir import graph_context as G
-
-    if mode == "atomic_add" and x.get_dtype() not in (torch.float32, torch.float64, torch.int32, torch.int64):
+    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``). Atomic adds into a
+    dtype other than float32/64 and int32/64 raise NotImplementedError (the op falls back)."""
+    if mode == "atomic_add" and x.get_dtype() not in _ATOMIC_ADD_DTYPES:
         # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
         raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
-    copy = _clone(x)
-    copy.realize()
-    target = copy.data.data
-    target.freeze_layout()
-    dtype = x.get_dtype()
-    data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
-    if prod(ranges) > 0:
-        g = G.graph()
-        g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn, mode))
+    copy, target = _mutable_copy(x)
+    _mutate(target, ranges, index_fn, value_fn, mode)
     return copy
 
 
@@ -1484,20 +1499,106 @@ def _index_put(x, indices, values, accumulate=False):
 @register_lowering(aten.scatter_add.default)
 def _scatter_add(x, dim, index, src):
     """``x.scatter_add(dim, index, src)``: out[i with dim -> index[i]] += src[i] over index's shape."""
+    _, index_fn = _scatter_dim_index_fn(x, dim, index, "scatter_add")
+    return _accumulate_into_copy(x, list(index.get_size()), index_fn, src.make_loader(), src.get_dtype())
+
+
+def _scatter_dim_index_fn(x, dim, index, what):
+    """(dim, index_fn) of a scatter along ``dim``: ``index_fn(i)`` is ``i`` with its ``dim``
+    coordinate replaced by ``index[i]`` (not wrapped: torch rejects negative scatter indices)."""
     size = list(x.get_size())
     isize = list(index.get_size())
     if not size or len(isize) != len(size):
-        raise NotImplementedError("scatter_add of a 0-d tensor or mismatched ranks")
+        raise NotImplementedError(f"{what} of a 0-d tensor or mismatched ranks")
     dim = dim % len(size)
     il = _index_loader(index, size[dim], wrap_negative=False)
-    sl = src.make_loader()
 
     def index_fn(idx):
         out = list(idx)
         out[dim] = il(idx)
         return out
 
-    return _accumulate_into_copy(x, isize, index_fn, sl, src.get_dtype())
+    return dim, index_fn
+
+
+_SCATTER_REDUCE_MODE = {"sum": "atomic_add", "mean": "atomic_add", "amax": "atomic_max", "amin": "atomic_min"}
+
+
+def _scatter_reduce_identity(reduce, dtype):
+    """The value ``include_self=False`` resets each scattered-to position to before combining."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if dtype.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+@register_lowering(aten.scatter_reduce.two)
+def _scatter_reduce_two(x, dim, index, src, reduce, *, include_self=True):
+    """``x.scatter_reduce(dim, index, src, reduce, include_self=...)`` for reduce sum, mean, amax
+    and amin, after Inductor: a copy of ``x``, where ``include_self=False`` first a pass storing
+    the reduction's identity at every position some index element points to, then a pass over
+    ``index``'s shape combining ``src[i]`` into ``out[i with dim -> index[i]]`` atomically
+    (``tl.atomic_add``/``_max``/``_min``; combines commute, so duplicate indices give torch's
+    result up to float rounding of sums).
+
+    - mean: the sum as above, a count buffer (1 where ``include_self`` else 0, plus one atomic add
+      per index element) and a pointwise ``sum / count`` where ``count > 0`` (floor division for
+      integers, as torch).
+    - amax/amin are exact in a wider dtype, so fp16/bf16 combine in float32 and bool/8/16-bit
+      integers in int32, converted back at the end. Floats: a NaN in ``src`` wins (the atomic
+      combine turns it into a NaN the others cannot displace), and with ``include_self`` a final
+      pointwise keeps ``x``'s own NaNs (whose sign bit could otherwise lose to the integer
+      compare).
+    - sum/mean need Triton's atomic add in ``x``'s dtype: only float32/64 and int32/64 lower
+      (fp16/bf16 atomic adds round per add, 8/16-bit integers have none), as scatter_add.
+
+    Falls back (NotImplementedError): reduce="prod" (no atomic multiply), sum/mean of other
+    dtypes, 0-d or rank-mismatched operands."""
+    if reduce not in _SCATTER_REDUCE_MODE:
+        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
+    dtype = x.get_dtype()
+    if reduce in ("amax", "amin"):
+        acc = (torch.float32 if dtype in (torch.float16, torch.bfloat16) else
+               torch.int32 if dtype in (torch.bool, torch.int8, torch.int16, torch.uint8) else dtype)
+        if acc not in _ATOMIC_ADD_DTYPES:
+            raise NotImplementedError(f"scatter_reduce {reduce} of {dtype}")
+    else:
+        if dtype not in _ATOMIC_ADD_DTYPES:
+            raise NotImplementedError(f"scatter_reduce {reduce} of {dtype}")
+        acc = dtype
+    dim, index_fn = _scatter_dim_index_fn(x, dim, index, "scatter_reduce")
+    isize, size, device = list(index.get_size()), list(x.get_size()), x.get_device()
+    out, target = _mutable_copy(x, acc)
+    if not include_self:
+        ident = _scatter_reduce_identity(reduce, acc)
+        _mutate(target, isize, index_fn, lambda idx: ops.constant(ident, acc), None)
+    _mutate(target, isize, index_fn, src.make_loader(), _SCATTER_REDUCE_MODE[reduce])
+    if reduce == "mean":
+        count, ctarget = _mutable_copy(_full(size, 1 if include_self else 0, acc, device))
+        _mutate(ctarget, isize, index_fn, lambda idx: ops.constant(1, acc), "atomic_add")
+        sl, cl = out.make_loader(), count.make_loader()
+
+        def mean(idx):
+            c = cl(idx)
+            c = ops.where(ops.eq(c, ops.constant(0, acc)), ops.constant(1, acc), c)
+            return (ops.truediv if acc.is_floating_point else ops.floordiv)(sl(idx), c)
+
+        return Pointwise.create(device, dtype, mean, size)
+    keep_nan = reduce in ("amax", "amin") and include_self and dtype.is_floating_point
+    if acc == dtype and not keep_nan:
+        return out
+    ol, xl = out.make_loader(), x.make_loader()
+
+    def finish(idx):
+        v = ol(idx)
+        if keep_nan:  # (tested in the wider dtype: the interpreter compares bf16 on its bits)
+            xv = to_dtype_value(xl(idx), acc)
+            v = ops.where(ops.isnan(xv), xv, v)
+        return to_dtype_value(v, dtype)
+
+    return Pointwise.create(device, dtype, finish, size)
 
 
 # ---------------------------------------------------------------------------------- max pooling
