@@ -847,13 +847,17 @@ def test_scatter_reduce_add_and_multiply():
     x, idx = make([4, 5]), torch.tensor([[0, 1, 0], [3, 3, 3]])
     check(lambda a, i, s: a.scatter(0, i, s, reduce="add"), x, idx, make([2, 3]), tol=(1e-5, 1e-5))
     check(lambda a, i: a.scatter(1, i, 2.0, reduce="add"), x, idx, tol=(1e-5, 1e-5))
-    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]), fallbacks=1)
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]))
+    check(lambda a, i: a.scatter(1, i, -2.0, reduce="multiply"), x, idx)
+    xi = make([4, 5], torch.int64, low=-50, high=50)
+    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), xi, idx, make([2, 3], torch.int64, low=-50, high=50),
+          exact=True)
 
 
 SCATTER_REDUCE_NATIVE = {  # reduce -> dtypes that lower natively (the rest fall back to aten)
     "sum": (torch.float32, torch.int64), "mean": (torch.float32, torch.int64),
     "amax": (torch.float32, torch.int64, torch.bfloat16), "amin": (torch.float32, torch.int64, torch.bfloat16),
-    "prod": (),
+    "prod": (torch.float32, torch.int64, torch.bfloat16),
 }
 
 
@@ -917,6 +921,39 @@ def test_scatter_reduce_amax_amin_propagate_nan(reduce, include_self, dtype):
           torch.zeros(14, dtype=torch.int64), -s, exact=True)
     check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), x,
           torch.full((14,), 3), s, exact=True)
+
+
+def test_scatter_prod_gathers_its_factors():
+    """prod (and scatter reduce="multiply") has no atomic: each output multiplies the sources
+    whose index names it. Index smaller than x on every dim, zeros/inf/NaN factors, int64
+    products that wrap as torch's; fp16; past the size limit it falls back."""
+    x = make([4, 5, 3])
+    idx = torch.tensor([[[3, 0], [3, 3], [1, 0]], [[0, 0], [2, 3], [3, 3]]])
+    src = make([2, 3, 2])
+    src[0, 0, 0], src[1, 1, 1], src[1, 2, 0] = 0.0, float("inf"), float("nan")
+    for inc in (True, False):
+        check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod", include_self=inc), x, idx, src, tol=(1e-5, 1e-5))
+        check(lambda a, b, c: a.scatter_reduce(0, b.clamp(max=1), c, "prod", include_self=inc) * 3,
+              x.half(), idx, src.half(), tol=TOL[torch.float16])
+    big = torch.full((4, 5, 3), 3 ** 20)
+    check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod"), big, idx, torch.full((2, 3, 2), 7 ** 11), exact=True)
+    check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod", include_self=False),
+          make([4, 5, 3], torch.int8, low=-9, high=9), idx, make([2, 3, 2], torch.int8, low=-9, high=9), exact=True)
+    xl, il = make([4096, 2]), torch.randint(0, 4096, (1025, 2))
+    check(lambda a, b, c: a.scatter_reduce(0, b, c, "prod"), xl, il, make([1025, 2]), fallbacks=1)
+
+
+def test_bool_accumulation_is_logical_or():
+    """bool scatter_add / index_put(accumulate=True) / scatter_reduce sum is an or, prod an and:
+    an atomic max / min in int32."""
+    x = torch.tensor([[True, False, False], [False, False, True], [True, True, False]])
+    i = torch.tensor([[0, 0, 1], [0, 2, 1], [2, 0, 1], [1, 1, 1]])
+    v = torch.tensor([[True, False, False], [False, True, False], [False, False, False], [True, True, True]])
+    check(lambda a, b, c: a.scatter_add(0, b[:3], c[:3]), x, i, v, exact=True)
+    check(lambda a, b, c: torch.index_put(a, [b[:, 0]], c, accumulate=True), x, i, v, exact=True)
+    for red in ("sum", "prod", "amax", "amin"):
+        for inc in (True, False):
+            check(lambda a, b, c: a.scatter_reduce(0, b[:3], c, red, include_self=inc), x, i, v, exact=True)
 
 
 def test_scatter_reduce_2d_dims_and_empty_index():

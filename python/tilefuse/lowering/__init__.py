@@ -1363,14 +1363,17 @@ def _scatter_src(x, dim, index, src):
 
 
 @register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)
-def _scatter_reduce_add(x, dim, index, src, *, reduce):
-    """``x.scatter(dim, index, src, reduce="add")`` as scatter_add (atomic adds); "multiply"
-    falls back."""
-    if reduce != "add":
+def _scatter_reduce_legacy(x, dim, index, src, *, reduce):
+    """``x.scatter(dim, index, src, reduce=...)``: "add" as scatter_add (atomic adds),
+    "multiply" as ``scatter_reduce(..., "prod", include_self=True)``; a scalar ``src`` is a
+    constant tensor of index's shape."""
+    if reduce not in ("add", "multiply"):
         raise NotImplementedError(f"scatter with reduce={reduce!r}")
     if not is_tensor(src):
         value = src
         src = _full(list(index.get_size()), value, x.get_dtype(), x.get_device())
+    if reduce == "multiply":
+        return _scatter_reduce_two(x, dim, index, src, "prod", include_self=True)
     return _scatter_add(x, dim, index, src)
 
 
@@ -1459,11 +1462,20 @@ def _mutate(target, ranges, index_fn, value_fn, mode):
 def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atomic_add"):
     """A fresh buffer holding ``x``, then ``buf[index_fn(idx)] += value_fn(idx)`` for every idx
     of ``ranges`` (atomic adds, so repeated indices accumulate as torch's ``accumulate=True``);
-    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``). Atomic adds into a
-    dtype other than float32/64 and int32/64 raise NotImplementedError (the op falls back)."""
-    if mode == "atomic_add" and x.get_dtype() not in _ATOMIC_ADD_DTYPES:
-        # Triton's atomic add lacks (or is slow/inexact for) the other dtypes: aten does it
-        raise NotImplementedError(f"atomic accumulation into {x.get_dtype()}")
+    ``mode=None`` stores instead (``buf[index_fn(idx)] = value_fn(idx)``).
+
+    bool accumulates as torch's ``True + True == True``, a logical or: an atomic max in an int32
+    copy, converted back. Atomic adds into float16/bfloat16 and 8/16-bit integers raise
+    NotImplementedError (the op falls back by design: Triton has no 8/16-bit integer atomic add,
+    and a half-precision atomic add rounds after every add in an order of the hardware's choosing,
+    where aten's kernels round in index order)."""
+    dtype = x.get_dtype()
+    if mode == "atomic_add" and dtype == torch.bool:
+        copy, target = _mutable_copy(x, torch.int32)
+        _mutate(target, ranges, index_fn, value_fn, "atomic_max")
+        return _to_dtype_lowering(copy, torch.bool)
+    if mode == "atomic_add" and dtype not in _ATOMIC_ADD_DTYPES:
+        raise NotImplementedError(f"atomic accumulation into {dtype}")
     copy, target = _mutable_copy(x)
     _mutate(target, ranges, index_fn, value_fn, mode)
     return copy
@@ -1521,6 +1533,62 @@ def _scatter_dim_index_fn(x, dim, index, what):
     return dim, index_fn
 
 
+# the most multiply-adds (x's numel times index's extent along dim) a scatter prod may take
+_SCATTER_PROD_MAX_WORK = 1 << 22
+
+
+def _scatter_prod(x, dim, index, src, include_self):
+    """``x.scatter_reduce(dim, index, src, "prod", include_self)`` with no atomic multiply: each
+    output element gathers instead, a product reduction over ``j < index.size(dim)`` of
+    ``src[i with dim -> j]`` where ``index[i with dim -> j]`` names it (``i`` its position, inside
+    index's extent on the other dims), times ``x`` with ``include_self``; without, positions no
+    index names keep ``x`` (an "any" reduction beside the product, in the same kernel). Products
+    are exact for integers (computed in int64 and wrapped, as torch's per-step wrap) and combine
+    in float32 for fp16/bf16 (rounded once); the order of the factors is a tree, as on torch's GPU
+    kernel, where the CPU kernel goes in index order. The work is ``x.numel() * index.size(dim)``:
+    larger or symbolic cases raise NotImplementedError (aten's kernel, linear in the index, runs)."""
+    size, isize = list(x.get_size()), list(index.get_size())
+    if not size or len(isize) != len(size):
+        raise NotImplementedError("scatter prod of a 0-d tensor or mismatched ranks")
+    if not all(isinstance(n, int) for n in size + isize):
+        raise NotImplementedError("scatter prod with symbolic sizes")
+    dim = dim % len(size)
+    if prod(isize) == 0:
+        return _clone(x)
+    if prod(size) * isize[dim] > _SCATTER_PROD_MAX_WORK:
+        raise NotImplementedError("scatter prod too large to gather")
+    dtype, device = x.get_dtype(), x.get_device()
+    acc = (dtype if dtype in (torch.float32, torch.float64) else
+           torch.float32 if dtype.is_floating_point else torch.int64)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    sl, xl = src.make_loader(), x.make_loader()
+
+    def source(idx, ridx):
+        pos = [ridx[0] if k == dim else (i if isize[k] == size[k] else _clamped(i, isize[k]))
+               for k, i in enumerate(idx)]
+        hit = ops.eq(ops.index_expr(il(pos), torch.int64), ops.index_expr(idx[dim], torch.int64))
+        for k, i in enumerate(idx):
+            if k != dim and isize[k] < size[k]:
+                hit = ops.logical_and(hit, _in_range(i, 0, isize[k]))
+        return hit, pos
+
+    def factor(idx, ridx):
+        hit, pos = source(idx, ridx)
+        return ops.where(hit, to_dtype_value(sl(pos), acc), ops.constant(1, acc))
+
+    product = Reduction.create(device, acc, factor, size, [isize[dim]], "prod", acc).make_loader()
+    if not include_self:
+        hits = Reduction.create(device, torch.bool, lambda idx, ridx: source(idx, ridx)[0], size,
+                                [isize[dim]], "any", torch.bool).make_loader()
+
+    def out(idx):
+        xv = to_dtype_value(xl(idx), acc)
+        v = ops.mul(xv, product(idx)) if include_self else ops.where(hits(idx), product(idx), xv)
+        return to_dtype_value(v, dtype)
+
+    return Pointwise.create(device, dtype, out, size)
+
+
 _SCATTER_REDUCE_MODE = {"sum": "atomic_add", "mean": "atomic_add", "amax": "atomic_max", "amin": "atomic_min"}
 
 
@@ -1552,13 +1620,19 @@ def _scatter_reduce_two(x, dim, index, src, reduce, *, include_self=True):
       pointwise keeps ``x``'s own NaNs (whose sign bit could otherwise lose to the integer
       compare).
     - sum/mean need Triton's atomic add in ``x``'s dtype: only float32/64 and int32/64 lower
-      (fp16/bf16 atomic adds round per add, 8/16-bit integers have none), as scatter_add.
+      (fp16/bf16 atomic adds round per add, 8/16-bit integers have none), as scatter_add. bool
+      sum is a logical or (amax), bool prod a logical and (amin).
+    - prod has no atomic: each output element gathers its factors (``_scatter_prod``).
 
-    Falls back (NotImplementedError): reduce="prod" (no atomic multiply), sum/mean of other
-    dtypes, 0-d or rank-mismatched operands."""
+    Falls back (NotImplementedError): sum/mean of fp16/bf16/8-16-bit integers, prod beyond
+    ``_SCATTER_PROD_MAX_WORK``, 0-d or rank-mismatched operands."""
+    dtype = x.get_dtype()
+    if dtype == torch.bool and reduce in ("sum", "prod"):
+        reduce = "amax" if reduce == "sum" else "amin"  # bool + is or, bool * is and
+    if reduce == "prod":
+        return _scatter_prod(x, dim, index, src, include_self)
     if reduce not in _SCATTER_REDUCE_MODE:
         raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
-    dtype = x.get_dtype()
     if reduce in ("amax", "amin"):
         acc = (torch.float32 if dtype in (torch.float16, torch.bfloat16) else
                torch.int32 if dtype in (torch.bool, torch.int8, torch.int16, torch.uint8) else dtype)
