@@ -11,7 +11,8 @@ are also replaced every ``--ops-per-worker`` ops to bound memory growth.
 Each verdict is appended to a JSON-lines file as it arrives (``--jsonl``, default
 ``docs/op_coverage.jsonl``, committed beside the table); ``--resume`` skips the ops already
 there, so an interrupted sweep continues where it stopped. ``--render`` only rewrites the table
-from that file.
+from that file. Each verdict records the device it was judged on; a row judged on another device
+than the table's header names (``TILEFUSE_TEST_DEVICE`` of the rendering run) says so in its note.
 
     TRITON_INTERPRET=1 python scripts/op_coverage.py                 # the whole database
     python scripts/op_coverage.py --ops add,sum,cat --out /tmp/x.md  # a few ops
@@ -125,6 +126,7 @@ def sweep(names: list[str], families: dict[str, str], jsonl: str, timeout: float
                 note = f"worker died (exit code {code})" if died else f"timeout: no verdict after {timeout:.0f} s"
                 res = {"name": name, "family": families[name], "status": "fail", "note": note, "dtypes": [],
                        "samples": 0, "fallback_ops": [], "seconds": time.time() - t}
+            res["device"] = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")  # where it was judged
             out.write(json.dumps(res) + "\n")
             out.flush()
             print(f"[{i + 1}/{len(names)} {time.time() - t0:7.0f}s] {name}: {res['status']} "
@@ -215,8 +217,12 @@ def render(results: list[dict], meta: dict) -> str:
                      f"{c['fallback']} | {c['fail']} | {c['skip']} |")
     lines += ["", "## Ops", "", "| op | family | dtypes | samples | status | note |", "|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: r["name"]):
+        # a verdict re-judged (--resume --ops) on another device than the table's says so
+        note = r["note"]
+        if r.get("device", meta.get("device", "cpu")) != meta.get("device", "cpu"):
+            note = f"{note}{'; ' if note else ''}judged {_where(r['device'])}"
         lines.append(f"| `{_cell(r['name'])}` | {r['family']} | {', '.join(r['dtypes'])} | {r['samples']} | "
-                     f"{r['status']} | {_cell(r['note'])} |")
+                     f"{r['status']} | {_cell(note)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -598,6 +598,22 @@ def test_bf16_constants_and_masked_fill_with_inf():
           x, m, tol=TOL[torch.bfloat16])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_index_put_with_a_boolean_mask(dtype):
+    """``x[mask] = v`` / ``+= v`` with one mask over leading dims and ``v`` the same for every
+    selected row is pointwise (any dtype); ``v`` with a row per True falls back."""
+    x = make([5, 4], dtype)
+    m = torch.tensor([True, True, False, True, False])
+    v = make([4], dtype)
+    for acc in (False, True):
+        check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=acc), x, m, v, exact=True)
+        check(lambda a, b, c: torch.index_put(a, [b], c[None], accumulate=acc), x, m, v, exact=True)
+        check(lambda a, b, c: torch.index_put(a, [b], c[:1], accumulate=acc), x, m, v, exact=True)
+        check(lambda a, b, c: torch.index_put(a, [b], c[0], accumulate=acc), x, m.view(5, 1).expand(5, 4).clone(),
+              v, exact=True)
+    check(lambda a, b, c: torch.index_put(a, [b], c), x, m, make([3, 4], dtype), exact=True, fallbacks=1)
+
+
 def test_index_put_without_accumulate_and_padding_idx_grads():
     """index_put without accumulate is a store kernel (any dtype, as no atomics are needed)."""
     x = make([5, 3])

@@ -36,7 +36,8 @@ CI_OPS = {
     # views and indexing
     "reshape": "native", "permute": "native", "transpose": "native", "expand": "native", "squeeze": "native",
     "flip": "native", "narrow": "native", "index_select": "native", "__getitem__": "ok", "gather": "native",
-    "scatter_add": "ok", "take_along_dim": "ok",
+    "scatter_add": "ok", "take_along_dim": "ok", "scatter_reduce.amax": "native", "scatter_reduce.prod": "native",
+    "scatter_reduce.mean": "ok", "scatter": "ok", "index_put": "ok",
     # concatenation and padding
     "cat": "native", "stack": "native", "split": "native", "chunk": "native", "repeat": "native",
     "nn.functional.pad.constant": "native",

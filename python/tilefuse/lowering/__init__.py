@@ -1481,19 +1481,55 @@ def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atom
     return copy
 
 
+def _mask_put(x, indices, values, accumulate):
+    """``x[mask] = values`` (``+=`` with ``accumulate``) for one boolean ``mask`` covering x's
+    leading dims, when ``values`` broadcasts to the selected elements without a dim of their count
+    (its rank at most that of the rest of x, or a leading 1): every selected element gets the same
+    values, so ``where(mask, values, x)`` (``x + values`` there; bool: or) is the result and no
+    element is written twice. Otherwise NotImplementedError."""
+    size = list(x.get_size())
+    if len(indices) != 1 or indices[0] is None or indices[0].get_dtype() != torch.bool:
+        raise NotImplementedError("boolean mask index_put other than x[mask]")
+    mask = indices[0]
+    k = len(mask.get_size())
+    rest, vsize = size[k:], list(values.get_size())
+    if list(mask.get_size()) != size[:k] or len(vsize) > len(rest) + 1 or (
+            len(vsize) == len(rest) + 1 and vsize[0] != 1):
+        raise NotImplementedError("boolean mask index_put whose values depend on the position")
+    vview = ir.reshape_view(values, vsize[1:]) if len(vsize) == len(rest) + 1 else values
+    vl = ir.expand_view(vview, rest).make_loader()
+    ml, xl, dtype = mask.make_loader(), x.make_loader(), x.get_dtype()
+
+    def inner(idx):
+        xv, v = xl(idx), to_dtype_value(vl(idx[k:]), dtype)
+        if accumulate and dtype == torch.bool:
+            v = ops.logical_or(xv, v)
+        elif accumulate:  # one rounding, in fp32 for half precision as eager's add
+            acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+            v = to_dtype_value(ops.add(to_dtype_value(xv, acc), to_dtype_value(v, acc)), dtype)
+        return ops.where(ml(idx[:k]), v, xv)
+
+    return Pointwise.create(x.get_device(), dtype, inner, size)
+
+
 @register_lowering(aten.index_put.default)
 def _index_put(x, indices, values, accumulate=False):
     """``x.index_put(indices, values, accumulate)`` (embedding backward, ``x[idx] = v``) as a copy
     of ``x`` plus a kernel over the indexed positions that adds atomically (``accumulate``) or
     stores (torch leaves the winner among duplicate indices undefined then); integer index tensors
-    on adjacent dims only, other forms fall back."""
+    on adjacent dims only. A single boolean mask over the leading dims is pointwise when ``values``
+    is the same for every selected element (``_mask_put``).
+
+    Falls back: other boolean masks (which element of ``values`` goes where depends on how many
+    Trues come before it), non-adjacent index tensors, and ``accumulate`` into fp16/bf16 or
+    8/16-bit integers (no exact atomic add, ``_accumulate_into_copy``)."""
     size = list(x.get_size())
     pos = [k for k, t in enumerate(indices) if t is not None]
     if not pos or pos != list(range(pos[0], pos[-1] + 1)):
         raise NotImplementedError("non-adjacent advanced indices")
     tensors = [indices[k] for k in pos]
     if any(t.get_dtype() == torch.bool for t in tensors):
-        raise NotImplementedError("boolean mask index_put")
+        return _mask_put(x, indices, values, accumulate)
     bshape = broadcast_shapes(*[t.get_size() for t in tensors])
     loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
     first, nb = pos[0], len(bshape)
