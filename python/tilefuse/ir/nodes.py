@@ -6,7 +6,9 @@ realized ``Buffer``. Realizing a StorageBox turns its Loops into a ``ComputedBuf
 the graph; views of a realized buffer become ``ReinterpretView``s (same storage, new layout); other
 views stay lazy and re-index their input's loader.
 
-Shapes are lists of Python ints (static shapes). Indices are ``tilefuse.symbolic.Expr``.
+Shapes are lists of sizes: Python ints, or ``tilefuse.symbolic.Expr`` over size symbols for a
+graph compiled with dynamic shapes (``tilefuse.sizevars``; comparisons between symbolic sizes go
+through ``SizeVars``, which proves them or records a guard). Indices are Exprs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import sizevars as SV
 from .. import symbolic as S
 from ..virtualized import ops
 from . import graph_context as G
@@ -37,7 +40,7 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
     out, acc = [], 1
     for s in reversed(list(size)):
         out.append(acc)
-        acc *= max(int(s), 1)
+        acc = acc * (max(s, 1) if isinstance(s, int) else s)  # symbolic sizes are >= 1
     return list(reversed(out))
 
 
@@ -262,6 +265,8 @@ class Reduction(Loops):
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         numel, rnumel = prod(ranges), prod(reduction_ranges)
+        if not (isinstance(numel, int) and isinstance(rnumel, int)):
+            return 1  # symbolic: chunks need a static divisor (looped reductions instead)
         if rnumel < 4096:
             return 1
         iv = [S.sym(f"i{k}") for k in range(len(ranges))]
@@ -604,10 +609,12 @@ def expand_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     skip = len(size) - len(old)
     if skip < 0:
         raise ValueError(f"cannot expand a tensor of shape {old} to fewer dims {size}")
-    new = [old[i - skip] if (i >= skip and s == -1) else s for i, s in enumerate(size)]
+    new = [old[i - skip] if (i >= skip and isinstance(s, int) and s == -1) else s for i, s in enumerate(size)]
     for i, o in enumerate(old):
         if o != 1 and o != new[i + skip]:
-            raise ValueError(f"cannot expand shape {old} to {new}")
+            if isinstance(o, int) and isinstance(new[i + skip], int):
+                raise ValueError(f"cannot expand shape {old} to {new}")
+            new[i + skip] = SV.current().guard_equals(o, new[i + skip])
     if new == list(old):
         return x if isinstance(x, TensorBox) else TensorBox(x)
 
@@ -631,6 +638,7 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
     is a strided view when every group of old dims that new dims merge or split is itself
     contiguous in memory). Sizes must have equal products."""
     old_size, old_stride, new_size = list(old_size), list(old_stride), list(new_size)
+    sv = SV.current()
     if prod(new_size) == 0 or not old_size:
         return contiguous_strides(new_size)
     new_stride = [0] * len(new_size)
@@ -641,14 +649,15 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
     view_numel = 1
     for d in range(len(old_size) - 1, -1, -1):
         chunk_numel *= old_size[d]
-        chunk_ends = d == 0 or (old_size[d - 1] != 1 and old_stride[d - 1] != chunk_numel * base)
+        chunk_ends = d == 0 or (old_size[d - 1] != 1
+                                and not sv.evaluate_equals(old_stride[d - 1], chunk_numel * base))
         if not chunk_ends:
             continue
-        while v >= 0 and (view_numel < chunk_numel or new_size[v] == 1):
+        while v >= 0 and (new_size[v] == 1 or sv.evaluate_lt(view_numel, chunk_numel)):
             new_stride[v] = view_numel * base
             view_numel *= new_size[v]
             v -= 1
-        if view_numel != chunk_numel:
+        if not sv.evaluate_equals(view_numel, chunk_numel):
             return None
         if d > 0:
             base = old_stride[d - 1]
@@ -662,11 +671,14 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     the new index to the flat position and from it to the old index (FloorDiv/ModularIndexing)."""
     old = list(x.get_size())
     size = list(size)
-    if -1 in size:
-        k = size.index(-1)
+    sv = SV.current()
+    k = next((i for i, s in enumerate(size) if isinstance(s, int) and s == -1), None)
+    if k is not None:
         rest = prod(s for i, s in enumerate(size) if i != k)
-        size[k] = prod(old) // rest if rest else 0
-    if prod(size) != prod(old):
+        size[k] = SV.static_or_expr(S.CleanDiv(prod(old), rest)) if rest != 0 else 0
+        if isinstance(size[k], S.Expr) and not sv.statically_known_multiple_of(prod(old), rest):
+            sv.guard_equals(size[k] * rest, prod(old))
+    if prod(size) != prod(old) and not sv.evaluate_equals(prod(size), prod(old)):
         raise ValueError(f"cannot reshape a tensor of shape {old} to {size}")
     if size == old:
         return x if isinstance(x, TensorBox) else TensorBox(x)
@@ -704,9 +716,25 @@ def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "Ten
     n = size[dim]
     start = 0 if start is None else start
     end = n if end is None else end
-    start = max(0, min(n, start + n if start < 0 else start))
-    end = max(start, min(n, end + n if end < 0 else end))
-    new_n = (end - start + step - 1) // step
+    if all(isinstance(v, int) for v in (n, start, end)):
+        start = max(0, min(n, start + n if start < 0 else start))
+        end = max(start, min(n, end + n if end < 0 else end))
+        new_n = (end - start + step - 1) // step
+    else:  # symbolic: clamp as Python slicing does, deciding each comparison by the hints (guarded)
+        sv = SV.current()
+
+        def clamp(v, lo):
+            if isinstance(v, int) and v < 0:
+                v = v + n
+            if not (isinstance(v, int) and isinstance(lo, int)) and sv.evaluate_lt(v, lo):
+                return lo
+            if isinstance(v, int) and isinstance(lo, int) and v < lo:
+                return lo
+            return n if (v == n or sv.evaluate_leq(n, v)) else v
+
+        start = SV.static_or_expr(clamp(start, 0))
+        end = SV.static_or_expr(clamp(end, start))
+        new_n = SV.static_or_expr(S.FloorDiv(end - start + step - 1, step) if step != 1 else end - start)
     if start == 0 and end == n and step == 1:
         return x if isinstance(x, TensorBox) else TensorBox(x)
     new_size = size[:dim] + [new_n] + size[dim + 1:]

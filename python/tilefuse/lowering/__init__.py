@@ -64,14 +64,39 @@ def is_tensor(x) -> bool:
 
 
 def _meta(x):
+    """A stand-in for type promotion: a meta tensor of ``x``'s dtype and rank (sizes 1, so symbolic
+    sizes need no value; promotion depends on dtype and on rank 0 vs not only); a symbolic size
+    used as a scalar is an int."""
     if is_tensor(x):
-        return torch.empty(x.get_size(), dtype=x.get_dtype(), device="meta")
+        return torch.empty([1] * len(x.get_size()), dtype=x.get_dtype(), device="meta")
+    if isinstance(x, S.Expr):
+        return 1
     return x
 
 
 def broadcast_shapes(*shapes):
-    """torch's broadcast of static ``shapes`` as a list; raises RuntimeError when incompatible."""
-    return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    """torch's broadcast of ``shapes`` as a list; raises RuntimeError when incompatible. Symbolic
+    sizes broadcast as in torch with dynamic shapes: a size-1 dim takes the other size, equal
+    sizes stay, and two different symbolic sizes are asserted equal (a guard)."""
+    if all(isinstance(d, int) for sh in shapes for d in sh):
+        return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    from .. import sizevars as SV
+
+    sv = SV.current()
+    rank = max(len(sh) for sh in shapes)
+    out: list = [1] * rank
+    for sh in shapes:
+        for i, d in enumerate(sh, rank - len(sh)):
+            o = out[i]
+            if d == 1:
+                continue
+            if o == 1:
+                out[i] = d
+            elif o != d:
+                if isinstance(o, int) and isinstance(d, int):
+                    raise RuntimeError(f"shapes {[list(x) for x in shapes]} do not broadcast (dim {i}: {o} vs {d})")
+                out[i] = sv.guard_equals(o, d)
+    return out
 
 
 def _device(args) -> torch.device:
@@ -97,6 +122,21 @@ def _as_device(device) -> torch.device:
 def to_dtype_value(v, dtype: torch.dtype):
     """``v`` (an ops value) converted to ``dtype``; no op when it already has it."""
     return v if v.dtype == dtype else ops.to_dtype(v, dtype)
+
+
+def _sv():
+    """The SizeVars of the graph being lowered."""
+    from .. import sizevars as SV
+
+    return SV.current()
+
+
+def _size_value(n, dtype: torch.dtype):
+    """A size (an element count) as a value of ``dtype`` in a loop body: a constant, or computed
+    from the kernel's size arguments when symbolic."""
+    if isinstance(n, S.Expr) and not n.is_number:
+        return ops.index_expr(n, dtype)
+    return ops.constant(float(int(n)) if dtype.is_floating_point else int(n), dtype)
 
 
 def _scalar_loader(value, dtype):
@@ -948,7 +988,7 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
     out_dtype = dtype or x.get_dtype()
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     s = make_reduction("sum")(x, rdims if rdims else None, keepdim, dtype=acc)
-    return make_pointwise(lambda a: ops.truediv(a, ops.constant(float(n), acc)), NO_OPMATH,
+    return make_pointwise(lambda a: ops.truediv(a, _size_value(n, acc)), NO_OPMATH,
                           out_dtype=out_dtype, compute_dtype=acc)(s)
 
 
@@ -965,9 +1005,10 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
                           out_dtype=acc, compute_dtype=acc)(x, mean_k)
     ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
-    denom = max(n - corr, 0)
+    denom = max(n - corr, 0) if isinstance(n, int) else _sv().evaluate_max(n - corr, 0)
+
     def finish(a):
-        v = ops.truediv(a, ops.constant(float(denom), acc))
+        v = ops.truediv(a, _size_value(denom, acc))
         return ops.sqrt(v) if sqrt else v
 
     # std: the square root is taken in the accumulation dtype, rounding once (as eager)
