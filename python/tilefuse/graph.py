@@ -41,13 +41,16 @@ def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
     return lay
 
 
-def _is_dense_non_overlapping(size, stride) -> bool:
-    dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
+def _is_dense_non_overlapping(size, stride, sv: SV.SizeVars | None = None) -> bool:
+    """Whether (size, stride) is a permutation of a contiguous layout. Symbolic strides are ordered
+    by their hints and must match exactly (structurally), so no guard is added."""
+    key = (lambda st: st) if sv is None else sv.hint
+    dims = sorted(((st, s) for s, st in zip(size, stride) if s != 1), key=lambda p: key(p[0]))
     acc = 1
     for st, s in dims:
         if st != acc:
             return False
-        acc *= s
+        acc = acc * s
     return True
 
 
@@ -261,10 +264,14 @@ class GraphLowering(torch.fx.Interpreter):
             if isinstance(sb.data, (ir.Pointwise, ir.Reduction)):
                 sb.realize()
                 buf = sb.data
-                if isinstance(meta, torch.Tensor) and _is_dense_non_overlapping(meta.shape, meta.stride()) \
-                        and list(meta.shape) == list(buf.get_size()):
+                # the strides eager gives this output, when dense (never touching the meta's SymInts
+                # directly: comparing them would specialize the sizes)
+                msize = self.sizevars.sizes(meta.shape) if isinstance(meta, torch.Tensor) else None
+                mstride = self.sizevars.sizes(meta.stride()) if isinstance(meta, torch.Tensor) else None
+                if msize is not None and msize == list(buf.get_size()) \
+                        and _is_dense_non_overlapping(msize, mstride, self.sizevars):
                     buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, list(buf.get_size()),
-                                                [int(s) for s in meta.stride()], 0)
+                                                mstride, 0)
                 else:
                     buf.freeze_layout()
             return sb.data

@@ -84,7 +84,7 @@ class Layout:
         def indexer(index: Index):
             if len(index) != len(size):
                 raise ValueError(f"index of rank {len(index)} used on a layout of rank {len(size)}")
-            out = S.Integer(offset)
+            out = offset if isinstance(offset, S.Expr) else S.Integer(offset)
             for i, s, st in zip(index, size, stride):
                 if s != 1 and st != 0:
                     out = out + i * st
@@ -724,13 +724,15 @@ def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "Ten
         sv = SV.current()
 
         def clamp(v, lo):
+            # into [lo, n]: Python's slice clamping, each comparison proven or guarded (the guards
+            # are the loosest that keep the answer: v <= n, not n > v)
+            if isinstance(v, int) and v >= 2**62:  # "to the end" (sys.maxsize)
+                return n
             if isinstance(v, int) and v < 0:
                 v = v + n
-            if not (isinstance(v, int) and isinstance(lo, int)) and sv.evaluate_lt(v, lo):
+            if sv.evaluate_lt(v, lo):
                 return lo
-            if isinstance(v, int) and isinstance(lo, int) and v < lo:
-                return lo
-            return n if (v == n or sv.evaluate_leq(n, v)) else v
+            return v if (v != n and sv.evaluate_leq(v, n)) else n
 
         start = SV.static_or_expr(clamp(start, 0))
         end = SV.static_or_expr(clamp(end, start))

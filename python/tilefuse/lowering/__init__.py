@@ -641,6 +641,8 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
     computed in float64 and rounded once (torch's CPU kernel accumulates in double)."""
     if step == 0:
         raise ValueError("arange: step must be nonzero")
+    if any(isinstance(v, S.Expr) for v in (start, end, step)):
+        return _arange_symbolic(start, end, step, dtype, device)
     if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
         dtype = dtype or torch.get_default_dtype()
         n = max(0, math.ceil((end - start) / step))
@@ -657,6 +659,24 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
     dtype = dtype or torch.int64
     return Pointwise.create(_as_device(device), dtype,
                             lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
+
+
+def _arange_symbolic(start, end, step, dtype, device):
+    """``torch.arange`` with symbolic bounds: the length is the one Dynamo computed (the node's
+    meta), each element ``start + i*step`` from the kernel's size arguments."""
+    from ..ir import graph_context as G
+
+    if any(isinstance(v, float) for v in (start, end, step)):
+        raise NotImplementedError("arange mixing symbolic and floating bounds")
+    meta = G.graph().current_node.meta.get("val")
+    n = _sv().size(meta.shape[0])
+    dtype = dtype or torch.int64
+    if dtype.is_floating_point:
+        def fvalue(idx):
+            return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)
+
+        return Pointwise.create(_as_device(device), dtype, fvalue, [n])
+    return Pointwise.create(_as_device(device), dtype, lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
 
 
 # ---------------------------------------------------------------------------------- views
@@ -1330,6 +1350,8 @@ def _as_strided(x, size, stride, storage_offset=None):
 
     arg = G.graph().current_node.args[0]
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if G.graph().sizevars.shape_env is not None:
+        raise NotImplementedError("as_strided in a graph with symbolic sizes")
     if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
         raise NotImplementedError("as_strided of a tensor that is not contiguous")
     size, stride = list(size), list(stride)
@@ -1745,9 +1767,10 @@ def _scan(x, dim: int, stype: str, out: torch.dtype):
         return _to_dtype_lowering(x, out)
     dim = dim % len(size)
     n = size[dim]
-    if n > config.persistent_reduction_threshold:
-        raise NotImplementedError("scan over a row longer than a persistent block")
-    if n <= 1 or prod(size) == 0:
+    nmax = _sv().upper_bound(n)  # a symbolic row length: its proven bound
+    if nmax is None or nmax > config.persistent_reduction_threshold:
+        raise NotImplementedError("scan over a row that may be longer than a persistent block")
+    if (isinstance(n, int) and n <= 1) or prod(size) == 0:
         return _to_dtype_lowering(x, out)
     acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
     loader = x.make_loader()
