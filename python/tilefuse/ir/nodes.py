@@ -706,6 +706,31 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     return _view(x, size, reindex, layout_fn)
 
 
+def slice_bounds(n, start, end) -> tuple:
+    """``start``/``end`` (None, negative, or past the end) of a slice of a dim of length ``n``,
+    clamped as Python slicing does: ``0 <= start <= end <= n``. With symbolic values each
+    comparison is proven or decided by the hints and guarded (the loosest guard that keeps the
+    answer: ``end <= n`` rather than ``end < n``)."""
+    start = 0 if start is None else start
+    end = n if end is None else end
+    if all(isinstance(v, int) for v in (n, start, end)):
+        start = max(0, min(n, start + n if start < 0 else start))
+        return start, max(start, min(n, end + n if end < 0 else end))
+    sv = SV.current()
+
+    def clamp(v, lo):
+        if isinstance(v, int) and v >= 2**62:  # "to the end" (sys.maxsize)
+            return n
+        if isinstance(v, int) and v < 0:
+            v = v + n
+        if sv.evaluate_lt(v, lo):
+            return lo
+        return v if (v != n and sv.evaluate_leq(v, n)) else n
+
+    start = SV.static_or_expr(clamp(start, 0))
+    return start, SV.static_or_expr(clamp(end, start))
+
+
 def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "TensorBox":
     """``x[..., start:end:step, ...]`` along ``dim`` (negative and out-of-range bounds clamp as
     Python slicing does)."""
@@ -714,28 +739,10 @@ def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "Ten
     if step <= 0:
         raise ValueError(f"slice step must be positive, got {step}")
     n = size[dim]
-    start = 0 if start is None else start
-    end = n if end is None else end
-    if all(isinstance(v, int) for v in (n, start, end)):
-        start = max(0, min(n, start + n if start < 0 else start))
-        end = max(start, min(n, end + n if end < 0 else end))
+    start, end = slice_bounds(n, start, end)
+    if isinstance(end - start, int):
         new_n = (end - start + step - 1) // step
-    else:  # symbolic: clamp as Python slicing does, deciding each comparison by the hints (guarded)
-        sv = SV.current()
-
-        def clamp(v, lo):
-            # into [lo, n]: Python's slice clamping, each comparison proven or guarded (the guards
-            # are the loosest that keep the answer: v <= n, not n > v)
-            if isinstance(v, int) and v >= 2**62:  # "to the end" (sys.maxsize)
-                return n
-            if isinstance(v, int) and v < 0:
-                v = v + n
-            if sv.evaluate_lt(v, lo):
-                return lo
-            return v if (v != n and sv.evaluate_leq(v, n)) else n
-
-        start = SV.static_or_expr(clamp(start, 0))
-        end = SV.static_or_expr(clamp(end, start))
+    else:
         new_n = SV.static_or_expr(S.FloorDiv(end - start + step - 1, step) if step != 1 else end - start)
     if start == 0 and end == n and step == 1:
         return x if isinstance(x, TensorBox) else TensorBox(x)

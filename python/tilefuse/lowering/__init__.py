@@ -1205,8 +1205,10 @@ def _in_range(e, lo: int, hi: int):
     return ops.logical_and(ops.ge(v, ops.constant(lo, torch.int64)), ops.lt(v, ops.constant(hi, torch.int64)))
 
 
-def _clamped(e, n: int):
-    return S.Max(S.Integer(0), S.Min(e, S.Integer(max(n - 1, 0))))
+def _clamped(e, n):
+    """``e`` clamped into ``[0, n - 1]`` (an index into a dim of length ``n``, int or symbolic)."""
+    hi = S.Integer(max(n - 1, 0)) if isinstance(n, int) else n - 1
+    return S.Max(S.Integer(0), S.Min(e, hi))
 
 
 @register_lowering(aten.cat.default)
@@ -1262,7 +1264,7 @@ def _constant_pad_nd(x, pad, value=0.0):
         d = len(size) - 1 - k
         lo[d], hi[d] = pad[2 * k], pad[2 * k + 1]
     out = [s + a + b for s, a, b in zip(size, lo, hi)]
-    if any(s < 0 for s in out):
+    if any(isinstance(s, int) and s < 0 for s in out):
         raise ValueError(f"constant_pad_nd: padding {list(pad)} leaves a negative size {out}")
     loader = x.make_loader()
     dtype = x.get_dtype()
@@ -1290,9 +1292,7 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     size = list(x.get_size())
     dim = dim % len(size)
     n = size[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(n, start)), max(0, min(n, end))
+    start, end = ir.slice_bounds(n, start, end)
     m = src.get_size()[dim]
     if m == 0:
         return _clone(x)
@@ -1511,7 +1511,7 @@ def _accumulate_into_copy(x, ranges, index_fn, value_fn, value_dtype, mode="atom
     target.freeze_layout()
     dtype = x.get_dtype()
     data = Pointwise(x.get_device(), dtype, lambda idx: to_dtype_value(value_fn(idx), dtype), ranges)
-    if prod(ranges) > 0:
+    if prod(ranges) != 0:
         g = G.graph()
         g.register_buffer(ir.MutationBuffer(g.new_buffer_name(), target, data, index_fn, mode))
     return copy
