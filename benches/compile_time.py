@@ -1,23 +1,24 @@
-"""Compile time of a graph with many kernels — the main job's GPT-2 forward — under each way of
-compiling its Triton kernels (needs a CUDA GPU; without one it says so and exits).
+"""Cold compile time per workload: tilefuse vs Inductor vs aot_eager, static and ``dynamic=True``.
 
-Every row runs in a fresh process with an empty Triton cache (``TRITON_CACHE_DIR``), except
-``warm``, which reuses the cache the ``process`` row filled (a second process compiling the
-same graph). Rows:
+Every measurement runs in a fresh Python process with empty caches (its own ``TRITON_CACHE_DIR``,
+``TILEFUSE_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR``, and ``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1``)
+and times the first call of the compiled workload (forward, or forward + backward for training
+workloads), synchronized. ``aot_eager`` is Dynamo + AOTAutograd with eager kernels, so
 
-    lazy      compile_workers=0: no compiling ahead, Triton compiles each kernel at its first launch
-    serial    compile_workers=1: every kernel compiled ahead, one after another, in this process
-    process   compile_workers=N, compile_pool="process": N forked compile workers
-    thread    compile_workers=N, compile_pool="thread": Triton's AsyncCompileMode with N threads
-    warm      as process, with the Triton cache the process row left (binaries, autotuning timings)
-    tune3     as process, with codegen offering 3 configs per kernel, so every kernel is autotuned
+    backend time = first call (backend) - first call (aot_eager)
 
-Columns: the first call's wall time (Dynamo, AOTAutograd, lowering, codegen, compiling, launch;
-the "compile time" the demo prints), the part spent compiling ahead (``metrics.precompile_seconds``),
-generated kernels, and the logits' largest difference from eager.
+is what the backend itself adds: lowering, scheduling, codegen and kernel compilation (plus one
+run of the kernels, negligible against compiling). Printed per workload and mode: each backend's
+first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse / Inductor; the
+issue's target is <= 0.25). With ``--warm`` a second process per backend re-runs the same
+workload with the caches the cold process filled (warm-cache recompile).
 
-    python benches/compile_time.py                       # every row, GPT-2 small (12 layers)
-    python benches/compile_time.py --rows lazy,process --n-layer 4
+Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
+training step (forward + backward of the LM loss, bf16, batch 8 x 512).
+
+    python benches/compile_time.py                          # everything (needs a CUDA GPU)
+    python benches/compile_time.py --only layernorm,block_fwd --modes dynamic
+    python benches/compile_time.py --device cpu --only softmax   # the code path on the CPU (tiny sizes)
 """
 
 from __future__ import annotations
@@ -28,107 +29,151 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
-ROWS = ["lazy", "serial", "process", "thread", "warm", "tune3"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+BACKENDS = ("aot_eager", "inductor", "tilefuse")
+MODES = ("static", "dynamic")
 
 
-def _child(row: str, n_layer: int) -> dict:
-    """One measurement, in this (fresh) process; the environment was set by the parent."""
-    import time
-
+def _workload(name: str, device: str):
+    """(fn, args, train) of a workload at the bench's size for ``device``."""
     import torch
 
-    from tilefuse import demo, metrics
+    if name == "gpt12_train":
+        sys.path.insert(0, os.path.join(HERE, "..", "python"))
+        from tilefuse import demo
 
-    if row == "tune3":
-        from tilefuse.codegen import triton as T
+        size = "small" if device == "cuda" else "tiny"
+        model, ids = demo.build_gpt2(size, device, n_layer=12 if device == "cuda" else 2)
+        model = model.to(torch.bfloat16 if device == "cuda" else torch.float32).train()
 
-        orig = T.TritonKernelCodegen.generate
+        def step(ids):
+            loss = model(ids, labels=ids).loss
+            loss.backward()
+            return loss
 
-        def generate(self):
-            gk = orig(self)
-            c = gk.configs[0]
-            gk.configs = [c, {**c, "XBLOCK": max(1, c["XBLOCK"] // 2), "num_warps": 2}, {**c, "num_warps": 8}]
-            return gk
+        return step, (ids,), True
+    sys.path.insert(0, HERE)
+    import runtime
 
-        T.TritonKernelCodegen.generate = generate
-    model, ids = demo.build_gpt2("small", "cuda", n_layer=n_layer)
-    model.eval()
-    with torch.no_grad():
-        ref = model(ids).logits
+    w = next((w for w in runtime.WORKLOADS if w.name == name), None)
+    if w is None:
+        raise SystemExit(f"unknown workload {name!r}; choose from {workload_names()}")
+    size, dtype = ("small", torch.bfloat16) if device == "cuda" else ("tiny", torch.float32)
+    return runtime._fresh(w.fn, "ct"), w.make(size, dtype, device), w.train
+
+
+def workload_names() -> list[str]:
+    sys.path.insert(0, HERE)
+    import runtime
+
+    return [w.name for w in runtime.WORKLOADS] + ["gpt12_train"]
+
+
+def _child(name: str, backend: str, mode: str, device: str) -> dict:
+    """One cold (or warm) first call, in this fresh process."""
+    import torch
+
+    fn, args, train = _workload(name, device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if backend == "tilefuse":
+        from tilefuse import metrics
+
         metrics.reset()
-        compiled = torch.compile(model, backend="tilefuse")
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = compiled(ids).logits
-        torch.cuda.synchronize()
-        first = time.perf_counter() - t0
-        err = (out - ref).abs().max().item()
-    return dict(row=row, first_call_s=round(first, 2), precompile_s=round(metrics.precompile_seconds, 2),
-                kernels=metrics.generated_kernel_count, graphs=metrics.generated_graph_count, max_abs_err=err)
+    compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
+    sync()
+    t0 = time.perf_counter()
+    out = compiled(*args)
+    if train and name != "gpt12_train":
+        out = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
+    sync()
+    first = time.perf_counter() - t0
+    res = dict(first_call_s=first)
+    if backend == "tilefuse":
+        res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
+                   specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count)
+    return res
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the rows, each in its own process, and print a table."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated subset of {ROWS}")
-    ap.add_argument("--workers", type=int, default=None, help="N for the parallel rows (default: usable cores)")
-    ap.add_argument("--n-layer", type=int, default=12, help="GPT-2 layers (default 12, GPT-2 small)")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        print("RESULT " + json.dumps(_child(args.child, args.n_layer)), flush=True)
-        return 0
-
-    import torch
-
-    if not torch.cuda.is_available():
-        print("compile_time.py needs a CUDA GPU (none found); nothing measured")
-        return 0
-    from tilefuse import config
-
-    workers = args.workers or config._usable_cores()
-    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    unknown = [r for r in rows if r not in ROWS]
-    if unknown:
-        ap.error(f"unknown rows {unknown}")
-    print(f"device: {torch.cuda.get_device_name()}; usable cores: {config._usable_cores()}; parallel rows use "
-          f"{workers} workers; GPT-2 n_layer={args.n_layer}, batch 8 x 512, fp32, forward (no grad)", flush=True)
-    print(f"{'row':8} {'first call s':>12} {'precompile s':>12} {'kernels':>8} {'graphs':>6} {'max abs err':>11}",
-          flush=True)
-    warm_dir = None
-    settings = {"lazy": ("0", "process"), "serial": ("1", "process"), "process": (str(workers), "process"),
-                "thread": (str(workers), "thread"), "warm": (str(workers), "process"),
-                "tune3": (str(workers), "process")}
-    for row in rows:
-        cache = tempfile.mkdtemp(prefix=f"triton_{row}_")
-        if row == "warm":
-            if warm_dir is None:  # fill a cache first
-                warm_dir = cache
-                _run(row="process", cache=warm_dir, workers=str(workers), pool="process", n_layer=args.n_layer)
-            cache = warm_dir
-        w, pool = settings[row]
-        res = _run(row=row, cache=cache, workers=w, pool=pool, n_layer=args.n_layer)
-        if row == "process":
-            warm_dir = cache
-        if res is None:
-            print(f"{row:8} FAILED", flush=True)
-            continue
-        print(f"{row:8} {res['first_call_s']:12.2f} {res['precompile_s']:12.2f} {res['kernels']:8d} "
-              f"{res['graphs']:6d} {res['max_abs_err']:11.2e}", flush=True)
-    return 0
-
-
-def _run(row: str, cache: str, workers: str, pool: str, n_layer: int) -> dict | None:
-    env = dict(os.environ, TRITON_CACHE_DIR=cache, TILEFUSE_COMPILE_WORKERS=workers, TILEFUSE_COMPILE_POOL=pool,
-               TRITON_INTERPRET="0")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", row, "--n-layer", str(n_layer)],
+def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool) -> dict | None:
+    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+               TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"))
+    if cold:
+        env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+    else:
+        env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    env["TRITON_INTERPRET"] = "0" if device == "cuda" else "1"
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, backend, mode, device],
                        capture_output=True, text=True, env=env)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    sys.stderr.write(r.stdout[-2000:] + r.stderr[-3000:])
+    sys.stderr.write(f"--- {name} {backend} {mode} failed:\n{r.stdout[-1500:]}{r.stderr[-3000:]}\n")
     return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated workloads (default: all)")
+    ap.add_argument("--modes", default="static,dynamic", help="static, dynamic or both (default)")
+    ap.add_argument("--warm", action="store_true", help="also time a warm-cache first call per backend")
+    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu (tiny sizes)")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        name, backend, mode, device = args.child
+        print("RESULT " + json.dumps(_child(name, backend, mode, device)), flush=True)
+        return 0
+
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else None)
+    if device is None:
+        print("compile_time.py measures GPU compiles and needs a CUDA GPU (none found); nothing measured. "
+              "`--device cpu` runs the same code path at tiny sizes.")
+        return 0
+    names = args.only.split(",") if args.only else workload_names()
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        ap.error(f"unknown modes {bad}; choose from {MODES}")
+    dev = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    print(f"# cold compile (fresh process, caches off), {dev}, torch {torch.__version__}; seconds; "
+          "backend = first call - aot_eager's first call; ratio = tilefuse backend / Inductor backend", flush=True)
+    cols = "| workload | mode | aot_eager s | Inductor s | tilefuse s | Inductor backend s | tilefuse backend s | ratio |"
+    if args.warm:
+        cols += " Inductor warm s | tilefuse warm s | warm ratio |"
+    print(cols)
+    print("|" + "---|" * (cols.count("|") - 1))
+    failed = 0
+    for name in names:
+        for mode in modes:
+            res, warm = {}, {}
+            for backend in BACKENDS:
+                caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
+                res[backend] = _run(name, backend, mode, device, caches, cold=True)
+                if args.warm and backend != "aot_eager" and res[backend] is not None:
+                    warm[backend] = _run(name, backend, mode, device, caches, cold=False)
+            if any(v is None for v in res.values()):
+                failed += 1
+                print(f"| {name} | {mode} | FAILED ({[b for b, v in res.items() if v is None]}) |", flush=True)
+                continue
+            base = res["aot_eager"]["first_call_s"]
+            ind, tf = res["inductor"]["first_call_s"], res["tilefuse"]["first_call_s"]
+            ib, tb = ind - base, tf - base
+            ratio = tb / ib if ib > 0 else float("nan")
+            extra = res["tilefuse"]
+            note = "" if not extra.get("specialized") else f" ({extra['specialized']} graphs specialized)"
+            line = (f"| {name} | {mode} | {base:.2f} | {ind:.2f} | {tf:.2f} | {ib:.2f} | {tb:.2f} | "
+                    f"{ratio:.2f}{note} |")
+            if args.warm:
+                iw = warm.get("inductor", {}).get("first_call_s", float("nan")) - base
+                tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
+                line += f" {iw:.2f} | {tw:.2f} | {tw / iw if iw > 0 else float('nan'):.2f} |"
+            print(line, flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

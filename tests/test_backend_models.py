@@ -253,14 +253,17 @@ def test_transformer_block_under_bf16_autocast_and_in_fp16():
         torch.testing.assert_close(p.grad, q.grad, atol=1e-2, rtol=1e-2)
 
 
-def test_dynamic_shapes_are_specialized_per_concrete_shape():
+def test_dynamic_shapes_specialized_per_concrete_shape_when_symbolic_shapes_off():
+    # the last-resort path for graphs with symbolic sizes (tests/test_dynamic.py has the symbolic one)
     f = lambda a, b: torch.softmax(a * 2, -1) + b.sum()  # noqa: E731
-    cf = torch.compile(f, backend="tilefuse", dynamic=True)
-    metrics.reset()
-    for n in [3, 5, 3]:
-        x, y = torch.randn(n, 7), torch.randn(n)
-        torch.testing.assert_close(cf(x, y), f(x, y))
+    with config.patch(symbolic_shapes=False):
+        cf = torch.compile(f, backend="tilefuse", dynamic=True)
+        metrics.reset()
+        for n in [3, 5, 3]:
+            x, y = torch.randn(n, 7), torch.randn(n)
+            torch.testing.assert_close(cf(x, y), f(x, y))
     assert metrics.generated_graph_count == 2  # one static compile per distinct shape, reused after
+    assert metrics.symbolic_graph_count == 0
 
 
 def test_transformer_block_with_changing_sequence_length_trains_like_eager():

@@ -5,9 +5,13 @@ without importing tilefuse. Dynamo hands the backend a torch-level FX graph; AOT
 tilefuse's decomposition table) turns it into aten-level forward and backward graphs, and each is
 compiled by ``compile_graph``: GraphLowering → scheduler → Triton + wrapper codegen → module.
 
-Dynamic shapes: tilefuse's IR has static shapes. A graph Dynamo hands over with symbolic sizes
-(``dynamic=True``, or automatic dynamic shapes after a recompile) is compiled lazily, once per
-concrete input signature (``SpecializingGraph``).
+Dynamic shapes: a graph Dynamo hands over with symbolic sizes (``dynamic=True``, ``mark_dynamic``,
+or automatic dynamic shapes after a recompile) is compiled once for every size: the sizes enter
+the IR as native Exprs (``tilefuse.sizevars``), kernels take them as arguments, and whatever the
+compiled code assumes about them is proven or recorded as a guard in Dynamo's ShapeEnv. A graph
+that cannot be compiled symbolically (``config.symbolic_shapes`` off, an unbacked size, an op whose
+lowering needs static sizes) is compiled lazily once per concrete input signature instead
+(``SpecializingGraph``), which is logged.
 
 Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
 ``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
@@ -45,7 +49,7 @@ class CompiledGraph:
     its kernels ahead of their first launch (CUDA)."""
 
     def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
-                 precompile_seconds: float = 0.0):
+                 precompile_seconds: float = 0.0, symbol_sources: dict | None = None):
         # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
         # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
         # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
@@ -54,6 +58,10 @@ class CompiledGraph:
         self.input_layouts = input_layouts  # (size, stride) per tensor input, None otherwise
         self.compile_seconds = compile_seconds
         self.precompile_seconds = precompile_seconds
+        # symbolic graphs: size symbol name -> (argument position, "size" | "stride" | "int", dim)
+        self.symbol_sources = symbol_sources or {}
+        self.symbolic = any(not isinstance(v, int) for lay in input_layouts if lay is not None
+                            for v in (*lay[0], *lay[1]))
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -63,13 +71,26 @@ class CompiledGraph:
             args = list(call_args)
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
-        for i, lay in enumerate(self.input_layouts):
+        layouts = self.input_layouts if not self.symbolic else self._evaluated_layouts(args)
+        for i, lay in enumerate(layouts):
             if lay is None:
                 continue
             a = args[i]
             if tuple(a.stride()) != lay[1] and a.numel() > 1:
                 args[i] = ensure_strides(a, lay[0], lay[1])
         return self.module.call(args)
+
+    def _evaluated_layouts(self, args: list) -> list:
+        """The input layouts of a symbolic graph at this call's sizes."""
+        vals = {}
+        for name, (pos, what, d) in self.symbol_sources.items():
+            a = args[pos]
+            vals[name] = int(a) if what == "int" else (a.size(d) if what == "size" else a.stride(d))
+
+        def ev(xs):
+            return tuple(x if isinstance(x, int) else x.evaluate(vals) for x in xs)
+
+        return [None if lay is None else (ev(lay[0]), ev(lay[1])) for lay in self.input_layouts]
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -131,7 +152,22 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
     with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time)."""
     name = f"{kind}_{next(_graph_ids)}"
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
-        return SpecializingGraph(gm, kind, name)
+        if not config.symbolic_shapes:
+            log.info("tilefuse: graph '%s' has symbolic sizes; compiling it per input shape "
+                     "(symbolic_shapes is off)", name)
+            return SpecializingGraph(gm, kind, name)
+        counts = metrics.snapshot()
+        try:
+            compiled = _compile(gm, example_inputs, name)
+        except Exception as e:  # noqa: BLE001 - the per-shape path still compiles the graph
+            metrics.restore(counts)
+            metrics.specialized_graph_count += 1
+            log.info("tilefuse: graph '%s' cannot be compiled for symbolic sizes (%s: %s); compiling it "
+                     "per input shape instead", name, type(e).__name__, e)
+            log.debug("tilefuse: symbolic compile failure", exc_info=True)
+            return SpecializingGraph(gm, kind, name)
+        metrics.symbolic_graph_count += 1
+        return compiled
     counts = metrics.snapshot()
     try:
         return _compile(gm, example_inputs, name)
@@ -165,8 +201,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
     pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
     metrics.generated_graph_count += 1
-    layouts = [(tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else None for x in example_inputs]
-    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s)
+    layouts = [(tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
+               if n in graph.graph_inputs else None for n in graph.graph_input_order]
+    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources)
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):

@@ -33,6 +33,11 @@ Options:
     compile_pool (str, env TILEFUSE_COMPILE_POOL, default "process"): what runs the parallel
         compiles: "process" (forked worker processes; Triton's front end holds the GIL) or
         "thread" (a thread pool driven by Triton's AsyncCompileMode).
+    symbolic_shapes (bool, env TILEFUSE_SYMBOLIC_SHAPES, default True): a graph Dynamo hands over
+        with symbolic sizes (dynamic shapes) is compiled once for all sizes (kernels take sizes as
+        arguments; facts the kernels rely on become guards). A graph that cannot be compiled
+        symbolically, or every such graph when False, is compiled once per concrete input shape
+        instead (``backend.SpecializingGraph``; logged).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def _usable_cores() -> int:
 
 compile_workers: int = int(os.environ.get("TILEFUSE_COMPILE_WORKERS", _usable_cores()))
 compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
+symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -80,6 +86,7 @@ _OPTIONS = (
     "tiling",
     "compile_workers",
     "compile_pool",
+    "symbolic_shapes",
 )
 
 

@@ -17,7 +17,9 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from . import config
+from . import sizevars as SV
 from .ir import graph_context as G
+from . import symbolic as S
 from .ir import nodes as ir
 from .lowering import EXTERN_OPS, lowerings
 
@@ -25,8 +27,9 @@ log = logging.getLogger("tilefuse")
 
 
 def _layout_from_meta(t: torch.Tensor) -> ir.FixedLayout:
-    return ir.FixedLayout(t.device, t.dtype, [int(s) for s in t.shape], [int(s) for s in t.stride()],
-                          int(t.storage_offset()))
+    """The layout of a (fake) tensor; symbolic sizes become Exprs through the graph's SizeVars."""
+    sv = SV.current()
+    return ir.FixedLayout(t.device, t.dtype, sv.sizes(t.shape), sv.sizes(t.stride()), sv.size(t.storage_offset()))
 
 
 def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
@@ -38,13 +41,16 @@ def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
     return lay
 
 
-def _is_dense_non_overlapping(size, stride) -> bool:
-    dims = sorted((st, s) for s, st in zip(size, stride) if s != 1)
+def _is_dense_non_overlapping(size, stride, sv: SV.SizeVars | None = None) -> bool:
+    """Whether (size, stride) is a permutation of a contiguous layout. Symbolic strides are ordered
+    by their hints and must match exactly (structurally), so no guard is added."""
+    key = (lambda st: st) if sv is None else sv.hint
+    dims = sorted(((st, s) for s, st in zip(size, stride) if s != 1), key=lambda p: key(p[0]))
     acc = 1
     for st, s in dims:
         if st != acc:
             return False
-        acc *= s
+        acc = acc * s
     return True
 
 
@@ -63,6 +69,22 @@ def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.devic
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return dev
+
+
+def _shape_env(example_inputs: list) -> Any:
+    """The ShapeEnv behind the symbolic sizes of ``example_inputs`` (None when all are static)."""
+    for x in example_inputs:
+        syms = [x] if isinstance(x, torch.SymInt) else (
+            [*x.shape, *x.stride(), x.storage_offset()] if isinstance(x, torch.Tensor) else [])
+        for s in syms:
+            if isinstance(s, torch.SymInt):
+                return s.node.shape_env
+    return None
+
+
+_SIZE_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
+                    torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+                    torch.sym_max, torch.sym_min, torch.sym_sum}
 
 
 class GraphLowering(torch.fx.Interpreter):
@@ -90,6 +112,11 @@ class GraphLowering(torch.fx.Interpreter):
         self.fallback_ops: list[str] = []
         self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
         self._placeholder_idx = 0
+        # symbolic sizes (dynamic shapes): the ShapeEnv of the fake inputs, if any is symbolic
+        self.sizevars = SV.SizeVars(_shape_env(self.example_inputs))
+        # size symbol name -> where the call's arguments hold it: (argument position, "size" |
+        # "stride" | "int", dim)
+        self.symbol_sources: dict[str, tuple[int, str, int]] = {}
 
     # ---------------------------------------------------------------- registry
     def new_buffer_name(self) -> str:
@@ -129,13 +156,25 @@ class GraphLowering(torch.fx.Interpreter):
             # offset: the layout's offset is 0
             lay = _layout_from_meta(ex)
             lay.offset = 0
+            for what, vals in (("size", lay.size), ("stride", lay.stride)):
+                for d, v in enumerate(vals):
+                    if isinstance(v, S.Expr) and v.is_symbol:
+                        self.symbol_sources.setdefault(v.name, (idx, what, d))
             buf = ir.InputBuffer(name, lay)
             self.graph_inputs[name] = buf
             self.graph_input_order.append(name)
             return ir.TensorBox(ir.StorageBox(buf))
-        self.graph_input_order.append(None)
         if isinstance(ex, torch.SymInt):
-            raise NotImplementedError("symbolic sizes (dynamic shapes) are not supported yet")
+            v = self.sizevars.size(ex)
+            if isinstance(v, S.Expr):
+                name = f"sym{idx}"
+                self.graph_input_order.append(name)
+                if v.is_symbol:
+                    self.symbol_sources.setdefault(v.name, (idx, "int", 0))
+                return v
+            self.graph_input_order.append(None)
+            return v
+        self.graph_input_order.append(None)
         return ex
 
     def get_attr(self, target, args, kwargs):
@@ -152,6 +191,8 @@ class GraphLowering(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
             return args[0][args[1]]
+        if target in _SIZE_ARITHMETIC:
+            return self._size_arithmetic(target, args)
         fn = lowerings.get(target)
         if fn is not None and not self._kernel_dtypes_only(self.current_node):
             log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel",
@@ -173,6 +214,23 @@ class GraphLowering(torch.fx.Interpreter):
             meta = metas[i] if i < len(metas) else None
             self.outputs.append(self._realize_output(v, meta))
         return result
+
+    def _size_arithmetic(self, target, args):
+        """Integer arithmetic on sizes in the graph (``s0 * s1`` for a view's shape, ``sym_size``)
+        computed on ints / Exprs; the result's meta value fixes what it is."""
+        meta = self.current_node.meta.get("val")
+        if target in (torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int):
+            x, d = args
+            vals = x.get_size() if target is torch.ops.aten.sym_size.int else None
+            if vals is None:
+                raise SV.SymbolicSizeError("sym_stride of a lazily computed value")
+            return vals[d]
+        if target is torch.ops.aten.sym_numel.default:
+            return ir.prod(args[0].get_size())
+        if isinstance(meta, (torch.SymInt, int)) and not isinstance(meta, bool):
+            # the ShapeEnv already knows the value: take its (replaced, simplified) expression
+            return self.sizevars.size(meta)
+        raise SV.SymbolicSizeError(f"symbolic {target} with a {type(meta).__name__} result")
 
     # ---------------------------------------------------------------- helpers
     @staticmethod
@@ -206,10 +264,14 @@ class GraphLowering(torch.fx.Interpreter):
             if isinstance(sb.data, (ir.Pointwise, ir.Reduction)):
                 sb.realize()
                 buf = sb.data
-                if isinstance(meta, torch.Tensor) and _is_dense_non_overlapping(meta.shape, meta.stride()) \
-                        and list(meta.shape) == list(buf.get_size()):
+                # the strides eager gives this output, when dense (never touching the meta's SymInts
+                # directly: comparing them would specialize the sizes)
+                msize = self.sizevars.sizes(meta.shape) if isinstance(meta, torch.Tensor) else None
+                mstride = self.sizevars.sizes(meta.stride()) if isinstance(meta, torch.Tensor) else None
+                if msize is not None and msize == list(buf.get_size()) \
+                        and _is_dense_non_overlapping(msize, mstride, self.sizevars):
                     buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, list(buf.get_size()),
-                                                [int(s) for s in meta.stride()], 0)
+                                                mstride, 0)
                 else:
                     buf.freeze_layout()
             return sb.data

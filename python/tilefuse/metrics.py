@@ -7,6 +7,9 @@ kernel is launched again instead of being defined, compiled and autotuned a seco
 ``generated_graph_count``: graphs compiled.
 ``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
 ``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
+``symbolic_graph_count``: graphs with symbolic sizes compiled once for all sizes.
+``specialized_graph_count``: graphs with symbolic sizes that could not be compiled symbolically
+and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
 ``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
 (``tilefuse.runtime.precompile``; 0 on the CPU).
 """
@@ -16,13 +19,17 @@ reused_kernel_count: int = 0
 generated_graph_count: int = 0
 fallback_kernel_count: int = 0
 extern_kernel_count: int = 0
+symbolic_graph_count: int = 0
+specialized_graph_count: int = 0
 precompile_seconds: float = 0.0
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
-    global precompile_seconds
+    global precompile_seconds, symbolic_graph_count, specialized_graph_count
+    symbolic_graph_count = 0
+    specialized_graph_count = 0
     generated_kernel_count = 0
     reused_kernel_count = 0
     generated_graph_count = 0
@@ -32,7 +39,7 @@ def reset() -> None:
 
 
 _COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "fallback_kernel_count",
-             "extern_kernel_count", "precompile_seconds")
+             "extern_kernel_count", "precompile_seconds", "symbolic_graph_count", "specialized_graph_count")
 
 
 def snapshot() -> dict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import sizevars as SV
 from . import symbolic as S
 from .ir import nodes as ir
 from .ir.nodes import digits  # noqa: F401  (re-exported: codegen and tests use it from here)
@@ -231,7 +232,9 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     # fused into its loop would run on those few programs too, instead of the whole GPU. Keep such
     # pointwise nodes in their own kernels (measured: a 16.7M-element mean over one row with the
     # transformer block's pointwise work fused in took 23 ms on an H200).
-    if (rnumel != 1 and numel < FEW_ROWS and rnumel > LONG_ROW
+    # (a heuristic: symbolic sizes are judged by their hints)
+    sv = SV.current()
+    if (rnumel != 1 and sv.hint(numel) < FEW_ROWS and sv.hint(rnumel) > LONG_ROW
             and any(maps[n][0] == "xr" for n in nodes)):
         return None
     # every read of a buffer written in the kernel must be at the written index, and an x-only

@@ -241,8 +241,12 @@ def _symbol_from_sympy(s: Any) -> Expr:
     return sym(s.name, positive=positive, nonnegative=nonnegative)
 
 
-def from_sympy(expr: Any) -> Expr:
+def from_sympy(expr: Any, symbol: Any = None) -> Expr:
     """Convert a sympy expression (as Inductor and Dynamo build them) to an :class:`Expr`.
+
+    ``symbol``: optional ``sympy.Symbol -> Expr`` used for every symbol instead of the default
+    mapping below (``SizeVars`` passes its own, to give Dynamo's size symbols their ShapeEnv
+    ranges).
 
     Supported nodes: ``sympy.Integer`` (and Python ints), ``sympy.Symbol`` (assumptions map to
     the symbol's range: ``positive`` → ``>= 1`` and size-like, ``nonnegative`` → ``>= 0`` and
@@ -278,7 +282,7 @@ def from_sympy(expr: Any) -> Expr:
         elif isinstance(e, sympy.Integer):
             r = Integer(int(e))
         elif isinstance(e, sympy.Symbol):
-            r = _symbol_from_sympy(e)
+            r = symbol(e) if symbol is not None else _symbol_from_sympy(e)
         elif isinstance(e, sympy.Rational):
             raise ValueError(f"from_sympy: non-integer rational {e} in an integer expression")
         elif isinstance(e, int):

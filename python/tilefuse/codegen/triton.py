@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from .. import config
+from .. import sizevars as SV
 from .. import symbolic as S
 from ..ir import nodes as ir
 from ..ir.loop_body import BodyValue
@@ -149,6 +150,12 @@ class GeneratedKernel:
     configs: list[dict[str, int]]
     removed: set[str]             # buffers this kernel made unnecessary
     index_dtype: str
+    # symbolic sizes (dynamic shapes): the kernel's integer parameters after the pointers, as
+    # Exprs over the graph's size symbols the wrapper evaluates at each call (xnumel, rnumel when
+    # symbolic, then one ``ks<i>`` per size symbol the index expressions use); grid extents that
+    # are symbolic name the parameter holding them
+    size_args: list = field(default_factory=list)
+    size_params: list[str] = field(default_factory=list)
     # entries of arg_names the kernel updates in place (atomic adds into a buffer another kernel
     # initialized): the autotuner restores them after each timed run
     mutated_args: list[str] = field(default_factory=list)
@@ -167,15 +174,25 @@ class TritonKernelCodegen:
         self.indent = 1
         self.counter = 0
         self.reduction = group.rnumel != 1
+        self.sv = SV.current()
+        # symbolic extents are kernel parameters; size symbols in index expressions become ks<i>
+        self.dyn_numel = not isinstance(group.numel, int)
+        self.dyn_rnumel = not isinstance(group.rnumel, int)
+        self.size_symbols: dict = {}  # graph size symbol -> kernel parameter symbol (ks<i>)
         # Inductor's reduction hint, from the group's reduction nodes (LoopBody.reduction_hint)
         hints = [n.body.reduction_hint() for n in group.nodes if n.is_reduction()]
         self.hint = "inner" if "inner" in hints else ("outer" if "outer" in hints else "default")
         has_scan = any(bn.op == "scan" for n in group.nodes for bn in n.body.nodes)
         # persistent: the whole row in one block. An outer reduction reads each row once per column
         # block, so it stays persistent only for short rows (then many columns share a program).
-        self.persistent = self.reduction and (
-            has_scan or (group.rnumel <= config.persistent_reduction_threshold
-                         and (self.hint != "outer" or group.rnumel <= OUTER_PERSISTENT_MAX)))
+        # A symbolic row length is persistent only when its proven upper bound is small enough.
+        rmax = self.sv.upper_bound(group.rnumel) if self.reduction else 1
+        self.rnumel_max = rmax
+        self.persistent = self.reduction and rmax is not None and (
+            has_scan or (rmax <= config.persistent_reduction_threshold
+                         and (self.hint != "outer" or rmax <= OUTER_PERSISTENT_MAX)))
+        if self.reduction and has_scan and not self.persistent:
+            raise NotImplementedError(f"a scan over a row of unbounded symbolic length {group.rnumel}")
         self.kscope = _Scope()
         self.scope = self.kscope
         self.in_loop = False
@@ -188,10 +205,13 @@ class TritonKernelCodegen:
         self.needs_memory: set[str] = set()
         self.produced = {n.name for n in group.nodes}
         self.indirect_masks: dict = {}  # indirect index symbol -> mask of the value it came from
+        # int32 indices when the kernel's extent is below 2**31 - 1: static, proven, or guarded
+        # (a guard: Dynamo recompiles for inputs that make it false)
         total = group.numel * group.rnumel
-        self.index_dtype = "tl.int32" if total < 2**31 - 1 else "tl.int64"
-        # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py)
-        self.tiling = select_tiling(group) if (not self.reduction and config.tiling) else None
+        self.index_dtype = "tl.int32" if self.sv.evaluate_lt(total, 2**31 - 1) else "tl.int64"
+        # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py);
+        # not for symbolic extents (the candidates are static dimension boundaries)
+        self.tiling = select_tiling(group) if (not self.reduction and config.tiling and not self.dyn_numel) else None
 
     # ------------------------------------------------------------------ emission helpers
     def emit(self, line: str) -> int:
@@ -218,8 +238,28 @@ class TritonKernelCodegen:
             return "[XBLOCK]"
         return "[XBLOCK, 1]" if kind == "x" else "[XBLOCK, RBLOCK]"
 
+    def kernel_expr(self, expr):
+        """``expr`` with the graph's size symbols renamed to the kernel's ``ks<i>`` parameters
+        (numbered in first-use order, so the same kernel in two graphs has the same source)."""
+        if isinstance(expr, int):
+            return expr
+        fs = [f for f in expr.free_symbols if f.name in self.sv.symbols]
+        if not fs:
+            return expr
+        for f in sorted(fs, key=lambda f: f.name):
+            if f not in self.size_symbols:
+                self.size_symbols[f] = S.sym(f"ks{len(self.size_symbols)}", lower=f.assumed_range[0],
+                                             upper=f.assumed_range[1])
+        return expr.subs({f: self.size_symbols[f] for f in fs})
+
     def index_str(self, expr) -> str:
-        return S.texpr(expr, self.index_dtype)
+        return S.texpr(self.kernel_expr(expr), self.index_dtype)
+
+    def size_str(self, size) -> str:
+        """A size as kernel source: a literal, or an expression over ``ks<i>`` parameters."""
+        if isinstance(size, int):
+            return str(size)
+        return S.texpr(self.kernel_expr(size), self.index_dtype)
 
     def mask_for(self, expr) -> str | None:
         syms = set(expr.free_symbols)
@@ -242,10 +282,11 @@ class TritonKernelCodegen:
     def generate(self) -> GeneratedKernel:
         g = self.g
         # static shapes: the kernel's extents are compile-time constants (Triton specializes on them)
-        if self.tiling is None:
+        if self.tiling is None and not self.dyn_numel:
             self.emit(f"xnumel = {g.numel}")
         if self.reduction:
-            self.emit(f"rnumel = {g.rnumel}")
+            if not self.dyn_rnumel:
+                self.emit(f"rnumel = {g.rnumel}")
             self.emit("xoffset = tl.program_id(0) * XBLOCK")
             self.emit(f"xindex = (xoffset + tl.arange(0, XBLOCK)[:, None]).to({self.index_dtype})")
             self.emit("xmask = xindex < xnumel")
@@ -285,8 +326,23 @@ class TritonKernelCodegen:
         arg_names = list(self.args.inputs.keys()) + list(self.args.outputs.keys())
         configs = self.configs()
         blocks = [k for k in configs[0] if k.endswith("BLOCK")]
-        sig = ", ".join(params + [f"{b}: tl.constexpr" for b in blocks])
-        src = [f"@_jit", f"def {self.name}({sig}):"] + body
+        size_params, size_args = [], []
+        if self.dyn_numel:
+            size_params.append("xnumel")
+            size_args.append(g.numel)
+        if self.reduction and self.dyn_rnumel:
+            size_params.append("rnumel")
+            size_args.append(g.rnumel)
+        for gsym, ksym in self.size_symbols.items():
+            size_params.append(ksym.name)
+            size_args.append(gsym)
+        # Under the interpreter size parameters are constexprs (a plain int: `range()` cannot take
+        # the interpreter's 1-element scalar tensors); on the GPU runtime ints, not specialized on
+        # their value (one binary for every size)
+        ssig = [f"{p}: tl.constexpr" if self.interpret else p for p in size_params]
+        sig = ", ".join(params + ssig + [f"{b}: tl.constexpr" for b in blocks])
+        deco = "@_jit" if not size_params or self.interpret else f"@_jit_dynamic({tuple(size_params)!r})"
+        src = [deco, f"def {self.name}({sig}):"] + body
         if self.tiling is not None:
             axes = {"YBLOCK": self.tiling.ynumel, "XBLOCK": self.tiling.xnumel}
             ypid, xpid = self.tile_grid_order()
@@ -294,9 +350,9 @@ class TritonKernelCodegen:
             if ypid == 1:
                 grid_axes.reverse()
         else:
-            grid_axes = [("XBLOCK", g.numel)]
+            grid_axes = [("XBLOCK", "xnumel" if self.dyn_numel else g.numel)]
         return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
-                               grid_axes, configs, removed, self.index_dtype)
+                               grid_axes, configs, removed, self.index_dtype, size_args, size_params)
 
     def tile_grid_order(self) -> tuple[int, int]:
         """(program axis of y, program axis of x) for a tiled kernel: the larger extent on axis 0,
@@ -331,11 +387,11 @@ class TritonKernelCodegen:
     def block_sizes(self) -> tuple[int, int, int]:
         """(XBLOCK, RBLOCK, num_warps) of the interpreter's single config: large blocks, since
         the interpreter's cost is per program and per loop iteration."""
-        g = self.g
+        numel = self.sv.hint(self.g.numel)
         if not self.reduction:
-            return min(next_pow2(g.numel), 4096), 1, 4
-        rb = next_pow2(g.rnumel) if self.persistent else 2048
-        return max(1, min(next_pow2(g.numel), 8192 // rb)), rb, 4
+            return min(next_pow2(numel), 4096), 1, 4
+        rb = next_pow2(self.rnumel_max) if self.persistent else 2048
+        return max(1, min(next_pow2(numel), 8192 // rb)), rb, 4
 
     def gpu_configs(self) -> list[dict[str, int]]:
         """Candidate GPU configs, the heuristic's choice first (Inductor's pointwise / reduction
@@ -349,8 +405,9 @@ class TritonKernelCodegen:
         * looped outer: XBLOCK 64, RBLOCK 8, 8 warps (wide column blocks, short row chunks).
 
         Block sizes never exceed the next power of two of their extent."""
-        g = self.g
-        xp, rp = next_pow2(g.numel), next_pow2(g.rnumel)
+        # symbolic extents: sized for the example inputs (hints), persistent rows for their bound
+        xp = next_pow2(self.sv.hint(self.g.numel))
+        rp = next_pow2(self.rnumel_max if self.persistent else self.sv.hint(self.g.rnumel))
         warps = lambda n: max(2, min(16, n // 512))  # noqa: E731  - 512 elements per warp
         out: list[dict[str, int]] = []
 
@@ -396,7 +453,8 @@ class TritonKernelCodegen:
         self.loop_start = len(self.lines)
         # a literal bound: the interpreter turns a local `rnumel = N` into a tensor, which range()
         # cannot take
-        self.emit(f"for roffset in range(0, {self.g.rnumel}, RBLOCK):")
+        rn = "rnumel" if self.dyn_rnumel else self.g.rnumel
+        self.emit(f"for roffset in range(0, {rn}, RBLOCK):")
         self.indent += 1
         self.emit(f"rindex = (roffset + tl.arange(0, RBLOCK)[None, :]).to({self.index_dtype})")
         self.emit("rmask = rindex < rnumel")
@@ -490,6 +548,9 @@ class TritonKernelCodegen:
             e = self._map_index(expr, m)
             if e.is_number:  # a constant index (a size-1 range): broadcast_to needs a tensor
                 return self.cse(f"tl.full({self.shape(kind)}, {e.int_value}, {tl_dtype(dt)})")
+            if all(f.name in self.sv.symbols for f in e.free_symbols):
+                # sizes only (``x / s0``): a scalar, which broadcast_to cannot take under the interpreter
+                return self.cse(f"tl.full({self.shape(kind)}, {self.index_str(e)}, {tl_dtype(dt)})")
             return self.cse(f"tl.broadcast_to(({self.index_str(e)}), {self.shape(kind)}).to({tl_dtype(dt)})")
         if op == "to_dtype":
             x, dt = A(0), a[1]
@@ -589,6 +650,7 @@ class TritonKernelCodegen:
         mask = "xmask" if (kind == "x" or not self.reduction) else "xmask & rmask"
         if self.tiling is not None:
             mask = "ymask & xmask"
+        size = self.size_str(size)
         self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
         if check:
             self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "

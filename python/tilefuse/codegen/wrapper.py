@@ -5,23 +5,36 @@ The module defines the graph's Triton kernels, one ``tilefuse.runtime.KernelLaun
 (``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
 ``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
 reuses its memory), and returns the graph's outputs.
+
+Symbolic sizes (dynamic shapes): ``call`` first computes each size symbol from the arguments
+(``s0 = arg0.size(0)``, ``graph.symbol_sources``); allocations, views, extern calls and kernel
+size arguments are Python expressions over those symbols, evaluated at each call.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 
 from .. import metrics
+from .. import symbolic as S
 from ..ir import nodes as ir
 from ..scheduler import KernelGroup
 from .triton import GeneratedKernel, TritonKernelCodegen
 
 
+def _size(x) -> str:
+    """A size as Python source: a literal, or an expression over the call's size symbols."""
+    if isinstance(x, S.Expr):
+        return str(x.int_value) if x.is_number else S.pexpr(x)
+    return str(int(x))
+
+
 def _shape(xs) -> str:
-    xs = [int(x) for x in xs]
-    return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
+    xs = [_size(x) for x in xs]
+    return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
 
 def _ref(node: Any) -> str:
@@ -30,7 +43,8 @@ def _ref(node: Any) -> str:
         L = node.layout
         base = node.data.get_name()
         # offsets are relative to the base tensor's own start (its storage offset included)
-        return f"{base}.as_strided({_shape(L.size)}, {_shape(L.stride)}, {base}.storage_offset() + {int(L.offset)})"
+        return (f"{base}.as_strided({_shape(L.size)}, {_shape(L.stride)}, {base}.storage_offset() + "
+                f"{_size(L.offset)})")
     if isinstance(node, ir.Buffer):
         return node.name
     raise TypeError(f"no runtime reference for {type(node).__name__}")
@@ -47,6 +61,8 @@ class WrapperCodegen:
 
     def _const(self, value: Any) -> str:
         """A literal for simple values, else a module-level constant holding the object."""
+        if isinstance(value, S.Expr):  # a symbolic size argument: computed at each call
+            return _size(value)
         if value is None or isinstance(value, (bool, int, float, str)):
             if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
                 k = f"_c{len(self.consts)}"
@@ -80,9 +96,9 @@ class WrapperCodegen:
     def _launcher(self, gk: GeneratedKernel) -> str:
         """Module-level statement building the kernel's ``KernelLauncher`` (grid, configs, argument
         dtypes for compiling ahead, positions of arguments updated in place)."""
-        grid = [(str(b), int(n)) for b, n in gk.grid_axes]
+        grid = [(str(b), n if isinstance(n, str) else int(n)) for b, n in gk.grid_axes]
         configs = [{str(k): int(v) for k, v in c.items()} for c in gk.configs]
-        dtypes = [str(self.graph.get_dtype(a)) for a in gk.arg_names]
+        dtypes = [str(self.graph.get_dtype(a)) for a in gk.arg_names] + ["int"] * len(gk.size_args)
         dtypes_src = "(" + ", ".join(dtypes) + ("," if len(dtypes) == 1 else "") + ")"
         mutated = tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args))
         return (f"{gk.name}_launcher = make_launcher({gk.name}, {grid!r}, {configs!r}, {dtypes_src}, {mutated!r}, "
@@ -133,7 +149,7 @@ class WrapperCodegen:
                 # identical kernels (the same layer repeated in a model) are defined, compiled and
                 # autotuned once: the key is the source with the kernel's name taken out, plus
                 # everything the launcher is built from
-                key = (gk.source.replace(f"def {kname}(", "def _(", 1), tuple(gk.grid_axes), repr(gk.configs),
+                key = (gk.source.replace(f"def {kname}(", "def _(", 1), tuple(map(str, gk.grid_axes)), repr(gk.configs),
                        tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args)))
                 first = unique.get(key)
                 if first is None:
@@ -151,7 +167,7 @@ class WrapperCodegen:
                     body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
                                 f"dtype={L.dtype}, device=_device)")
                     live.append(n.name)
-                body.append(f"{kname}_launcher({', '.join(gk.arg_names)})")
+                body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
             else:
                 buf = item.buf
                 if isinstance(buf, ir.MultiOutput):
@@ -193,6 +209,7 @@ class WrapperCodegen:
                 rets.append(self._const(o))
         head = [
             f"# tilefuse: generated module for graph {g.name}",
+            "import functools",
             "import torch",
             "import triton",
             "import triton.language as tl",
@@ -201,6 +218,7 @@ class WrapperCodegen:
             "",
             f"_device = torch.device({str(self.device)!r})",
             f"_jit = jit_for({self.device.type!r})",
+            f"_jit_dynamic = functools.partial(jit_for, {self.device.type!r})",
             "",
             "",
             "@_jit",
@@ -223,6 +241,15 @@ class WrapperCodegen:
         if sig:
             call.append(f"    {', '.join(sig)}{',' if len(sig) == 1 else ''} = args")
         call.append("    args.clear()")
+        used = set(re.findall(r"\bs\d+\b", "\n".join(body + rets)))
+        for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: int(n[1:])):
+            src = g.symbol_sources.get(sname)
+            if src is None:
+                from ..sizevars import SymbolicSizeError
+
+                raise SymbolicSizeError(f"size symbol {sname} cannot be computed from the graph's inputs")
+            pos, what, d = src
+            call.append(f"    {sname} = {sig[pos]}" if what == "int" else f"    {sname} = {sig[pos]}.{what}({d})")
         for cname in g.constants:
             call.append(f"    {cname} = _constants[{cname!r}]")
         call += ["    " + ln for ln in body]

@@ -94,7 +94,7 @@ class LoopBody:
         iv = [v for v in self.iter_vars if self.var_ranges.get(v, 2) != 1]
         if not rv:
             return "default"
-        ranges = {v: n for v, n in self.var_ranges.items() if isinstance(n, int)}
+        ranges = {v: n for v, n in self.var_ranges.items() if isinstance(n, (int, S.Expr))}
         inner = outer = 0
         for _, idx in self.loads():
             if ranges:
@@ -164,6 +164,12 @@ class _Tracer:
         return self.body.add("scan", (dtype, scan_type, value), dtype)
 
     def constant(self, value, dtype: torch.dtype) -> BodyValue:
+        if isinstance(value, S.Expr):
+            # a symbolic size used as a value (``x * s0``): computed from the kernel's size arguments
+            if value.is_number:
+                value = value.int_value
+            else:
+                return self.index_expr(value, dtype)
         return self.body.add("constant", (value, dtype), dtype)
 
     def index_expr(self, expr, dtype: torch.dtype) -> BodyValue:

@@ -6,7 +6,9 @@ realized ``Buffer``. Realizing a StorageBox turns its Loops into a ``ComputedBuf
 the graph; views of a realized buffer become ``ReinterpretView``s (same storage, new layout); other
 views stay lazy and re-index their input's loader.
 
-Shapes are lists of Python ints (static shapes). Indices are ``tilefuse.symbolic.Expr``.
+Shapes are lists of sizes: Python ints, or ``tilefuse.symbolic.Expr`` over size symbols for a
+graph compiled with dynamic shapes (``tilefuse.sizevars``; comparisons between symbolic sizes go
+through ``SizeVars``, which proves them or records a guard). Indices are Exprs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import sizevars as SV
 from .. import symbolic as S
 from ..virtualized import ops
 from . import graph_context as G
@@ -37,7 +40,7 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
     out, acc = [], 1
     for s in reversed(list(size)):
         out.append(acc)
-        acc *= max(int(s), 1)
+        acc = acc * (max(s, 1) if isinstance(s, int) else s)  # symbolic sizes are >= 1
     return list(reversed(out))
 
 
@@ -81,7 +84,7 @@ class Layout:
         def indexer(index: Index):
             if len(index) != len(size):
                 raise ValueError(f"index of rank {len(index)} used on a layout of rank {len(size)}")
-            out = S.Integer(offset)
+            out = offset if isinstance(offset, S.Expr) else S.Integer(offset)
             for i, s, st in zip(index, size, stride):
                 if s != 1 and st != 0:
                     out = out + i * st
@@ -262,6 +265,8 @@ class Reduction(Loops):
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         numel, rnumel = prod(ranges), prod(reduction_ranges)
+        if not (isinstance(numel, int) and isinstance(rnumel, int)):
+            return 1  # symbolic: chunks need a static divisor (looped reductions instead)
         if rnumel < 4096:
             return 1
         iv = [S.sym(f"i{k}") for k in range(len(ranges))]
@@ -605,10 +610,12 @@ def expand_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     skip = len(size) - len(old)
     if skip < 0:
         raise ValueError(f"cannot expand a tensor of shape {old} to fewer dims {size}")
-    new = [old[i - skip] if (i >= skip and s == -1) else s for i, s in enumerate(size)]
+    new = [old[i - skip] if (i >= skip and isinstance(s, int) and s == -1) else s for i, s in enumerate(size)]
     for i, o in enumerate(old):
         if o != 1 and o != new[i + skip]:
-            raise ValueError(f"cannot expand shape {old} to {new}")
+            if isinstance(o, int) and isinstance(new[i + skip], int):
+                raise ValueError(f"cannot expand shape {old} to {new}")
+            new[i + skip] = SV.current().guard_equals(o, new[i + skip])
     if new == list(old):
         return x if isinstance(x, TensorBox) else TensorBox(x)
 
@@ -632,6 +639,7 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
     is a strided view when every group of old dims that new dims merge or split is itself
     contiguous in memory). Sizes must have equal products."""
     old_size, old_stride, new_size = list(old_size), list(old_stride), list(new_size)
+    sv = SV.current()
     if prod(new_size) == 0 or not old_size:
         return contiguous_strides(new_size)
     new_stride = [0] * len(new_size)
@@ -642,14 +650,15 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
     view_numel = 1
     for d in range(len(old_size) - 1, -1, -1):
         chunk_numel *= old_size[d]
-        chunk_ends = d == 0 or (old_size[d - 1] != 1 and old_stride[d - 1] != chunk_numel * base)
+        chunk_ends = d == 0 or (old_size[d - 1] != 1
+                                and not sv.evaluate_equals(old_stride[d - 1], chunk_numel * base))
         if not chunk_ends:
             continue
-        while v >= 0 and (view_numel < chunk_numel or new_size[v] == 1):
+        while v >= 0 and (new_size[v] == 1 or sv.evaluate_lt(view_numel, chunk_numel)):
             new_stride[v] = view_numel * base
             view_numel *= new_size[v]
             v -= 1
-        if view_numel != chunk_numel:
+        if not sv.evaluate_equals(view_numel, chunk_numel):
             return None
         if d > 0:
             base = old_stride[d - 1]
@@ -663,11 +672,14 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     the new index to the flat position and from it to the old index (FloorDiv/ModularIndexing)."""
     old = list(x.get_size())
     size = list(size)
-    if -1 in size:
-        k = size.index(-1)
+    sv = SV.current()
+    k = next((i for i, s in enumerate(size) if isinstance(s, int) and s == -1), None)
+    if k is not None:
         rest = prod(s for i, s in enumerate(size) if i != k)
-        size[k] = prod(old) // rest if rest else 0
-    if prod(size) != prod(old):
+        size[k] = SV.static_or_expr(S.CleanDiv(prod(old), rest)) if rest != 0 else 0
+        if isinstance(size[k], S.Expr) and not sv.statically_known_multiple_of(prod(old), rest):
+            sv.guard_equals(size[k] * rest, prod(old))
+    if prod(size) != prod(old) and not sv.evaluate_equals(prod(size), prod(old)):
         raise ValueError(f"cannot reshape a tensor of shape {old} to {size}")
     if size == old:
         return x if isinstance(x, TensorBox) else TensorBox(x)
@@ -695,6 +707,31 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
     return _view(x, size, reindex, layout_fn)
 
 
+def slice_bounds(n, start, end) -> tuple:
+    """``start``/``end`` (None, negative, or past the end) of a slice of a dim of length ``n``,
+    clamped as Python slicing does: ``0 <= start <= end <= n``. With symbolic values each
+    comparison is proven or decided by the hints and guarded (the loosest guard that keeps the
+    answer: ``end <= n`` rather than ``end < n``)."""
+    start = 0 if start is None else start
+    end = n if end is None else end
+    if all(isinstance(v, int) for v in (n, start, end)):
+        start = max(0, min(n, start + n if start < 0 else start))
+        return start, max(start, min(n, end + n if end < 0 else end))
+    sv = SV.current()
+
+    def clamp(v, lo):
+        if isinstance(v, int) and v >= 2**62:  # "to the end" (sys.maxsize)
+            return n
+        if isinstance(v, int) and v < 0:
+            v = v + n
+        if sv.evaluate_lt(v, lo):
+            return lo
+        return v if (v != n and sv.evaluate_leq(v, n)) else n
+
+    start = SV.static_or_expr(clamp(start, 0))
+    return start, SV.static_or_expr(clamp(end, start))
+
+
 def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "TensorBox":
     """``x[..., start:end:step, ...]`` along ``dim`` (negative and out-of-range bounds clamp as
     Python slicing does)."""
@@ -703,11 +740,11 @@ def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "Ten
     if step <= 0:
         raise ValueError(f"slice step must be positive, got {step}")
     n = size[dim]
-    start = 0 if start is None else start
-    end = n if end is None else end
-    start = max(0, min(n, start + n if start < 0 else start))
-    end = max(start, min(n, end + n if end < 0 else end))
-    new_n = (end - start + step - 1) // step
+    start, end = slice_bounds(n, start, end)
+    if isinstance(end - start, int):
+        new_n = (end - start + step - 1) // step
+    else:
+        new_n = SV.static_or_expr(S.FloorDiv(end - start + step - 1, step) if step != 1 else end - start)
     if start == 0 and end == n and step == 1:
         return x if isinstance(x, TensorBox) else TensorBox(x)
     new_size = size[:dim] + [new_n] + size[dim + 1:]

@@ -64,14 +64,39 @@ def is_tensor(x) -> bool:
 
 
 def _meta(x):
+    """A stand-in for type promotion: a meta tensor of ``x``'s dtype and rank (sizes 1, so symbolic
+    sizes need no value; promotion depends on dtype and on rank 0 vs not only); a symbolic size
+    used as a scalar is an int."""
     if is_tensor(x):
-        return torch.empty(x.get_size(), dtype=x.get_dtype(), device="meta")
+        return torch.empty([1] * len(x.get_size()), dtype=x.get_dtype(), device="meta")
+    if isinstance(x, S.Expr):
+        return 1
     return x
 
 
 def broadcast_shapes(*shapes):
-    """torch's broadcast of static ``shapes`` as a list; raises RuntimeError when incompatible."""
-    return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    """torch's broadcast of ``shapes`` as a list; raises RuntimeError when incompatible. Symbolic
+    sizes broadcast as in torch with dynamic shapes: a size-1 dim takes the other size, equal
+    sizes stay, and two different symbolic sizes are asserted equal (a guard)."""
+    if all(isinstance(d, int) for sh in shapes for d in sh):
+        return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    from .. import sizevars as SV
+
+    sv = SV.current()
+    rank = max(len(sh) for sh in shapes)
+    out: list = [1] * rank
+    for sh in shapes:
+        for i, d in enumerate(sh, rank - len(sh)):
+            o = out[i]
+            if d == 1:
+                continue
+            if o == 1:
+                out[i] = d
+            elif o != d:
+                if isinstance(o, int) and isinstance(d, int):
+                    raise RuntimeError(f"shapes {[list(x) for x in shapes]} do not broadcast (dim {i}: {o} vs {d})")
+                out[i] = sv.guard_equals(o, d)
+    return out
 
 
 def _device(args) -> torch.device:
@@ -97,6 +122,21 @@ def _as_device(device) -> torch.device:
 def to_dtype_value(v, dtype: torch.dtype):
     """``v`` (an ops value) converted to ``dtype``; no op when it already has it."""
     return v if v.dtype == dtype else ops.to_dtype(v, dtype)
+
+
+def _sv():
+    """The SizeVars of the graph being lowered."""
+    from .. import sizevars as SV
+
+    return SV.current()
+
+
+def _size_value(n, dtype: torch.dtype):
+    """A size (an element count) as a value of ``dtype`` in a loop body: a constant, or computed
+    from the kernel's size arguments when symbolic."""
+    if isinstance(n, S.Expr) and not n.is_number:
+        return ops.index_expr(n, dtype)
+    return ops.constant(float(int(n)) if dtype.is_floating_point else int(n), dtype)
 
 
 def _scalar_loader(value, dtype):
@@ -601,6 +641,8 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
     computed in float64 and rounded once (torch's CPU kernel accumulates in double)."""
     if step == 0:
         raise ValueError("arange: step must be nonzero")
+    if any(isinstance(v, S.Expr) for v in (start, end, step)):
+        return _arange_symbolic(start, end, step, dtype, device)
     if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
         dtype = dtype or torch.get_default_dtype()
         n = max(0, math.ceil((end - start) / step))
@@ -617,6 +659,24 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
     dtype = dtype or torch.int64
     return Pointwise.create(_as_device(device), dtype,
                             lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
+
+
+def _arange_symbolic(start, end, step, dtype, device):
+    """``torch.arange`` with symbolic bounds: the length is the one Dynamo computed (the node's
+    meta), each element ``start + i*step`` from the kernel's size arguments."""
+    from ..ir import graph_context as G
+
+    if any(isinstance(v, float) for v in (start, end, step)):
+        raise NotImplementedError("arange mixing symbolic and floating bounds")
+    meta = G.graph().current_node.meta.get("val")
+    n = _sv().size(meta.shape[0])
+    dtype = dtype or torch.int64
+    if dtype.is_floating_point:
+        def fvalue(idx):
+            return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)
+
+        return Pointwise.create(_as_device(device), dtype, fvalue, [n])
+    return Pointwise.create(_as_device(device), dtype, lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
 
 
 # ---------------------------------------------------------------------------------- views
@@ -948,7 +1008,7 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
     out_dtype = dtype or x.get_dtype()
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     s = make_reduction("sum")(x, rdims if rdims else None, keepdim, dtype=acc)
-    return make_pointwise(lambda a: ops.truediv(a, ops.constant(float(n), acc)), NO_OPMATH,
+    return make_pointwise(lambda a: ops.truediv(a, _size_value(n, acc)), NO_OPMATH,
                           out_dtype=out_dtype, compute_dtype=acc)(s)
 
 
@@ -965,9 +1025,10 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
                           out_dtype=acc, compute_dtype=acc)(x, mean_k)
     ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
-    denom = max(n - corr, 0)
+    denom = max(n - corr, 0) if isinstance(n, int) else _sv().evaluate_max(n - corr, 0)
+
     def finish(a):
-        v = ops.truediv(a, ops.constant(float(denom), acc))
+        v = ops.truediv(a, _size_value(denom, acc))
         return ops.sqrt(v) if sqrt else v
 
     # std: the square root is taken in the accumulation dtype, rounding once (as eager)
@@ -1144,8 +1205,10 @@ def _in_range(e, lo: int, hi: int):
     return ops.logical_and(ops.ge(v, ops.constant(lo, torch.int64)), ops.lt(v, ops.constant(hi, torch.int64)))
 
 
-def _clamped(e, n: int):
-    return S.Max(S.Integer(0), S.Min(e, S.Integer(max(n - 1, 0))))
+def _clamped(e, n):
+    """``e`` clamped into ``[0, n - 1]`` (an index into a dim of length ``n``, int or symbolic)."""
+    hi = S.Integer(max(n - 1, 0)) if isinstance(n, int) else n - 1
+    return S.Max(S.Integer(0), S.Min(e, hi))
 
 
 @register_lowering(aten.cat.default)
@@ -1201,7 +1264,7 @@ def _constant_pad_nd(x, pad, value=0.0):
         d = len(size) - 1 - k
         lo[d], hi[d] = pad[2 * k], pad[2 * k + 1]
     out = [s + a + b for s, a, b in zip(size, lo, hi)]
-    if any(s < 0 for s in out):
+    if any(isinstance(s, int) and s < 0 for s in out):
         raise ValueError(f"constant_pad_nd: padding {list(pad)} leaves a negative size {out}")
     loader = x.make_loader()
     dtype = x.get_dtype()
@@ -1229,9 +1292,7 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     size = list(x.get_size())
     dim = dim % len(size)
     n = size[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(n, start)), max(0, min(n, end))
+    start, end = ir.slice_bounds(n, start, end)
     m = src.get_size()[dim]
     if m == 0:
         return _clone(x)
@@ -1289,6 +1350,8 @@ def _as_strided(x, size, stride, storage_offset=None):
 
     arg = G.graph().current_node.args[0]
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if G.graph().sizevars.shape_env is not None:
+        raise NotImplementedError("as_strided in a graph with symbolic sizes")
     if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
         raise NotImplementedError("as_strided of a tensor that is not contiguous")
     size, stride = list(size), list(stride)
@@ -1915,9 +1978,10 @@ def _scan(x, dim: int, stype: str, out: torch.dtype):
         return _to_dtype_lowering(x, out)
     dim = dim % len(size)
     n = size[dim]
-    if n > config.persistent_reduction_threshold:
-        raise NotImplementedError("scan over a row longer than a persistent block")
-    if n <= 1 or prod(size) == 0:
+    nmax = _sv().upper_bound(n)  # a symbolic row length: its proven bound
+    if nmax is None or nmax > config.persistent_reduction_threshold:
+        raise NotImplementedError("scan over a row that may be longer than a persistent block")
+    if (isinstance(n, int) and n <= 1) or prod(size) == 0:
         return _to_dtype_lowering(x, out)
     acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
     loader = x.make_loader()

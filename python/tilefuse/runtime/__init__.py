@@ -74,11 +74,15 @@ AUTOTUNE_REP_MS = 10
 FORKED_COMPILE_TIMEOUT_S = 300.0
 
 
-def jit_for(device_type: str) -> Callable[[Callable], Any]:
-    """The decorator that turns generated kernel functions into launchable Triton kernels."""
+def jit_for(device_type: str, do_not_specialize: Sequence[str] = ()) -> Callable[[Callable], Any]:
+    """The decorator that turns generated kernel functions into launchable Triton kernels.
+    ``do_not_specialize``: integer parameters (symbolic sizes) Triton must not specialize on
+    (value 1, divisibility by 16), so one binary serves every size."""
     if device_type == "cuda":
         import triton
 
+        if do_not_specialize:
+            return triton.jit(do_not_specialize=list(do_not_specialize))
         return triton.jit
     import triton
     from triton.runtime.interpreter import InterpretedFunction
@@ -220,9 +224,11 @@ class KernelLauncher:
     kernel's arguments to launch it.
 
     ``grid_axes``: one ``(block constexpr, extent)`` per grid axis; axis k has
-    ``ceil(extent / config[block])`` programs. ``configs``: dicts of block constexprs plus
+    ``ceil(extent / config[block])`` programs. A symbolic extent (dynamic shapes) is the name of
+    the kernel's integer parameter holding it, read from the arguments at each launch. ``configs``: dicts of block constexprs plus
     ``num_warps`` (and optionally ``num_stages``), the heuristic's choice first. ``arg_dtypes``:
-    the torch dtype of each pointer argument (for compiling ahead with mock tensors).
+    the torch dtype of each pointer argument (for compiling ahead with mock tensors), ``int`` for
+    an integer (size) argument.
     ``mutated``: positions of the arguments the kernel updates in place. ``device_type``: "cuda"
     for a ``triton.jit`` kernel, anything else for an interpreted one.
 
@@ -240,7 +246,9 @@ class KernelLauncher:
         if not configs:
             raise ValueError("a kernel needs at least one launch config")
         self.fn = fn
-        self.grid_axes = [(str(b), int(n)) for b, n in grid_axes]
+        self.grid_axes = [(str(b), n if isinstance(n, str) else int(n)) for b, n in grid_axes]
+        # symbolic extents: (block, argument position) read at each launch
+        self.dynamic_axes = [(b, list(fn.arg_names).index(n)) for b, n in self.grid_axes if isinstance(n, str)]
         self.arg_dtypes = tuple(arg_dtypes)
         self.device_type = device_type
         self.cuda = device_type == "cuda"
@@ -263,9 +271,15 @@ class KernelLauncher:
         else:
             self._use(0)
 
-    def grid(self, cfg: dict[str, Any]) -> tuple[int, ...]:
-        """The launch grid for a config (or for Triton's meta-parameter dict)."""
-        return tuple(max(1, -(-n // int(cfg[b]))) for b, n in self.grid_axes)
+    def grid(self, cfg: dict[str, Any], args: Sequence[Any] = ()) -> tuple[int, ...]:
+        """The launch grid for a config (or for Triton's meta-parameter dict); ``args``: the
+        launch's arguments, for symbolic extents."""
+        out = []
+        for b, n in self.grid_axes:
+            if isinstance(n, str):
+                n = int(args[self.fn.arg_names.index(n)]) if args else 1
+            out.append(max(1, -(-n // int(cfg[b]))))
+        return tuple(out)
 
     def _use(self, k: int) -> None:
         cfg = self.configs[k]
@@ -281,11 +295,22 @@ class KernelLauncher:
         if kwargs is None:
             self._autotune_and_launch(args)
             return
-        self.fn[self._grid](*args, **kwargs)
+        grid = self._grid
+        if self.dynamic_axes:
+            cfg = self.best_config
+            grid = tuple(max(1, -(-int(args[p]) // int(cfg[b]))) if isinstance(n, str) else g
+                         for (b, n), g, p in zip(self.grid_axes, grid, self._axis_pos))
+        self.fn[grid](*args, **kwargs)
+
+    @functools.cached_property
+    def _axis_pos(self) -> list:
+        names = list(self.fn.arg_names)
+        return [names.index(n) if isinstance(n, str) else -1 for _, n in self.grid_axes]
 
     def _autotune_and_launch(self, args: tuple) -> None:
         at = self.autotuner
-        at.run(*args, grid=self.grid, warmup=False)  # times the configs (or reads their timings), then launches
+        # times the configs (or reads their timings), then launches
+        at.run(*args, grid=lambda meta: self.grid(meta, args), warmup=False)
         best = at.best_config
         self.timings = {str(c): t for c, t in getattr(at, "configs_timings", {}).items()} or None
         for k, c in enumerate(self._triton_configs):
@@ -305,7 +330,9 @@ class KernelLauncher:
             return
         for cfg in self._triton_configs:
             try:
-                self.fn.warmup(*self.arg_dtypes, grid=(1,), **cfg.all_kwargs())
+                # integer (size) arguments: any value, they are not specialized on
+                mock = [64 if a is int else a for a in self.arg_dtypes]
+                self.fn.warmup(*mock, grid=(1,), **cfg.all_kwargs())
             except Exception as e:  # noqa: BLE001 - compiled again (and reported) at launch
                 log.debug("tilefuse: compiling %s with %s ahead failed: %s", self.fn, cfg, e)
 

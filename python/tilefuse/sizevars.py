@@ -1,0 +1,260 @@
+"""Symbolic sizes of a graph compiled with dynamic shapes (Inductor's ``SizeVarAllocator``).
+
+When Dynamo marks a dimension dynamic (``dynamic=True``, ``mark_dynamic`` or automatic dynamic
+shapes after a recompile), the fake tensors AOTAutograd hands the backend have ``torch.SymInt``
+sizes backed by sympy expressions in a ``ShapeEnv``. They enter tilefuse once, here: each
+``SymInt`` becomes a native :class:`tilefuse.symbolic.Expr` over size symbols whose range is the
+ShapeEnv's value range of the symbol (Dynamo's backed sizes are ``>= 2``) and whose *hint* is the
+value it had in the example inputs. Everything downstream (IR sizes, index expressions, kernel
+arguments, the wrapper's allocations) works on those Exprs; sympy appears again only when a guard
+is handed back to the ShapeEnv.
+
+Sizes in the IR are ``int | Expr``: a size that is not symbolic stays a plain Python int, so static
+graphs pay nothing. Questions about sizes go through the graph's ``SizeVars``:
+
+* ``statically_known_*`` — True only with a proof from the symbols' ranges (never a guard);
+* ``evaluate_*`` / ``guard_*`` — decide a comparison from the hints and record it as a guard in
+  the ShapeEnv (``ShapeEnv.evaluate_expr``), so Dynamo recompiles when a later input makes the
+  fact false. Inductor's rule: prove statically when possible, guard otherwise.
+* ``hint`` — the example value, for heuristics (block sizes) that must not change correctness.
+
+A graph without symbolic inputs gets a ``SizeVars`` without a ShapeEnv: every size is an int and
+every question is answered by plain arithmetic.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import symbolic as S
+
+log = logging.getLogger("tilefuse")
+
+Size = Any  # int | S.Expr
+
+
+def is_static(x: Size) -> bool:
+    """True for a plain int (or a constant Expr)."""
+    return isinstance(x, int) or (isinstance(x, S.Expr) and x.is_number)
+
+
+def static_or_expr(x: Size) -> Size:
+    """``x`` with constant Exprs folded to Python ints (so static code paths see ints)."""
+    if isinstance(x, S.Expr) and x.is_number:
+        return x.int_value
+    return x
+
+
+def _finite_int(v: Any) -> int | None:
+    """A ValueRanges end as an int (None for ±oo / int_oo)."""
+    try:
+        if getattr(v, "is_finite", True) is False:
+            return None
+        return int(v)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+
+
+class SymbolicSizeError(NotImplementedError):
+    """A size question the backend cannot answer symbolically (an unbacked size, a sympy node the
+    native core has no counterpart for). The graph is then compiled per concrete shape instead
+    (``backend.SpecializingGraph``), which is logged."""
+
+
+class SizeVars:
+    """The size symbols of one graph: conversion from ``SymInt``, hints, proofs and guards.
+
+    ``shape_env``: the ShapeEnv of the graph's fake inputs (None for a static graph).
+    """
+
+    def __init__(self, shape_env: Any = None):
+        self.shape_env = shape_env
+        self.symbols: dict[str, S.Expr] = {}      # name -> native symbol (with its range)
+        self._sympy_symbols: dict[str, Any] = {}  # name -> the ShapeEnv's sympy symbol
+        self.hints: dict[str, int] = {}           # name -> example value
+        self.guards: list[str] = []               # guards this graph added (for logs and tests)
+
+    # ------------------------------------------------------------------ conversion
+    def symbol(self, sympy_sym: Any) -> S.Expr:
+        """The native symbol for one of the ShapeEnv's symbols (created on first use with the
+        ShapeEnv's value range and hint). Raises SymbolicSizeError for a symbol without a hint
+        (an unbacked, data-dependent size)."""
+        name = sympy_sym.name
+        e = self.symbols.get(name)
+        if e is not None:
+            return e
+        env = self.shape_env
+        vals = getattr(env, "backed_var_to_val", None) if env is not None else None
+        if vals is None and env is not None:
+            vals = env.var_to_val
+        hint = vals.get(sympy_sym) if vals is not None else None
+        if hint is None:
+            raise SymbolicSizeError(f"size symbol {name} has no hint (an unbacked, data-dependent size)")
+        lo, hi = 1, None
+        vr = env.var_to_range.get(sympy_sym)
+        if vr is not None:
+            lo = max(1, _finite_int(vr.lower) or 1)
+            hi = _finite_int(vr.upper)
+            hi = hi if hi is not None and hi < 2**62 else None
+        if int(hint) < lo:
+            raise SymbolicSizeError(f"size symbol {name} has hint {hint} below its range [{lo}, ...]")
+        e = S.sym(name, lower=lo, upper=hi)
+        self.symbols[name] = e
+        self._sympy_symbols[name] = sympy_sym
+        self.hints[name] = int(hint)
+        return e
+
+    def from_sympy(self, expr: Any) -> Size:
+        """A sympy size expression of the ShapeEnv as ``int | Expr`` (replacements the ShapeEnv
+        knows — ``s1 == s0`` — applied first)."""
+        import sympy
+
+        if isinstance(expr, int):
+            return expr
+        if self.shape_env is not None:
+            expr = self.shape_env.replace(expr)
+        if isinstance(expr, sympy.Integer) or getattr(expr, "is_number", False):
+            return int(expr)
+        try:
+            e = S.from_sympy(expr, symbol=self.symbol)
+        except (TypeError, ValueError) as err:
+            raise SymbolicSizeError(f"size {expr} has no native form: {err}") from err
+        return static_or_expr(e)
+
+    def size(self, x: Any) -> Size:
+        """A size from a graph value: an int, a ``torch.SymInt`` or an Expr."""
+        import torch
+
+        if isinstance(x, torch.SymInt):
+            node = x.node
+            if node.is_nested_int():
+                raise SymbolicSizeError("nested (jagged) sizes")
+            return self.from_sympy(node.expr)
+        if isinstance(x, S.Expr):
+            return static_or_expr(x)
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise TypeError(f"expected a size (int or SymInt), got {type(x).__name__}")
+        return x
+
+    def sizes(self, xs: Any) -> list:
+        """``[self.size(x) for x in xs]``."""
+        return [self.size(x) for x in xs]
+
+    def to_sympy(self, e: Size) -> Any:
+        """``e`` as a sympy expression over the ShapeEnv's own symbols."""
+        import sympy
+
+        if isinstance(e, int):
+            return sympy.Integer(e)
+        out = S.to_sympy(e)
+        sub = {s: self._sympy_symbols[s.name] for s in out.free_symbols if s.name in self._sympy_symbols}
+        return out.xreplace(sub) if sub else out
+
+    # ------------------------------------------------------------------ hints
+    def hint(self, e: Size) -> int:
+        """The value of ``e`` at the example inputs (for heuristics only)."""
+        if isinstance(e, int):
+            return e
+        if e.is_number:
+            return e.int_value
+        return e.evaluate(self.hints)
+
+    def upper_bound(self, e: Size) -> int | None:
+        """A proven upper bound of ``e`` over the symbols' ranges (None: unbounded)."""
+        if isinstance(e, int):
+            return e
+        return S.bound(e)[1]
+
+    # ------------------------------------------------------------------ proofs (never guard)
+    def statically_known_equals(self, a: Size, b: Size) -> bool:
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        return S.statically_known_equals(a, b)
+
+    def statically_known_leq(self, a: Size, b: Size) -> bool:
+        if isinstance(a, int) and isinstance(b, int):
+            return a <= b
+        return S.statically_known_leq(a, b)
+
+    def statically_known_lt(self, a: Size, b: Size) -> bool:
+        if isinstance(a, int) and isinstance(b, int):
+            return a < b
+        return S.statically_known_lt(a, b)
+
+    def statically_known_multiple_of(self, a: Size, b: Size) -> bool:
+        if isinstance(a, int) and isinstance(b, int):
+            return b != 0 and a % b == 0
+        return S.statically_known_multiple_of(a, b)
+
+    # ------------------------------------------------------------------ decisions (guard when needed)
+    def _guard(self, cond: Any, value: bool, what: str) -> bool:
+        """Record ``cond`` (a sympy relational that holds at the hints when ``value``) as a guard."""
+        import sympy
+
+        env = self.shape_env
+        if env is None:
+            raise AssertionError(f"tilefuse internal error: {what} on static sizes needs no guard")
+        rel = cond if value else sympy.Not(cond)
+        got = env.evaluate_expr(cond)
+        if bool(got) != value:
+            raise AssertionError(f"tilefuse internal error: ShapeEnv evaluates {cond} as {got}, hints say {value}")
+        self.guards.append(str(rel))
+        log.debug("tilefuse: guard %s (%s)", rel, what)
+        return value
+
+    def evaluate_equals(self, a: Size, b: Size) -> bool:
+        """Whether ``a == b`` at the hints, proven or recorded as a guard."""
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        if a == b or S.statically_known_equals(a, b):
+            return True
+        import sympy
+
+        value = self.hint(a) == self.hint(b)
+        if not value and (S.statically_known_lt(a, b) or S.statically_known_lt(b, a)):
+            return False
+        return self._guard(sympy.Eq(self.to_sympy(a), self.to_sympy(b)), value, f"{a} == {b}")
+
+    def evaluate_lt(self, a: Size, b: Size) -> bool:
+        """Whether ``a < b`` at the hints, proven or recorded as a guard."""
+        if isinstance(a, int) and isinstance(b, int):
+            return a < b
+        if S.statically_known_lt(a, b):
+            return True
+        if S.statically_known_leq(b, a):
+            return False
+        import sympy
+
+        value = self.hint(a) < self.hint(b)
+        return self._guard(sympy.Lt(self.to_sympy(a), self.to_sympy(b)), value, f"{a} < {b}")
+
+    def evaluate_leq(self, a: Size, b: Size) -> bool:
+        """Whether ``a <= b`` at the hints, proven or recorded as a guard."""
+        return not self.evaluate_lt(b, a)
+
+    def guard_equals(self, a: Size, b: Size) -> Size:
+        """Assert ``a == b`` (guarding if needed) and return ``a``; ValueError when the hints
+        differ (the sizes are not equal for these inputs)."""
+        if not self.evaluate_equals(a, b):
+            raise ValueError(f"sizes {a} and {b} differ ({self.hint(a)} vs {self.hint(b)})")
+        return a
+
+    def evaluate_min(self, a: Size, b: Size) -> Size:
+        """``min(a, b)``, decided by the hints (guarded)."""
+        return a if self.evaluate_leq(a, b) else b
+
+    def evaluate_max(self, a: Size, b: Size) -> Size:
+        """``max(a, b)``, decided by the hints (guarded)."""
+        return b if self.evaluate_leq(a, b) else a
+
+
+_STATIC = SizeVars()
+
+
+def current() -> SizeVars:
+    """The SizeVars of the graph being lowered (a static one outside a graph)."""
+    from .virtualized import _state
+
+    g = getattr(_state, "graph", None)
+    return getattr(g, "sizevars", None) or _STATIC
