@@ -203,6 +203,14 @@ class GraphLowering(torch.fx.Interpreter):
                 return fn(*args, **kwargs)
             except NotImplementedError as e:
                 log.debug("tilefuse: lowering of %s declined (%s); using a fallback kernel", target, e)
+            except TypeError as e:
+                # with symbolic sizes, a lowering written for static ones fails on the first
+                # comparison of an Expr with a number (no silent guess): that op runs as the aten op
+                msg = str(e)
+                if self.sizevars.shape_env is None or not any(
+                        k in msg for k in ("tilefuse._native.Expr", "symbolic expression", "Integer() takes an int")):
+                    raise
+                log.debug("tilefuse: lowering of %s needs static sizes (%s); using a fallback kernel", target, e)
         return self.fallback(target, args, kwargs)
 
     def output(self, target, args, kwargs):
