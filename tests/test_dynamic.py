@@ -247,3 +247,32 @@ def test_sizevars_guards_what_it_cannot_prove():
     assert not all(bool(g.subs({a.node.expr: 12, b.node.expr: 10})) for g in guards)
     with pytest.raises(ValueError, match="differ"):
         sv.guard_equals(x, y)
+
+
+# ops whose lowerings take symbolic sizes (indexing, pooling, padding, flips, repeats, losses):
+# each compiled once with dynamic=True, checked at several sizes, no per-shape specialization
+_OPS = {
+    "avg_pool": (lambda x: F.avg_pool2d(x, 2, ceil_mode=True), lambda n: (torch.randn(2, 3, n, n + 3),)),
+    "max_pool": (lambda x: F.max_pool2d(x, 3, 2, 1), lambda n: (torch.randn(2, 3, n, n + 3),)),
+    "pad": (lambda x: F.pad(x, (1, 2)) * 2, lambda n: (torch.randn(3, n),)),
+    "flip_roll": (lambda x: torch.flip(x, [1]) + torch.roll(x, 2, 1), lambda n: (torch.randn(3, n),)),
+    "repeat": (lambda x: x.repeat(2, 3) + 1, lambda n: (torch.randn(3, n),)),
+    "interpolate": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), lambda n: (torch.randn(1, 2, n, n + 3),)),
+    "gather_index_select": (lambda x, i: torch.gather(x, 1, i) + x.index_select(1, i[0]).sum(),
+                            lambda n: (torch.randn(3, n), torch.randint(0, n, (3, 4)))),
+    "embedding": (lambda w, i: F.embedding(i, w).sum(1), lambda n: (torch.randn(n, 6), torch.randint(0, n, (4, n + 3)))),
+    "cat_select": (lambda x: torch.cat([x, x[:, -1:] * 2], 1).relu() + x[0, 0], lambda n: (torch.randn(3, n),)),
+    "cross_entropy": (lambda x, t: F.cross_entropy(x, t), lambda n: (torch.randn(n, 7), torch.randint(0, 7, (n,)))),
+    "argmax_var": (lambda x: x.argmax(1) + x.var(0).sum(), lambda n: (torch.randn(n, 6),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OPS))
+def test_op_lowerings_with_symbolic_sizes(name):
+    f, make = _OPS[name]
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (5, 11, 12):
+        args = make(n)
+        _close(cf(*args), f(*args))
+    assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
+    assert metrics.fallback_kernel_count == 0

@@ -123,11 +123,16 @@ def new_indirect_symbol(body: "LoopBody", value, size: int, check: bool, wrap_ne
     ``indirect``, range ``0..size-1``)."""
     if not isinstance(value, BodyValue) or value.dtype.is_floating_point or value.dtype == torch.bool:
         raise TypeError("indirect_indexing needs an integer traced value")
-    if int(size) < 1:
+    if isinstance(size, S.Expr) and size.is_number:
+        size = size.int_value
+    if isinstance(size, int) and size < 1:
         raise ValueError(f"indirect_indexing into a dimension of size {size}")
     name = f"ind{next(_indirect_ids)}"
-    symbol = S.sym(name, lower=0, upper=int(size) - 1, kind="indirect")
-    body.add("indirect_indexing", (value, int(size), symbol, bool(check), bool(wrap_negative)), None)
+    # a symbolic size (dynamic shapes): the symbol's range is its size's proven upper bound
+    upper = size - 1 if isinstance(size, int) else S.bound(size)[1]
+    upper = upper - 1 if upper is not None and not isinstance(size, int) else upper
+    symbol = S.sym(name, lower=0, upper=upper, kind="indirect")
+    body.add("indirect_indexing", (value, size, symbol, bool(check), bool(wrap_negative)), None)
     return symbol
 
 

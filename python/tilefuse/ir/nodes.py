@@ -35,6 +35,11 @@ def prod(xs) -> int:
     return r
 
 
+def as_expr(v) -> S.Expr:
+    """A size (int or symbolic Expr) as an Expr."""
+    return v if isinstance(v, S.Expr) else S.Integer(v)
+
+
 def contiguous_strides(size: Sequence[int]) -> list[int]:
     """Row-major strides of ``size`` (a 0-d tensor has none)."""
     out, acc = [], 1

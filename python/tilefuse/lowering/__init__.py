@@ -717,8 +717,11 @@ def _slice(x, dim=0, start=None, end=None, step=1):
 @register_lowering(aten.select.int)
 def _select(x, dim, index):
     n = x.get_size()[dim % len(x.get_size())]
-    index = index + n if index < 0 else index
-    if not 0 <= index < n:
+    if isinstance(index, int) and index < 0:
+        index = index + n
+    if isinstance(index, int) and isinstance(n, int) and not 0 <= index < n:
+        raise IndexError(f"select: index {index} out of range for dimension of size {n}")
+    if not (isinstance(index, int) and isinstance(n, int)) and not _sv().evaluate_lt(index, n):
         raise IndexError(f"select: index {index} out of range for dimension of size {n}")
     return ir.squeeze_view(ir.slice_view(x, dim, index, index + 1), [dim])
 
@@ -762,7 +765,7 @@ def _flip(x, dims):
     def reindex(index):
         out = list(index)
         for d in dims:
-            out[d] = S.Integer(size[d] - 1) - index[d]
+            out[d] = ir.as_expr(size[d] - 1) - index[d]
         return out
 
     return ir.TensorBox(ir.GenericView(x, size, reindex)) if dims else x
@@ -781,7 +784,8 @@ def _repeat(x, repeats):
 
     def reindex(index):
         # a size-1 dim reads index 0; so does an empty one (nothing is read, and % 0 is invalid)
-        return [S.ModularIndexing(index[lead + k], 1, n) if n > 1 else S.Integer(0) for k, n in enumerate(size)]
+        return [S.ModularIndexing(index[lead + k], 1, n) if (n != 0 and n != 1) else S.Integer(0)
+                for k, n in enumerate(size)]
 
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
@@ -1801,8 +1805,15 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
         # as torch: the last window must start inside the input or its left padding
         return o - 1 if (o - 1) * s_ >= n + p_ else o
 
-    OH = out_size(H, k[0], s[0], p[0], d[0])
-    OW = out_size(W, k[1], s[1], p[1], d[1])
+    if isinstance(H, int) and isinstance(W, int):
+        OH = out_size(H, k[0], s[0], p[0], d[0])
+        OW = out_size(W, k[1], s[1], p[1], d[1])
+    else:  # symbolic: the output size Dynamo computed (ceil_mode's rule is a comparison of sizes)
+        from ..ir import graph_context as G
+
+        val = G.graph().current_node.meta.get("val")
+        t = val[0] if isinstance(val, (tuple, list)) else val
+        OH, OW = _sv().sizes(t.shape[-2:])
     return size, k, s, p, d, H, W, OH, OW
 
 
@@ -1953,11 +1964,11 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
             # the window clipped to the padded input (count_include_pad) or to the input itself
             h0, w0 = oh * s[0] - p[0], ow * s[1] - p[1]
             if count_include_pad:
-                hn = S.Min(h0 + k[0], S.Integer(H + p[0])) - h0
-                wn = S.Min(w0 + k[1], S.Integer(W + p[1])) - w0
+                hn = S.Min(h0 + k[0], ir.as_expr(H + p[0])) - h0
+                wn = S.Min(w0 + k[1], ir.as_expr(W + p[1])) - w0
             else:
-                hn = S.Min(h0 + k[0], S.Integer(H)) - S.Max(h0, S.Integer(0))
-                wn = S.Min(w0 + k[1], S.Integer(W)) - S.Max(w0, S.Integer(0))
+                hn = S.Min(h0 + k[0], ir.as_expr(H)) - S.Max(h0, S.Integer(0))
+                wn = S.Min(w0 + k[1], ir.as_expr(W)) - S.Max(w0, S.Integer(0))
             div = ops.to_dtype(ops.index_expr(hn * wn, torch.int64), acc)
         return to_dtype_value(divide(total, div), dtype)
 
