@@ -121,7 +121,7 @@ def test_reshape_between_symbolic_shapes():
 def test_symbolic_sizes_as_values_and_slices():
     def f(x):
         n = x.shape[0]
-        return x[1:] * n + torch.arange(n - 1).unsqueeze(1), x[:-2].sum(0) / n
+        return x[1:] * n + torch.arange(n - 1, device=x.device).unsqueeze(1), x[:-2].sum(0) / n
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for n in (4, 11, 30):

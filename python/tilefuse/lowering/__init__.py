@@ -1558,6 +1558,8 @@ def _mask_put(x, indices, values, accumulate):
     if len(indices) != 1 or indices[0] is None or indices[0].get_dtype() != torch.bool:
         raise NotImplementedError("boolean mask index_put other than x[mask]")
     mask = indices[0]
+    if values.get_device() != x.get_device() or mask.get_device() != x.get_device():
+        raise NotImplementedError("index_put with values or mask on another device (a CPU scalar tensor)")
     k = len(mask.get_size())
     rest, vsize = size[k:], list(values.get_size())
     if list(mask.get_size()) != size[:k] or len(vsize) > len(rest) + 1 or (
@@ -1590,6 +1592,8 @@ def _index_put(x, indices, values, accumulate=False):
     Falls back: other boolean masks (which element of ``values`` goes where depends on how many
     Trues come before it), non-adjacent index tensors, and ``accumulate`` into fp16/bf16 or
     8/16-bit integers (no exact atomic add, ``_accumulate_into_copy``)."""
+    if is_tensor(values) and values.get_device() != x.get_device():
+        raise NotImplementedError("index_put with values on another device (a CPU scalar tensor)")
     size = list(x.get_size())
     pos = [k for k, t in enumerate(indices) if t is not None]
     if not pos or pos != list(range(pos[0], pos[-1] + 1)):
