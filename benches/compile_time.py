@@ -92,8 +92,26 @@ def _child(name: str, backend: str, mode: str, device: str) -> dict:
     res = dict(first_call_s=first)
     if backend == "tilefuse":
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
-                   specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count)
+                   specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
+                   phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()})
     return res
+
+
+def _profile(name: str, mode: str, device: str, top: int) -> None:
+    """tilefuse's cold first call of one workload under cProfile, in this (fresh) process: the
+    compile phases and the top functions by own time and by cumulative time."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    res = _child(name, "tilefuse", mode, device)
+    prof.disable()
+    print(f"# {name} {mode}: first call {res['first_call_s']:.2f} s, phases {res['phases']}, "
+          f"kernels {res['kernels']}")
+    st = pstats.Stats(prof)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
 
 
 def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool) -> dict | None:
@@ -120,8 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="static,dynamic", help="static, dynamic or both (default)")
     ap.add_argument("--warm", action="store_true", help="also time a warm-cache first call per backend")
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu (tiny sizes)")
+    ap.add_argument("--profile", metavar="WORKLOAD",
+                    help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
+    ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.profile:
+        import torch
+
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cpu":
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+        _profile(args.profile, args.modes.split(",")[0], device, args.top)
+        return 0
     if args.child:
         name, backend, mode, device = args.child
         print("RESULT " + json.dumps(_child(name, backend, mode, device)), flush=True)
@@ -148,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     print(cols)
     print("|" + "---|" * (cols.count("|") - 1))
     failed = 0
+    phases: list = []
     for name in names:
         for mode in modes:
             res, warm = {}, {}
@@ -166,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = tb / ib if ib > 0 else float("nan")
             extra = res["tilefuse"]
             note = "" if not extra.get("specialized") else f" ({extra['specialized']} graphs specialized)"
+            phases.append((name, mode, extra.get("phases", {}), tf))
             line = (f"| {name} | {mode} | {base:.2f} | {ind:.2f} | {tf:.2f} | {ib:.2f} | {tb:.2f} | "
                     f"{ratio:.2f}{note} |")
             if args.warm:
@@ -173,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                 tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
                 line += f" {iw:.2f} | {tw:.2f} | {tw / iw if iw > 0 else float('nan'):.2f} |"
             print(line, flush=True)
+    print("\n# tilefuse's cold first call by phase (s): lowering, scheduling, codegen, module load, "
+          "compiling kernels ahead; rest = Dynamo + AOTAutograd + autotuning + running")
+    for name, mode, ph, total in phases:
+        rest = total - sum(ph.values())
+        print(f"{name:16} {mode:8} " + " ".join(f"{k}={v:.2f}" for k, v in ph.items()) + f" rest={rest:.2f}")
     return 1 if failed else 0
 
 

@@ -193,13 +193,20 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
     t0 = time.perf_counter()
     graph = GraphLowering(gm, example_inputs, name)
     graph.run()
+    t1 = time.perf_counter()
     with G.set_graph(graph):
         items = schedule(graph.buffers)
+        t2 = time.perf_counter()
         src, consts = WrapperCodegen(graph, items).generate()
+    t3 = time.perf_counter()
     module = load_module(src, consts, config.debug_dir, name)
+    t4 = time.perf_counter()
     # CUDA: every kernel (every autotuning candidate) compiled now, in parallel, not at first launch
     pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
+    for phase, sec in (("lower", t1 - t0), ("schedule", t2 - t1), ("codegen", t3 - t2), ("load", t4 - t3),
+                       ("precompile", pre_s)):
+        metrics.add_phase(phase, sec)
     metrics.generated_graph_count += 1
     layouts = [(tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
                if n in graph.graph_inputs else None for n in graph.graph_input_order]

@@ -10,6 +10,9 @@ kernel is launched again instead of being defined, compiled and autotuned a seco
 ``symbolic_graph_count``: graphs with symbolic sizes compiled once for all sizes.
 ``specialized_graph_count``: graphs with symbolic sizes that could not be compiled symbolically
 and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
+``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
+``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
+``precompile`` (as ``precompile_seconds``).
 ``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
 (``tilefuse.runtime.precompile``; 0 on the CPU).
 """
@@ -22,12 +25,14 @@ extern_kernel_count: int = 0
 symbolic_graph_count: int = 0
 specialized_graph_count: int = 0
 precompile_seconds: float = 0.0
+phase_seconds: dict = {}
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
-    global precompile_seconds, symbolic_graph_count, specialized_graph_count
+    global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds
+    phase_seconds = {}
     symbolic_graph_count = 0
     specialized_graph_count = 0
     generated_kernel_count = 0
@@ -40,6 +45,11 @@ def reset() -> None:
 
 _COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "fallback_kernel_count",
              "extern_kernel_count", "precompile_seconds", "symbolic_graph_count", "specialized_graph_count")
+
+
+def add_phase(name: str, seconds: float) -> None:
+    """Add ``seconds`` to compile phase ``name`` (``phase_seconds``)."""
+    phase_seconds[name] = phase_seconds.get(name, 0.0) + seconds
 
 
 def snapshot() -> dict:

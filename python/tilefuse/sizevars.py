@@ -25,6 +25,7 @@ every question is answered by plain arithmetic.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from . import symbolic as S
@@ -74,6 +75,14 @@ class SizeVars:
         self._sympy_symbols: dict[str, Any] = {}  # name -> the ShapeEnv's sympy symbol
         self.hints: dict[str, int] = {}           # name -> example value
         self.guards: list[str] = []               # guards this graph added (for logs and tests)
+        # decisions already taken: (op, a, b) -> bool (a guard is recorded once; sympy is slow);
+        # shared by the graphs of one ShapeEnv (a forward and its backward)
+        self._decided: dict = {}
+        if shape_env is not None:
+            try:
+                self._decided = _DECIDED.setdefault(shape_env, {})
+            except TypeError:  # not weak-referenceable
+                pass
 
     # ------------------------------------------------------------------ conversion
     def symbol(self, sympy_sym: Any) -> S.Expr:
@@ -207,7 +216,17 @@ class SizeVars:
         """Whether ``a == b`` at the hints, proven or recorded as a guard."""
         if isinstance(a, int) and isinstance(b, int):
             return a == b
-        if a == b or S.statically_known_equals(a, b):
+        if a == b:
+            return True
+        key = ("eq", a, b)
+        got = self._decided.get(key)
+        if got is None:
+            got = self._decide_equals(a, b)
+            self._decided[key] = got
+        return got
+
+    def _decide_equals(self, a: Size, b: Size) -> bool:
+        if S.statically_known_equals(a, b):
             return True
         import sympy
 
@@ -216,10 +235,30 @@ class SizeVars:
             return False
         return self._guard(sympy.Eq(self.to_sympy(a), self.to_sympy(b)), value, f"{a} == {b}")
 
+    def equals_or_false(self, a: Size, b: Size) -> bool:
+        """True when ``a == b`` is proven, or holds at the hints (then guarded); False otherwise,
+        *without* a guard — for callers whose False branch is correct for every size (a reshape
+        that is not a strided view stays a lazy view)."""
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        if a == b:
+            return True
+        if self.hint(a) != self.hint(b):
+            return False
+        return self.evaluate_equals(a, b)
+
     def evaluate_lt(self, a: Size, b: Size) -> bool:
         """Whether ``a < b`` at the hints, proven or recorded as a guard."""
         if isinstance(a, int) and isinstance(b, int):
             return a < b
+        key = ("lt", a, b)
+        got = self._decided.get(key)
+        if got is None:
+            got = self._decide_lt(a, b)
+            self._decided[key] = got
+        return got
+
+    def _decide_lt(self, a: Size, b: Size) -> bool:
         if S.statically_known_lt(a, b):
             return True
         if S.statically_known_leq(b, a):
@@ -249,6 +288,7 @@ class SizeVars:
         return b if self.evaluate_leq(a, b) else a
 
 
+_DECIDED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _STATIC = SizeVars()
 
 

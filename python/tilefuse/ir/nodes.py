@@ -655,15 +655,18 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
     view_numel = 1
     for d in range(len(old_size) - 1, -1, -1):
         chunk_numel *= old_size[d]
+        # Symbolic sizes: every decision is taken on the hints without a guard, except the facts
+        # the returned strides rely on (a chunk is contiguous; the view dims fill it exactly), which
+        # are proven or guarded; a wrong "no" only leaves the reshape a lazy view, correct anyway.
         chunk_ends = d == 0 or (old_size[d - 1] != 1
-                                and not sv.evaluate_equals(old_stride[d - 1], chunk_numel * base))
+                                and not sv.equals_or_false(old_stride[d - 1], chunk_numel * base))
         if not chunk_ends:
             continue
-        while v >= 0 and (new_size[v] == 1 or sv.evaluate_lt(view_numel, chunk_numel)):
+        while v >= 0 and (new_size[v] == 1 or sv.hint(view_numel) < sv.hint(chunk_numel)):
             new_stride[v] = view_numel * base
             view_numel *= new_size[v]
             v -= 1
-        if not sv.evaluate_equals(view_numel, chunk_numel):
+        if not sv.equals_or_false(view_numel, chunk_numel):
             return None
         if d > 0:
             base = old_stride[d - 1]
