@@ -308,9 +308,13 @@ class KernelLauncher:
         return [names.index(n) if isinstance(n, str) else -1 for _, n in self.grid_axes]
 
     def _autotune_and_launch(self, args: tuple) -> None:
+        from .. import metrics
+
         at = self.autotuner
+        t0 = time.perf_counter()
         # times the configs (or reads their timings), then launches
         at.run(*args, grid=lambda meta: self.grid(meta, args), warmup=False)
+        metrics.add_phase("autotune", time.perf_counter() - t0)
         best = at.best_config
         self.timings = {str(c): t for c, t in getattr(at, "configs_timings", {}).items()} or None
         for k, c in enumerate(self._triton_configs):
