@@ -64,7 +64,31 @@ def _workload(name: str, device: str):
     if w is None:
         raise SystemExit(f"unknown workload {name!r}; choose from {workload_names()}")
     size, dtype = ("small", torch.bfloat16) if device == "cuda" else ("tiny", torch.float32)
-    return runtime._fresh(w.fn, "ct"), w.make(size, dtype, device), w.train
+    fn, args = runtime._fresh(w.fn, "ct"), w.make(size, dtype, device)
+    if args and isinstance(args[-1], int):
+        # the block's head count is a model constant, not an input: with dynamic=True Dynamo
+        # makes an int argument (or a closure's int) a symbol that may be 0, so it is passed as
+        # a module global (a constant to Dynamo)
+        global _N_HEAD
+        *args, _N_HEAD = args
+        fn = _block_fwd if name == "block_fwd" else _block_fwd_bwd
+    return fn, tuple(args), w.train
+
+
+_N_HEAD = 0
+
+
+def _block_fwd(*tensors):
+    import runtime
+
+    return runtime.block(*tensors, n_head=_N_HEAD)
+
+
+def _block_fwd_bwd(*tensors):
+    import runtime
+
+    out = runtime.block(*tensors, n_head=_N_HEAD)
+    return runtime.torch.autograd.grad(out.float().square().mean(), tensors)
 
 
 def workload_names() -> list[str]:

@@ -276,3 +276,14 @@ def test_op_lowerings_with_symbolic_sizes(name):
         _close(cf(*args), f(*args))
     assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
     assert metrics.fallback_kernel_count == 0
+
+
+def test_integer_argument_of_any_sign_is_not_taken_as_a_size():
+    # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: the IR
+    # takes symbolic sizes to be >= 1, so such a graph is compiled per shape (correct for k < 1)
+    f = lambda x, k: x * k + x.sum(0)  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n, k in ((5, 3), (7, -2), (9, 0)):
+        x = torch.randn(n, 3)
+        _close(cf(x, k), f(x, k))
+    assert metrics.symbolic_graph_count == 0 and metrics.specialized_graph_count == 1

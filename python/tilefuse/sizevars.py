@@ -100,12 +100,15 @@ class SizeVars:
         hint = vals.get(sympy_sym) if vals is not None else None
         if hint is None:
             raise SymbolicSizeError(f"size symbol {name} has no hint (an unbacked, data-dependent size)")
-        lo, hi = 1, None
         vr = env.var_to_range.get(sympy_sym)
-        if vr is not None:
-            lo = max(1, _finite_int(vr.lower) or 1)
-            hi = _finite_int(vr.upper)
-            hi = hi if hi is not None and hi < 2**62 else None
+        lo = _finite_int(vr.lower) if vr is not None else None
+        hi = _finite_int(vr.upper) if vr is not None else None
+        hi = hi if hi is not None and hi < 2**62 else None
+        if lo is None or lo < 1:
+            # the IR takes a symbolic size to be >= 1 (never an empty dim: Dynamo specializes
+            # tensor sizes 0 and 1, so theirs are >= 2); a symbol that may be 0 or negative (an
+            # integer argument of the function) is not a size the IR can take
+            raise SymbolicSizeError(f"symbol {name} may be below 1 (range {vr}); compiled per shape instead")
         if int(hint) < lo:
             raise SymbolicSizeError(f"size symbol {name} has hint {hint} below its range [{lo}, ...]")
         e = S.sym(name, lower=lo, upper=hi)
