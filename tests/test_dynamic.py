@@ -287,3 +287,17 @@ def test_integer_argument_of_any_sign_is_not_taken_as_a_size():
         x = torch.randn(n, 3)
         _close(cf(x, k), f(x, k))
     assert metrics.symbolic_graph_count == 0 and metrics.specialized_graph_count == 1
+
+
+def test_transposed_access_is_tiled_with_symbolic_extents(tmp_path):
+    # a + b.t() reads one operand along the outer dim: a 2-D [YBLOCK, XBLOCK] tile whose extents
+    # are kernel arguments (codegen/simd.py); one compile for every shape
+    f = lambda a, b: a + b.t()  # noqa: E731
+    with config.patch(debug_dir=str(tmp_path)):
+        cf = torch.compile(f, backend="tilefuse", dynamic=True)
+        for m, n in ((33, 40), (50, 70), (129, 65)):
+            a, b = torch.randn(m, n), torch.randn(n, m)
+            _close(cf(a, b), f(a, b))
+    assert _frames() == 1 and metrics.symbolic_graph_count == 1 and metrics.specialized_graph_count == 0
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "YBLOCK" in src and "('YBLOCK', 'ynumel')" in src  # a tile, its extent a kernel argument

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import sizevars as SV
 from .. import symbolic as S
+from ..ir.nodes import prod
 from ..scheduler import XINDEX, KernelGroup, SchedulerNode, digits
 
 YINDEX = S.sym("yindex")
@@ -41,7 +43,7 @@ class Tiling:
     """A 2-D split of a pointwise kernel's iteration space: ``numel = ynumel · xnumel``, ``y`` the
     outer (slower-varying) part of the flat index."""
 
-    ynumel: int
+    ynumel: int  # or an Expr (symbolic sizes)
     xnumel: int
 
 
@@ -59,7 +61,7 @@ def tiled_var_map(node: SchedulerNode, tiling: Tiling) -> dict:
     else:
         sub_vars: list = []
         for gvar, sizes in zip((YINDEX, XINDEX), split.new_ranges):
-            sub_vars.extend(digits(gvar, [int(s) for s in sizes]))
+            sub_vars.extend(digits(gvar, [SV.static_or_expr(s) for s in sizes]))
         vs = [S.sym(f"v{k}") for k in range(split.num_vars)]
         sub = dict(zip(vs, sub_vars))
         exprs = [e.subs(sub) if sub else e for e in split.getters[0]]
@@ -74,19 +76,21 @@ def _stride1(expr, var) -> bool:
     return S.stride_vars(expr, [var])[0] == 1
 
 
-def _candidates(group: KernelGroup) -> list[int]:
-    out: set[int] = set()
+def _candidates(group: KernelGroup) -> list:
+    """Inner extents ``xnumel`` at the nodes' dimension boundaries (symbolic sizes compared by
+    their hints: the choice is a heuristic, any split of the flat range is correct)."""
+    sv = SV.current()
+    out: dict = {}
+    numel = sv.hint(group.numel)
     for n in group.nodes:
-        sizes = [int(s) for s in n.sizes]
+        sizes = list(n.sizes)
         for k in range(1, len(sizes)):
             if sizes[k - 1] == 1:
                 continue
-            x = 1
-            for s in sizes[k:]:
-                x *= s
-            if 1 < x < group.numel:
-                out.add(x)
-    return sorted(out)
+            x = SV.static_or_expr(prod(sizes[k:]))
+            if 1 < sv.hint(x) < numel:
+                out.setdefault(x, None)
+    return sorted(out, key=lambda x: (sv.hint(x), str(x)))
 
 
 def select_tiling(group: KernelGroup) -> Tiling | None:
@@ -99,9 +103,12 @@ def select_tiling(group: KernelGroup) -> Tiling | None:
     for n in group.nodes:
         _, _, loads, stores = group.maps[n]
         base += sum(1 for _, e in loads + stores if _stride1(e, XINDEX))
+    sv = SV.current()
     best: tuple[tuple[int, int], Tiling] | None = None
     for x in _candidates(group):
-        tiling = Tiling(group.numel // x, x)
+        y = group.numel // x if isinstance(group.numel, int) and isinstance(x, int) else \
+            SV.static_or_expr(S.CleanDiv(group.numel, x))
+        tiling = Tiling(y, x)
         ranges = {YINDEX: tiling.ynumel, XINDEX: tiling.xnumel}
         score = 0
         for n in group.nodes:
@@ -114,7 +121,7 @@ def select_tiling(group: KernelGroup) -> Tiling | None:
         score -= base
         if score <= 0:
             continue
-        key = (score, min(tiling.xnumel, tiling.ynumel))
+        key = (score, min(sv.hint(tiling.xnumel), sv.hint(tiling.ynumel)))
         if best is None or key > best[0]:
             best = (key, tiling)
     return best[1] if best else None

@@ -211,7 +211,16 @@ class TritonKernelCodegen:
         self.index_dtype = "tl.int32" if self.sv.evaluate_lt(total, 2**31 - 1) else "tl.int64"
         # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py);
         # not for symbolic extents (the candidates are static dimension boundaries)
-        self.tiling = select_tiling(group) if (not self.reduction and config.tiling and not self.dyn_numel) else None
+        self.tiling = select_tiling(group) if (not self.reduction and config.tiling) else None
+        # a tile's extents: kernel parameters when symbolic
+        self.dyn_tile = self.tiling is not None and not (isinstance(self.tiling.ynumel, int)
+                                                         and isinstance(self.tiling.xnumel, int))
+        if self.dyn_tile:
+            # the smaller extent goes on grid axis 1 (at most 65535 programs): guarded to fit with
+            # blocks of one element, else no tile
+            small = min(self.tiling.ynumel, self.tiling.xnumel, key=self.sv.hint)
+            if not self.sv.evaluate_leq(small, 65535):
+                self.tiling, self.dyn_tile = None, False
 
     # ------------------------------------------------------------------ emission helpers
     def emit(self, line: str) -> int:
@@ -296,8 +305,9 @@ class TritonKernelCodegen:
         elif self.tiling is not None:
             t = self.tiling
             ypid, xpid = self.tile_grid_order()
-            self.emit(f"ynumel = {t.ynumel}")
-            self.emit(f"xnumel = {t.xnumel}")
+            if not self.dyn_tile:
+                self.emit(f"ynumel = {t.ynumel}")
+                self.emit(f"xnumel = {t.xnumel}")
             self.emit(f"yoffset = tl.program_id({ypid}) * YBLOCK")
             self.emit(f"yindex = (yoffset + tl.arange(0, YBLOCK)[:, None]).to({self.index_dtype})")
             self.emit("ymask = yindex < ynumel")
@@ -327,7 +337,10 @@ class TritonKernelCodegen:
         configs = self.configs()
         blocks = [k for k in configs[0] if k.endswith("BLOCK")]
         size_params, size_args = [], []
-        if self.dyn_numel:
+        if self.dyn_tile:
+            size_params += ["ynumel", "xnumel"]
+            size_args += [self.tiling.ynumel, self.tiling.xnumel]
+        elif self.dyn_numel and self.tiling is None:
             size_params.append("xnumel")
             size_args.append(g.numel)
         if self.reduction and self.dyn_rnumel:
@@ -344,7 +357,8 @@ class TritonKernelCodegen:
         deco = "@_jit" if not size_params or self.interpret else f"@_jit_dynamic({tuple(size_params)!r})"
         src = [deco, f"def {self.name}({sig}):"] + body
         if self.tiling is not None:
-            axes = {"YBLOCK": self.tiling.ynumel, "XBLOCK": self.tiling.xnumel}
+            axes = {"YBLOCK": "ynumel" if self.dyn_tile else self.tiling.ynumel,
+                    "XBLOCK": "xnumel" if self.dyn_tile else self.tiling.xnumel}
             ypid, xpid = self.tile_grid_order()
             grid_axes = [("YBLOCK", axes["YBLOCK"]), ("XBLOCK", axes["XBLOCK"])]
             if ypid == 1:
@@ -358,7 +372,7 @@ class TritonKernelCodegen:
         """(program axis of y, program axis of x) for a tiled kernel: the larger extent on axis 0,
         whose grid limit is 2^31 - 1 (axis 1 allows 65535 programs)."""
         t = self.tiling
-        return (0, 1) if t.ynumel >= t.xnumel else (1, 0)
+        return (0, 1) if self.sv.hint(t.ynumel) >= self.sv.hint(t.xnumel) else (1, 0)
 
     def configs(self) -> list[dict[str, int]]:
         """Candidate launch configs, the heuristic's choice first (block constexprs + num_warps).
@@ -366,7 +380,7 @@ class TritonKernelCodegen:
         NumPy); on the GPU a few for the autotuner."""
         if self.tiling is not None:
             t = self.tiling
-            yp, xp = next_pow2(t.ynumel), next_pow2(t.xnumel)
+            yp, xp = next_pow2(self.sv.hint(t.ynumel)), next_pow2(self.sv.hint(t.xnumel))
             if self.interpret:
                 xb = min(xp, 1024)
                 return [{"YBLOCK": max(1, min(yp, 4096 // xb)), "XBLOCK": xb}]
