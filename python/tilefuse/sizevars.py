@@ -221,11 +221,14 @@ class SizeVars:
             return a == b
         if a == b:
             return True
-        key = ("eq", a, b)
+        return self._memo("eq", a, b, self._decide_equals)
+
+    def _memo(self, op: str, a: Size, b: Size, decide) -> bool:
+        """``decide(a, b)`` once per (op, a, b): its guard is recorded once (sympy is slow)."""
+        key = (op, a, b)
         got = self._decided.get(key)
         if got is None:
-            got = self._decide_equals(a, b)
-            self._decided[key] = got
+            got = self._decided[key] = decide(a, b)
         return got
 
     def _decide_equals(self, a: Size, b: Size) -> bool:
@@ -254,12 +257,7 @@ class SizeVars:
         """Whether ``a < b`` at the hints, proven or recorded as a guard."""
         if isinstance(a, int) and isinstance(b, int):
             return a < b
-        key = ("lt", a, b)
-        got = self._decided.get(key)
-        if got is None:
-            got = self._decide_lt(a, b)
-            self._decided[key] = got
-        return got
+        return self._memo("lt", a, b, self._decide_lt)
 
     def _decide_lt(self, a: Size, b: Size) -> bool:
         if S.statically_known_lt(a, b):
