@@ -301,3 +301,53 @@ def test_transposed_access_is_tiled_with_symbolic_extents(tmp_path):
     assert _frames() == 1 and metrics.symbolic_graph_count == 1 and metrics.specialized_graph_count == 0
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert "YBLOCK" in src and "('YBLOCK', 'ynumel')" in src  # a tile, its extent a kernel argument
+
+
+def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
+    # x[-n:], x[:-n], x[n - 8:] (negative at small n), x[-n], slice assignment and its backward
+    def f(x, y):
+        n = y.shape[0]
+        return x[-n:] * 2, x[:-n] + 1, x[n - 8:], x[-n], x.select(0, -n)
+
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for m, n in ((10, 3), (12, 5), (9, 2)):
+        x, y = torch.randn(m, 4), torch.randn(n)
+        for got, want in zip(cf(x, y), f(x, y)):
+            assert got.shape == want.shape
+            _close(got, want)
+
+    def g(x, y):
+        x = x.clone()
+        x[:, -y.shape[0]:] = 7.0
+        return x
+
+    cg = torch.compile(g, backend="tilefuse", dynamic=True)
+    for n in (2, 3, 5):
+        x, y = torch.randn(4, 9), torch.randn(n)
+        _close(cg(x, y), g(x, y))
+
+    def h(x, y):
+        return (x[-y.shape[0]:] * y).sum()
+
+    ch = torch.compile(h, backend="tilefuse", dynamic=True)
+    for m, n in ((6, 2), (9, 4)):
+        x = torch.arange(float(m)).requires_grad_()
+        y = torch.ones(n)
+        ch(x, y).backward()
+        want = torch.zeros(m)
+        want[-n:] = 1
+        _close(x.grad, want)
+    assert metrics.specialized_graph_count == 0
+
+
+def test_symbolic_pad_amounts_and_dtype_views():
+    f = lambda x: F.pad(x, (0, (-x.shape[-1]) % 8)) * 2 + 1  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (5, 11, 16):
+        x = torch.randn(3, n)
+        _close(cf(x), f(x))
+    assert metrics.specialized_graph_count == 0
+    # Tensor.view(dtype) is a bitcast: it runs as the aten op (the graph still compiles)
+    g = lambda x: x.view(torch.int32) + 1  # noqa: E731
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(torch.compile(g, backend="tilefuse")(x), g(x))

@@ -153,6 +153,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
     name = f"{kind}_{next(_graph_ids)}"
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
         if not config.symbolic_shapes:
+            metrics.specialized_graph_count += 1
             log.info("tilefuse: graph '%s' has symbolic sizes; compiling it per input shape "
                      "(symbolic_shapes is off)", name)
             return SpecializingGraph(gm, kind, name)

@@ -730,7 +730,8 @@ def slice_bounds(n, start, end) -> tuple:
     def clamp(v, lo):
         if isinstance(v, int) and v >= 2**62:  # "to the end" (sys.maxsize)
             return n
-        if isinstance(v, int) and v < 0:
+        # a negative bound counts from the end: symbolic ones too (-s0, s0 - 8 at a small s0)
+        if (v < 0) if isinstance(v, int) else sv.evaluate_lt(v, 0):
             v = v + n
         if sv.evaluate_lt(v, lo):
             return lo

@@ -457,8 +457,10 @@ def _copy(x, src, non_blocking=False):
     return Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype), size)
 
 
-@register_lowering(aten.alias, aten.lift_fresh_copy)
+@register_lowering(aten.alias, aten.lift_fresh_copy, aten.detach.default)
 def _alias(x):
+    """Ops whose result is their input (an alias, a fresh copy nothing else holds, a detached
+    view: autograd is AOTAutograd's business, not the kernels')."""
     return x
 
 
@@ -684,6 +686,8 @@ def _arange_symbolic(start, end, step, dtype, device):
 
 @register_lowering(aten.view, aten._unsafe_view, aten.reshape)
 def _view(x, size):
+    if isinstance(size, torch.dtype):  # view.dtype: a bitcast, run as the aten op
+        raise NotImplementedError("view as another dtype")
     return ir.reshape_view(x, list(size))
 
 
@@ -717,7 +721,7 @@ def _slice(x, dim=0, start=None, end=None, step=1):
 @register_lowering(aten.select.int)
 def _select(x, dim, index):
     n = x.get_size()[dim % len(x.get_size())]
-    if isinstance(index, int) and index < 0:
+    if (index < 0) if isinstance(index, int) else _sv().evaluate_lt(index, 0):
         index = index + n
     if isinstance(index, int) and isinstance(n, int) and not 0 <= index < n:
         raise IndexError(f"select: index {index} out of range for dimension of size {n}")
@@ -1278,7 +1282,8 @@ def _constant_pad_nd(x, pad, value=0.0):
         v = loader(src)
         cond = None
         for i, a, b, n in zip(idx, lo, hi, size):
-            if a > 0 or b > 0:
+            # a symbolic pad amount may be positive: checked
+            if not (isinstance(a, int) and isinstance(b, int)) or a > 0 or b > 0:
                 c = _in_range(i - a, 0, n)
                 cond = c if cond is None else ops.logical_and(cond, c)
         if cond is None:
@@ -1383,7 +1388,8 @@ def _as_strided(x, size, stride, storage_offset=None):
 def _select_scatter(x, src, dim, index):
     """``x`` with ``x.select(dim, index)`` replaced by ``src``."""
     n = x.get_size()[dim % len(x.get_size())]
-    index = index + n if index < 0 else index
+    if (index < 0) if isinstance(index, int) else _sv().evaluate_lt(index, 0):
+        index = index + n
     return _slice_scatter(x, ir.unsqueeze_view(src, dim % len(x.get_size())), dim, index, index + 1, 1)
 
 
