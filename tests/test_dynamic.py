@@ -351,3 +351,21 @@ def test_symbolic_pad_amounts_and_dtype_views():
     g = lambda x: x.view(torch.int32) + 1  # noqa: E731
     x = torch.randn(3, 5)
     torch.testing.assert_close(torch.compile(g, backend="tilefuse")(x), g(x))
+
+
+def test_symbolic_reshape_of_a_lazy_value_indexes_by_dimension_groups(tmp_path):
+    # [a, b, 64] -> [a*b, 64] -> [a, b*64] of computed (unstored) values: matched by dimension
+    # groups (nodes.reshape_groups), the kernel reads its input at xindex itself, where digits of
+    # the flat position would leave nested symbolic ModularIndexing the simplifier cannot remove
+    def f(x):
+        a, b, _ = x.shape
+        return ((x * 3).reshape(a * b, 64) + 1).reshape(a, b * 64).sin()
+
+    with config.patch(debug_dir=str(tmp_path)):
+        cf = torch.compile(f, backend="tilefuse", dynamic=True)
+        for a, b in ((3, 5), (4, 9)):
+            x = torch.randn(a, b, 64)
+            _close(cf(x), f(x))
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "tl.load(in_ptr0 + (xindex), xmask" in src
+    assert _frames() == 1 and metrics.specialized_graph_count == 0

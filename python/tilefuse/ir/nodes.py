@@ -693,10 +693,21 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
         return x if isinstance(x, TensorBox) else TensorBox(x)
     new_strides = contiguous_strides(size)
     old_strides = contiguous_strides(old)
+    groups = None
+    if not all(isinstance(v, int) for v in (*old, *size)):
+        groups = reshape_groups(old, size)
 
     def reindex(index):
         if prod(old) == 0:  # an empty tensor: nothing is ever read (and a 0 modulus is invalid)
             return [S.Integer(0)] * len(old)
+        if groups is not None:
+            out = []
+            for oi, ni in groups:
+                flat = S.Integer(0)
+                for j, st in zip(ni, contiguous_strides([size[j] for j in ni])):
+                    flat = flat + index[j] * st
+                out.extend(digits(flat, [old[i] for i in oi]))
+            return out
         flat = S.Integer(0)
         for i, st in zip(index, new_strides):
             flat = flat + i * st
@@ -713,6 +724,42 @@ def reshape_view(x: IRNode, size: Sequence[int]) -> "TensorBox":
         return FixedLayout(L.device, L.dtype, size, st, L.offset) if st is not None else None
 
     return _view(x, size, reindex, layout_fn)
+
+
+def reshape_groups(old: list, new: list) -> list | None:
+    """The dims of a reshape in matching groups, outermost first: ``[(old dims, new dims), ...]``
+    with equal size products per group (a dim kept, several merged, one split), or None when the
+    shapes do not decompose so (then the reshape indexes through the flat position). Used for
+    symbolic shapes, where the flat position's digits do not simplify without relational facts:
+    ``[s0*s1, 64] -> [s0, s1*64]`` does not decompose, ``[s0, s1, 64] -> [s0, s1*64]`` does.
+    Products are compared by hints; a group's equality is proven or guarded."""
+    sv = SV.current()
+    groups, i, j = [], 0, 0
+    while i < len(old) or j < len(new):
+        oi, ni = [], []
+        po = pn = 1
+        while True:
+            if (not oi or sv.hint(po) < sv.hint(pn)) and i < len(old):
+                po, i = po * old[i], i + 1
+                oi.append(i - 1)
+            elif (not ni or sv.hint(pn) < sv.hint(po)) and j < len(new):
+                pn, j = pn * new[j], j + 1
+                ni.append(j - 1)
+            else:
+                break
+            if oi and ni and sv.hint(po) == sv.hint(pn):
+                # size-1 dims that follow join this group (they do not change its product)
+                while i < len(old) and old[i] == 1:
+                    oi.append(i)
+                    i += 1
+                while j < len(new) and new[j] == 1:
+                    ni.append(j)
+                    j += 1
+                break
+        if not oi or not ni or not sv.equals_or_false(po, pn):
+            return None
+        groups.append((oi, ni))
+    return groups
 
 
 def slice_bounds(n, start, end) -> tuple:
