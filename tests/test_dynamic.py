@@ -278,15 +278,22 @@ def test_op_lowerings_with_symbolic_sizes(name):
     assert metrics.fallback_kernel_count == 0
 
 
-def test_integer_argument_of_any_sign_is_not_taken_as_a_size():
-    # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: the IR
-    # takes symbolic sizes to be >= 1, so such a graph is compiled per shape (correct for k < 1)
-    f = lambda x, k: x * k + x.sum(0)  # noqa: E731
+def test_integer_arguments_of_any_sign_stay_symbolic():
+    # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: it enters
+    # the IR with that range (kind "other"), so no proof takes it for a size; tensor dims built
+    # from it are guarded >= 1 (x.view(-1, k)), and values computed from it are exact for k <= 0
+    f = lambda x, k: x * k + x.sum(0) - torch.arange(3) * k  # noqa: E731
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
-    for n, k in ((5, 3), (7, -2), (9, 0)):
+    for n, k in ((5, 3), (7, -2), (9, 0), (4, -7)):
         x = torch.randn(n, 3)
         _close(cf(x, k), f(x, k))
-    assert metrics.symbolic_graph_count == 0 and metrics.specialized_graph_count == 1
+    g = lambda x, k: x.view(-1, k).sum(1)  # noqa: E731
+    cg = torch.compile(g, backend="tilefuse", dynamic=True)
+    for n, k in ((12, 3), (20, 4), (30, 5)):
+        x = torch.randn(n)
+        _close(cg(x, k), g(x, k))
+    assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
+
 
 
 def test_transposed_access_is_tiled_with_symbolic_extents(tmp_path):
@@ -369,3 +376,25 @@ def test_symbolic_reshape_of_a_lazy_value_indexes_by_dimension_groups(tmp_path):
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert "tl.load(in_ptr0 + (xindex), xmask" in src
     assert _frames() == 1 and metrics.specialized_graph_count == 0
+
+
+def test_transformers_gpt2_training_with_dynamic_batch_and_sequence():
+    # transformers' GPT-2 passes logits_to_keep=0 (an int argument of any sign under dynamic=True)
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=64, attn_pdrop=0.0,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    m = transformers.GPT2LMHeadModel(cfg).to(DEVICE).train()
+    ref = copy.deepcopy(m)
+    cm = torch.compile(m, backend="tilefuse", dynamic=True)
+    for b, t in ((2, 5), (3, 17), (2, 30)):
+        ids = torch.randint(0, 64, (b, t))
+        m.zero_grad()
+        ref.zero_grad()
+        loss, rloss = cm(ids, labels=ids).loss, ref(ids, labels=ids).loss
+        loss.backward()
+        rloss.backward()
+        _close(loss, rloss)
+        for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=lambda msg: f"{name}: {msg}")
+    assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0

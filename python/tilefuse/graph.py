@@ -29,7 +29,8 @@ log = logging.getLogger("tilefuse")
 def _layout_from_meta(t: torch.Tensor) -> ir.FixedLayout:
     """The layout of a (fake) tensor; symbolic sizes become Exprs through the graph's SizeVars."""
     sv = SV.current()
-    return ir.FixedLayout(t.device, t.dtype, sv.sizes(t.shape), sv.sizes(t.stride()), sv.size(t.storage_offset()))
+    return ir.FixedLayout(t.device, t.dtype, sv.tensor_sizes(t.shape), sv.sizes(t.stride()),
+                          sv.size(t.storage_offset()))
 
 
 def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:

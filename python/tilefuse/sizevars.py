@@ -104,11 +104,20 @@ class SizeVars:
         lo = _finite_int(vr.lower) if vr is not None else None
         hi = _finite_int(vr.upper) if vr is not None else None
         hi = hi if hi is not None and hi < 2**62 else None
+        if lo is not None and hi is not None and lo > hi:
+            raise SymbolicSizeError(f"symbol {name} has an empty range {vr}")
         if lo is None or lo < 1:
-            # the IR takes a symbolic size to be >= 1 (never an empty dim: Dynamo specializes
-            # tensor sizes 0 and 1, so theirs are >= 2); a symbol that may be 0 or negative (an
-            # integer argument of the function) is not a size the IR can take
-            raise SymbolicSizeError(f"symbol {name} may be below 1 (range {vr}); compiled per shape instead")
+            # an integer that may be 0 or negative (an int argument under dynamic=True, such as
+            # transformers' logits_to_keep): a symbol of kind "other" with its true range, so no
+            # proof assumes it is a size; a tensor dim that may be empty is refused where sizes
+            # enter the IR (``tensor_sizes``)
+            if int(hint) < (lo if lo is not None else int(hint)):
+                raise SymbolicSizeError(f"symbol {name} has hint {hint} outside its range {vr}")
+            e = S.sym(name, kind="other", lower=lo, upper=hi)
+            self.symbols[name] = e
+            self._sympy_symbols[name] = sympy_sym
+            self.hints[name] = int(hint)
+            return e
         if int(hint) < lo:
             raise SymbolicSizeError(f"size symbol {name} has hint {hint} below its range [{lo}, ...]")
         e = S.sym(name, lower=lo, upper=hi)
@@ -152,6 +161,17 @@ class SizeVars:
     def sizes(self, xs: Any) -> list:
         """``[self.size(x) for x in xs]``."""
         return [self.size(x) for x in xs]
+
+    def tensor_sizes(self, xs: Any) -> list:
+        """Sizes of a tensor's dims: as ``sizes``; a symbolic dim not proven >= 1 (one built from
+        an integer argument) is guarded >= 1, or refused (SymbolicSizeError) when it is empty at
+        the hints — the IR takes symbolic dims to be >= 1."""
+        out = self.sizes(xs)
+        for e in out:
+            if isinstance(e, S.Expr) and not S.statically_known_leq(1, e):
+                if self.hint(e) < 1 or not self.evaluate_leq(1, e):
+                    raise SymbolicSizeError(f"tensor dim {e} is empty at the example inputs")
+        return out
 
     def to_sympy(self, e: Size) -> Any:
         """``e`` as a sympy expression over the ShapeEnv's own symbols."""

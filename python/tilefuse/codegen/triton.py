@@ -257,8 +257,8 @@ class TritonKernelCodegen:
             return expr
         for f in sorted(fs, key=lambda f: f.name):
             if f not in self.size_symbols:
-                self.size_symbols[f] = S.sym(f"ks{len(self.size_symbols)}", lower=f.assumed_range[0],
-                                             upper=f.assumed_range[1])
+                self.size_symbols[f] = S.sym(f"ks{len(self.size_symbols)}", kind=f.symbol_kind,
+                                             lower=f.assumed_range[0], upper=f.assumed_range[1])
         return expr.subs({f: self.size_symbols[f] for f in fs})
 
     def index_str(self, expr) -> str:
