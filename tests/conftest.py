@@ -7,6 +7,10 @@ triton is first imported, so it is set here, at collection time, before any test
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# The graph cache would let a test reuse a module another test compiled under different monkeypatched
+# internals (forced tilings, patched codegen); tests compile fresh, and tests/test_graph_cache.py
+# switches the cache on where it is the subject.
+os.environ.setdefault("TILEFUSE_GRAPH_CACHE", "0")
 
 try:
     from hypothesis import HealthCheck, settings

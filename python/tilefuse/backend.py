@@ -185,13 +185,77 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> CompiledGraph:
+    from .graph import _shape_env
+    from .runtime import graph_cache
+
+    t0 = time.perf_counter()
+    env = _shape_env(example_inputs)
+    key = None
+    if config.graph_cache:
+        try:
+            key = graph_cache.graph_key(gm, example_inputs, env, {k: getattr(config, k) for k in config._OPTIONS})
+        except Exception as e:  # noqa: BLE001 - Uncacheable, or a key part that failed: compile uncached
+            log.debug("tilefuse: graph '%s' is not cached: %s: %s", name, type(e).__name__, e)
+            key = None
+        else:
+            try:
+                entry = graph_cache.lookup(key, env)
+            except Exception as e:  # noqa: BLE001 - a cache problem is a miss, never an error
+                log.warning("tilefuse: graph cache lookup failed (%s: %s); compiling", type(e).__name__, e)
+                entry = None
+            if entry is not None:
+                return _from_cache(entry, name, t0)
+    before = metrics.snapshot()
+    n_guards = len(env.guards) if env is not None else 0
+    compiled, graph, consts = _lower_and_generate(gm, example_inputs, name, t0)
+    if key is not None:
+        after = metrics.snapshot()
+        guards = [g.expr for g in env.guards[n_guards:]] if env is not None else []
+        for rel in graph.sizevars.guard_exprs:
+            if rel not in guards:
+                guards.append(rel)
+        delta = {k: after[k] - before[k] for k in _REPLAYED_COUNTERS}
+        graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
+                                                      compiled.symbol_sources, guards, delta, compiled.module))
+    return compiled
+
+
+# counters a cache hit adds again (they describe the graph in use; generated_graph_count and the
+# compile timings count work actually done)
+_REPLAYED_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "fallback_kernel_count", "extern_kernel_count")
+
+
+def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
+    """A CompiledGraph from a graph cache entry: the module loaded (and its kernels compiled) by
+    this process already, else loaded from the entry's source (Triton's disk cache has the
+    binaries)."""
+    from .runtime import load_module, precompile
+
+    pre_s = 0.0
+    module = entry.module
+    if module is None:
+        module = load_module(entry.source, entry.constants, config.debug_dir, name)
+        pre_s = precompile(module._launchers)
+        metrics.precompile_seconds += pre_s
+        metrics.add_phase("precompile", pre_s)
+        entry.module = module
+    for k, v in entry.metrics.items():
+        setattr(metrics, k, getattr(metrics, k) + v)
+    metrics.graph_cache_hits += 1
+    log.info("tilefuse: graph '%s' reused from the graph cache", name)
+    return CompiledGraph(module, entry.source, entry.input_layouts, name, time.perf_counter() - t0, pre_s,
+                         entry.symbol_sources)
+
+
+def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float):
+    """GraphLowering → scheduler → codegen → loaded module with its kernels compiled; returns the
+    CompiledGraph, the GraphLowering and the module's constants."""
     from .codegen.wrapper import WrapperCodegen
     from .graph import GraphLowering
     from .runtime import load_module, precompile
     from .scheduler import schedule
     from .ir import graph_context as G
 
-    t0 = time.perf_counter()
     graph = GraphLowering(gm, example_inputs, name)
     graph.run()
     t1 = time.perf_counter()
@@ -211,13 +275,18 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
     metrics.generated_graph_count += 1
     layouts = [(tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
                if n in graph.graph_inputs else None for n in graph.graph_input_order]
-    return CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources)
+    compiled = CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources)
+    return compiled, graph, consts
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
     """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile."""
     opts = config.validate(options)
     from torch._dynamo.backends.common import aot_autograd
+
+    from .runtime import start_warmup
+
+    start_warmup()  # Triton's CUDA driver set up while AOTAutograd traces
 
     from .lowering import decompositions
 

@@ -38,6 +38,10 @@ Options:
         arguments; facts the kernels rely on become guards). A graph that cannot be compiled
         symbolically, or every such graph when False, is compiled once per concrete input shape
         instead (``backend.SpecializingGraph``; logged).
+    graph_cache (bool, env TILEFUSE_GRAPH_CACHE, default True): a graph compiled before (in this
+        process, or in any process sharing ``TILEFUSE_CACHE_DIR``) with the same code, input
+        metadata and options reuses that compile's module instead of being lowered and generated
+        again (``tilefuse.runtime.graph_cache``; guards on symbolic sizes are checked and replayed).
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ def _usable_cores() -> int:
 compile_workers: int = int(os.environ.get("TILEFUSE_COMPILE_WORKERS", _usable_cores()))
 compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
+graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -87,6 +92,7 @@ _OPTIONS = (
     "compile_workers",
     "compile_pool",
     "symbolic_shapes",
+    "graph_cache",
 )
 
 

@@ -13,6 +13,9 @@ and are compiled per concrete input shape instead (``backend.SpecializingGraph``
 ``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
 ``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
 ``precompile`` (as ``precompile_seconds``).
+``graph_cache_hits``: graphs whose compiled module came from the graph cache
+(``tilefuse.runtime.graph_cache``) instead of being compiled; a hit adds the kernel, fallback
+and extern counts its graph had when compiled, but not ``generated_graph_count``.
 ``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
 (``tilefuse.runtime.precompile``; 0 on the CPU).
 """
@@ -24,6 +27,7 @@ fallback_kernel_count: int = 0
 extern_kernel_count: int = 0
 symbolic_graph_count: int = 0
 specialized_graph_count: int = 0
+graph_cache_hits: int = 0
 precompile_seconds: float = 0.0
 phase_seconds: dict = {}
 
@@ -31,8 +35,9 @@ phase_seconds: dict = {}
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
-    global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds
+    global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     phase_seconds = {}
+    graph_cache_hits = 0
     symbolic_graph_count = 0
     specialized_graph_count = 0
     generated_kernel_count = 0
@@ -44,7 +49,7 @@ def reset() -> None:
 
 
 _COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "fallback_kernel_count",
-             "extern_kernel_count", "precompile_seconds", "symbolic_graph_count", "specialized_graph_count")
+             "extern_kernel_count", "precompile_seconds", "symbolic_graph_count", "specialized_graph_count", "graph_cache_hits")
 
 
 def add_phase(name: str, seconds: float) -> None:

@@ -75,6 +75,9 @@ class SizeVars:
         self._sympy_symbols: dict[str, Any] = {}  # name -> the ShapeEnv's sympy symbol
         self.hints: dict[str, int] = {}           # name -> example value
         self.guards: list[str] = []               # guards this graph added (for logs and tests)
+        # the guarded decisions this graph relied on (sympy relations true at the hints), whether
+        # decided here or by an earlier graph of the same ShapeEnv: the graph cache replays them
+        self.guard_exprs: list[Any] = []
         # decisions already taken: (op, a, b) -> bool (a guard is recorded once; sympy is slow);
         # shared by the graphs of one ShapeEnv (a forward and its backward)
         self._decided: dict = {}
@@ -220,8 +223,9 @@ class SizeVars:
         return S.statically_known_multiple_of(a, b)
 
     # ------------------------------------------------------------------ decisions (guard when needed)
-    def _guard(self, cond: Any, value: bool, what: str) -> bool:
-        """Record ``cond`` (a sympy relational that holds at the hints when ``value``) as a guard."""
+    def _guard(self, cond: Any, value: bool, what: str) -> tuple[bool, Any]:
+        """Record ``cond`` (a sympy relational that holds at the hints when ``value``) as a guard;
+        returns ``(value, relation true at the hints)``."""
         import sympy
 
         env = self.shape_env
@@ -233,7 +237,7 @@ class SizeVars:
             raise AssertionError(f"tilefuse internal error: ShapeEnv evaluates {cond} as {got}, hints say {value}")
         self.guards.append(str(rel))
         log.debug("tilefuse: guard %s (%s)", rel, what)
-        return value
+        return value, rel
 
     def evaluate_equals(self, a: Size, b: Size) -> bool:
         """Whether ``a == b`` at the hints, proven or recorded as a guard."""
@@ -244,21 +248,24 @@ class SizeVars:
         return self._memo("eq", a, b, self._decide_equals)
 
     def _memo(self, op: str, a: Size, b: Size, decide) -> bool:
-        """``decide(a, b)`` once per (op, a, b): its guard is recorded once (sympy is slow)."""
+        """``decide(a, b)`` once per (op, a, b): its guard is recorded once (sympy is slow).
+        ``decide`` returns ``(value, guard relation or None when proven)``."""
         key = (op, a, b)
         got = self._decided.get(key)
         if got is None:
             got = self._decided[key] = decide(a, b)
-        return got
+        if got[1] is not None:
+            self.guard_exprs.append(got[1])
+        return got[0]
 
-    def _decide_equals(self, a: Size, b: Size) -> bool:
+    def _decide_equals(self, a: Size, b: Size) -> tuple[bool, Any]:
         if S.statically_known_equals(a, b):
-            return True
+            return True, None
         import sympy
 
         value = self.hint(a) == self.hint(b)
         if not value and (S.statically_known_lt(a, b) or S.statically_known_lt(b, a)):
-            return False
+            return False, None
         return self._guard(sympy.Eq(self.to_sympy(a), self.to_sympy(b)), value, f"{a} == {b}")
 
     def equals_or_false(self, a: Size, b: Size) -> bool:
@@ -279,11 +286,11 @@ class SizeVars:
             return a < b
         return self._memo("lt", a, b, self._decide_lt)
 
-    def _decide_lt(self, a: Size, b: Size) -> bool:
+    def _decide_lt(self, a: Size, b: Size) -> tuple[bool, Any]:
         if S.statically_known_lt(a, b):
-            return True
+            return True, None
         if S.statically_known_leq(b, a):
-            return False
+            return False, None
         import sympy
 
         value = self.hint(a) < self.hint(b)

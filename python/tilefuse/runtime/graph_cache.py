@@ -1,0 +1,329 @@
+"""The graph-level compile cache: the same aten graph with the same input metadata reuses the module
+compiled for it, without lowering, scheduling or codegen (the role of Inductor's FX graph cache).
+
+Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
+extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
+torch, Triton and Python, the tilefuse options that change generated code (all but ``debug_dir``,
+``compile_workers``, ``compile_pool`` and ``graph_cache``), the graph's code (with every nested
+GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
+input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
+ShapeEnv expressions, with the value range of every symbol they use. Hints are not in the key:
+a decision that depends on a hint was either proven for the whole range or recorded as a guard.
+
+Guards. What the compile assumed about symbolic sizes (the guards it added to the ShapeEnv and the
+guarded decisions of earlier graphs of that ShapeEnv it relied on) is stored with the entry as
+sympy relations. A hit requires each to hold at the current hints, and then records each in the
+current ShapeEnv (``ShapeEnv.evaluate_expr``), so Dynamo guards on them exactly as if the graph
+had been compiled again; an entry whose guards fail at the current hints is a miss.
+
+Levels. In memory (this process; the loaded module, its kernels already compiled, is shared) and
+on disk (``<TILEFUSE_CACHE_DIR>/graphs/<key>.pkl``; a hit loads the module again, and Triton finds
+its kernel binaries and autotuning results in its own on-disk cache). Entries whose constants do
+not pickle stay in memory only. A corrupt or unreadable file is a miss (logged), never an error.
+
+The counters a compile adds to ``tilefuse.metrics`` are stored and added again on a hit, so counts
+such as ``fallback_kernel_count`` mean the same with and without the cache;
+``metrics.graph_cache_hits`` counts hits.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import logging
+import os
+import pickle
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("tilefuse")
+
+# options that do not change the generated module
+_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "graph_cache")
+_MAX_HASHED_CONSTANT_BYTES = 64 << 20
+
+_memory: dict[str, "CacheEntry"] = {}
+
+
+class Uncacheable(Exception):
+    """The graph or an input has something the key cannot describe (the compile goes on uncached)."""
+
+
+@dataclass
+class CacheEntry:
+    """What a compile produced, enough to rebuild its ``CompiledGraph`` without compiling.
+
+    ``source``/``constants``: the wrapper module and its injected globals; ``input_layouts`` and
+    ``symbol_sources`` as ``CompiledGraph``'s; ``guards``: sympy relations over the ShapeEnv's
+    size symbols, true for the inputs compiled for; ``metrics``: the counters the compile added;
+    ``module``: the loaded module (this process only, never pickled)."""
+
+    source: str
+    constants: dict
+    input_layouts: list
+    symbol_sources: dict
+    guards: list
+    metrics: dict
+    module: Any = field(default=None, compare=False)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["module"] = None
+        return state
+
+
+# ---------------------------------------------------------------------------------------- the key
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 of tilefuse's Python sources and its native extension (computed once per process)."""
+    import tilefuse
+    from tilefuse import _native
+
+    h = hashlib.sha256()
+    root = os.path.dirname(tilefuse.__file__)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if fn.endswith(".py"):
+                p = os.path.join(dirpath, fn)
+                h.update(os.path.relpath(p, root).encode())
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    native = getattr(_native, "__file__", None)
+    if native and os.path.exists(native):
+        with open(native, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def _tensor_constant(t: Any) -> tuple:
+    import torch
+
+    if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+        raise Uncacheable(f"graph attribute of type {type(t).__name__}")
+    nbytes = t.numel() * t.element_size()
+    if nbytes > _MAX_HASHED_CONSTANT_BYTES:
+        raise Uncacheable("a tensor constant too large to hash")
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # the backend runs under AOTAutograd's fake mode
+        data = t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes() if nbytes else b""
+    digest = hashlib.sha256(data).hexdigest()
+    return (str(t.dtype), tuple(t.shape), tuple(t.stride()), str(t.device), digest)
+
+
+def _graph_part(gm: Any) -> list:
+    import torch
+
+    parts: list = []
+    for name, mod in sorted(gm.named_modules(), key=lambda kv: kv[0]):
+        if isinstance(mod, torch.fx.GraphModule):
+            parts.append(("code", name, mod.code))
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            obj = gm
+            for atom in str(node.target).split("."):
+                obj = getattr(obj, atom)
+            if isinstance(obj, torch.fx.GraphModule):
+                continue  # a subgraph: its code is above
+            parts.append(("const", str(node.target), _tensor_constant(obj)))
+    return parts
+
+
+def _size_key(x: Any, env: Any) -> str:
+    import torch
+
+    if isinstance(x, torch.SymInt):
+        expr = x.node.expr
+        if env is not None:
+            expr = env.replace(expr)
+        return f"({expr})"
+    return str(int(x))
+
+
+def _symbols_of(example_inputs: list) -> set:
+    import torch
+
+    syms: set = set()
+
+    def add(v):
+        if isinstance(v, torch.SymInt):
+            syms.update(v.node.expr.free_symbols)
+
+    for a in example_inputs:
+        if isinstance(a, torch.Tensor):
+            for v in (*a.shape, *a.stride(), a.storage_offset()):
+                add(v)
+        else:
+            add(a)
+    return syms
+
+
+def _input_part(a: Any, env: Any) -> tuple:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        if a.is_sparse or a.layout != torch.strided or a.is_nested:
+            raise Uncacheable("a non-strided tensor input")
+        return ("T", str(a.dtype), str(a.device), tuple(_size_key(s, env) for s in a.shape),
+                tuple(_size_key(s, env) for s in a.stride()), _size_key(a.storage_offset(), env),
+                bool(a.requires_grad))
+    if isinstance(a, torch.SymInt):
+        return ("S", _size_key(a, env))
+    if a is None or isinstance(a, (bool, int, float)):
+        return ("V", type(a).__name__, repr(a))
+    if isinstance(a, (torch.SymFloat, torch.SymBool)):
+        raise Uncacheable(f"a {type(a).__name__} input")
+    raise Uncacheable(f"an input of type {type(a).__name__}")
+
+
+def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> str:
+    """The cache key of compiling ``gm`` for ``example_inputs`` with ``options`` (a dict of the
+    tilefuse options in force). Raises ``Uncacheable`` when the key cannot describe an input or a
+    graph attribute (the graph is then compiled without the cache)."""
+    import torch
+
+    parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version]
+    parts.append(sorted((k, repr(v)) for k, v in options.items() if k not in _KEY_EXCLUDED_OPTIONS))
+    parts.append(_graph_part(gm))
+    parts.append([_input_part(a, shape_env) for a in example_inputs])
+    if shape_env is not None:
+        ranges = []
+        for s in sorted(_symbols_of(example_inputs), key=lambda s: s.name):
+            vr = shape_env.var_to_range.get(s)
+            ranges.append((s.name, str(vr.lower) if vr is not None else "?", str(vr.upper) if vr is not None else "?"))
+        parts.append(ranges)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return "none"
+
+
+# ------------------------------------------------------------------------------------- guards
+def _hints(env: Any) -> dict:
+    vals = getattr(env, "backed_var_to_val", None)
+    return dict(vals if vals is not None else env.var_to_val)
+
+
+def replay_guards(guards: list, shape_env: Any) -> bool:
+    """Check that every guard relation holds at ``shape_env``'s hints; if all do, record each in
+    ``shape_env`` (as a compile that decided them would) and return True; else return False and
+    record nothing. Guards name symbols as the ShapeEnv does (``s0``, ``s1``…); a guard on a
+    symbol the ShapeEnv does not have fails."""
+    if not guards:
+        return True
+    if shape_env is None:
+        return False
+    import sympy
+
+    hints = _hints(shape_env)
+    by_name = {s.name: s for s in hints}
+    ready = []
+    for g in guards:
+        try:
+            mapping = {s: by_name[s.name] for s in g.free_symbols}
+        except KeyError:
+            return False
+        rel = g.xreplace(mapping)
+        at_hints = rel.xreplace({s: sympy.Integer(hints[s]) for s in rel.free_symbols})
+        if at_hints is not sympy.true:
+            return False
+        ready.append(rel)
+    for rel in ready:
+        shape_env.evaluate_expr(rel)
+    return True
+
+
+# ---------------------------------------------------------------------------------- storage
+def _dir() -> str:
+    from . import cache_dir
+
+    return os.path.join(cache_dir(), "graphs")
+
+
+def _reduce_op(op: Any) -> Any:
+    return (_load_op, (op.name(),))
+
+
+def _load_op(qualname: str) -> Any:
+    """An aten/prims/… OpOverload from its ``ns::name.overload`` name (pickled graph constants)."""
+    import torch
+
+    ns, rest = qualname.split("::", 1)
+    name, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, ns), name)
+    return getattr(packet, overload or "default")
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        import torch
+
+        if isinstance(obj, torch._ops.OpOverload):
+            return _reduce_op(obj)
+        return NotImplemented
+
+
+def lookup(key: str, shape_env: Any) -> CacheEntry | None:
+    """The entry for ``key`` whose guards hold (then recorded in ``shape_env``), or None."""
+    entry = _memory.get(key)
+    if entry is None:
+        path = os.path.join(_dir(), f"{key}.pkl")
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path, "rb") as f:
+                entry = pickle.load(f)
+            if not isinstance(entry, CacheEntry):
+                raise TypeError(f"not a CacheEntry: {type(entry).__name__}")
+        except Exception as e:  # noqa: BLE001 - a bad cache file is a miss
+            log.warning("tilefuse: ignoring unreadable graph cache entry %s (%s: %s)", path, type(e).__name__, e)
+            return None
+    if not replay_guards(entry.guards, shape_env):
+        log.debug("tilefuse: graph cache entry %s: its guards do not hold for these sizes", key[:12])
+        return None
+    return entry
+
+
+def store(key: str, entry: CacheEntry) -> None:
+    """Keep ``entry`` in memory and, when its constants pickle, on disk (atomically)."""
+    _memory[key] = entry
+    buf = io.BytesIO()
+    try:
+        _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
+    except Exception as e:  # noqa: BLE001 - memory-only entry
+        log.debug("tilefuse: graph cache entry %s kept in memory only (%s: %s)", key[:12], type(e).__name__, e)
+        return
+    d = _dir()
+    try:
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{key}.pkl")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError as e:
+        log.warning("tilefuse: could not write graph cache entry under %s (%s)", d, e)
+
+
+def clear(disk: bool = False) -> None:
+    """Forget the in-memory entries; with ``disk`` also delete the on-disk ones."""
+    _memory.clear()
+    if disk:
+        d = _dir()
+        if os.path.isdir(d):
+            for fn in os.listdir(d):
+                if fn.endswith(".pkl"):
+                    try:
+                        os.remove(os.path.join(d, fn))
+                    except OSError:
+                        pass
+

@@ -1,0 +1,245 @@
+"""The graph-level compile cache (``tilefuse.runtime.graph_cache``, issue 6): the same graph with the
+same input metadata reuses its compiled module, in this process and from disk in another one;
+different inputs, options, constants or code miss; guards on symbolic sizes are checked and
+replayed; a broken cache file is a miss, never an error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+
+import tilefuse  # noqa: F401
+from _tf_testutil import DEVICE, GPU_MARKS
+from tilefuse import config, metrics, runtime
+from tilefuse.runtime import graph_cache
+
+pytestmark = GPU_MARKS
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """Each test: an empty cache directory, the cache on, strict errors."""
+    monkeypatch.setattr(runtime, "_CACHE_DIR", str(tmp_path / "tfcache"))
+    graph_cache.clear()
+    torch._dynamo.reset()
+    metrics.reset()
+    with config.patch(graph_cache=True, fallback_on_error=False):
+        yield
+    graph_cache.clear()
+    torch._dynamo.reset()
+
+
+def _fresh():
+    """Forget Dynamo's compiled frames (so the next call compiles again) and the counters."""
+    torch._dynamo.reset()
+    metrics.reset()
+
+
+def _f(x, y):
+    return torch.sin(x * y) + y.sum(-1, keepdim=True), torch.argsort(x, -1)  # argsort: a fallback kernel
+
+
+def test_same_graph_hits_in_process_and_replays_counters():
+    x, y = torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE)
+    want = _f(x, y)
+    got1 = torch.compile(_f, backend="tilefuse")(x, y)
+    first = metrics.snapshot()
+    assert first["generated_graph_count"] == 1 and first["graph_cache_hits"] == 0
+    assert first["fallback_kernel_count"] >= 1
+
+    _fresh()
+    got2 = torch.compile(_f, backend="tilefuse")(x, y)
+    assert metrics.graph_cache_hits == 1
+    assert metrics.generated_graph_count == 0  # nothing lowered or generated
+    for k in ("generated_kernel_count", "fallback_kernel_count", "extern_kernel_count"):
+        assert getattr(metrics, k) == first[k], k
+    for got in (got1, got2):
+        torch.testing.assert_close(got[0], want[0])
+        assert torch.equal(got[1], want[1])
+
+
+def test_different_shapes_dtypes_and_options_miss():
+    cf = torch.compile(_f, backend="tilefuse")
+    cf(torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE))
+    keys = set(graph_cache._memory)
+    for x, y, opts in [
+        (torch.randn(6, 41), torch.randn(6, 41), {}),                                   # shape
+        (torch.randn(6, 40, dtype=torch.float64), torch.randn(6, 40, dtype=torch.float64), {}),  # dtype
+        (torch.randn(40, 6).t(), torch.randn(6, 40), {}),                               # strides
+        (torch.randn(6, 40), torch.randn(6, 40), {"max_inline_ops": 7}),                # an option
+    ]:
+        x, y = x.to(DEVICE), y.to(DEVICE)
+        _fresh()
+        got = torch.compile(_f, backend="tilefuse", options=opts)(x, y)
+        assert metrics.graph_cache_hits == 0 and metrics.generated_graph_count == 1
+        torch.testing.assert_close(got[0], _f(x, y)[0])
+    assert len(graph_cache._memory) == len(keys) + 4
+
+
+def test_options_that_do_not_change_code_share_entries():
+    x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
+    torch.compile(_f, backend="tilefuse")(x, y)
+    _fresh()
+    torch.compile(_f, backend="tilefuse", options={"compile_workers": 1, "debug_dir": None})(x, y)
+    assert metrics.graph_cache_hits == 1
+
+
+def test_tensor_constants_are_part_of_the_key():
+    def make(c):
+        def f(x):
+            return x * torch.tensor(c, device=x.device) + 1
+
+        return f
+
+    x = torch.randn(5, 3, device=DEVICE)
+    for c in ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]):
+        _fresh()
+        f = make(c)
+        torch.testing.assert_close(torch.compile(f, backend="tilefuse")(x), f(x))
+        assert metrics.graph_cache_hits == 0
+    _fresh()
+    f = make([4.0, 5.0, 6.0])
+    torch.testing.assert_close(torch.compile(f, backend="tilefuse")(x), f(x))
+    assert metrics.graph_cache_hits == 1
+
+
+def test_training_forward_and_backward_hit():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4)).to(DEVICE)
+    x = torch.randn(8, 16, device=DEVICE)
+
+    def grads(m):
+        m.zero_grad()
+        out = m(x)
+        out.square().mean().backward()
+        return out, [p.grad.clone() for p in m.parameters()]
+
+    want_out, want_g = grads(model)
+    for hits in (0, 2):
+        _fresh()
+        out, g = grads(torch.compile(model, backend="tilefuse"))
+        assert metrics.graph_cache_hits == hits
+        torch.testing.assert_close(out, want_out, atol=1e-5, rtol=1e-5)
+        for a, b in zip(g, want_g):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_dynamic_graph_hits_for_other_sizes():
+    def f(x):
+        return F.softmax(x, -1) * x.shape[0]
+
+    torch.compile(f, backend="tilefuse", dynamic=True)(torch.randn(5, 7, device=DEVICE))
+    assert metrics.symbolic_graph_count == 1
+    _fresh()
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for shape in [(11, 3), (2, 130), (5, 7)]:
+        x = torch.randn(*shape, device=DEVICE)
+        torch.testing.assert_close(cf(x), f(x))
+    assert metrics.graph_cache_hits == 1 and metrics.generated_graph_count == 0
+
+
+def _env_with(hints: dict):
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    syms = {}
+    for name, v in hints.items():
+        s = env.create_symbol(v, source=torch._dynamo.source.ConstantSource(name))
+        syms[s.name] = s
+    return env, syms
+
+
+def test_replay_guards_checks_hints_and_records_guards():
+    env, syms = _env_with({"a": 50, "b": 7})
+    s0 = next(s for s in syms.values() if env.backed_var_to_val[s] == 50)
+    s1 = next(s for s in syms.values() if env.backed_var_to_val[s] == 7)
+    # guards pickled elsewhere name fresh symbols: matched by name
+    fresh0 = sympy.Symbol(s0.name, integer=True, positive=True)
+    n = len(env.guards)
+    assert graph_cache.replay_guards([sympy.Lt(fresh0, 100), sympy.Ne(s0, s1)], env)
+    assert len(env.guards) == n + 2  # recorded: Dynamo will guard on them
+    # false at the hints: a miss, nothing recorded
+    env2, syms2 = _env_with({"a": 500, "b": 7})
+    big = next(s for s in syms2.values() if env2.backed_var_to_val[s] == 500)
+    m = len(env2.guards)
+    assert not graph_cache.replay_guards([sympy.Lt(sympy.Symbol(big.name, integer=True, positive=True), 100)], env2)
+    assert len(env2.guards) == m
+    # a symbol the ShapeEnv lacks
+    assert not graph_cache.replay_guards([sympy.Lt(sympy.Symbol("s99", integer=True), 3)], env)
+    assert graph_cache.replay_guards([], None)
+    assert not graph_cache.replay_guards([sympy.Lt(fresh0, 100)], None)
+
+
+def test_guards_a_compile_added_are_stored_and_a_failing_guard_misses(monkeypatch):
+    """An entry whose stored guard fails for the new inputs' hints is not used."""
+    def f(x):
+        return (x * 2).sum(0)
+
+    x = torch.randn(9, 4, device=DEVICE)
+    torch.compile(f, backend="tilefuse", dynamic=True)(x)
+    (key, entry), = graph_cache._memory.items()
+    s = next(iter(sorted(entry.symbol_sources)))
+    # plant a guard that the next compile's hints violate (the symbol must stay below 3)
+    entry.guards = list(entry.guards) + [sympy.Lt(sympy.Symbol(s, integer=True, positive=True), 3)]
+    _fresh()
+    torch.testing.assert_close(torch.compile(f, backend="tilefuse", dynamic=True)(x), f(x))
+    assert metrics.graph_cache_hits == 0 and metrics.generated_graph_count == 1
+
+
+def test_corrupt_cache_file_is_a_miss(caplog):
+    x, y = torch.randn(4, 8, device=DEVICE), torch.randn(4, 8, device=DEVICE)
+    torch.compile(_f, backend="tilefuse")(x, y)
+    (key,) = graph_cache._memory
+    path = os.path.join(runtime.cache_dir(), "graphs", f"{key}.pkl")
+    assert os.path.getsize(path) > 0
+    with open(path, "wb") as fh:
+        fh.write(b"not a pickle")
+    graph_cache.clear()  # memory only: the broken file remains
+    _fresh()
+    with caplog.at_level("WARNING", logger="tilefuse"):
+        got = torch.compile(_f, backend="tilefuse")(x, y)
+    assert metrics.graph_cache_hits == 0 and metrics.generated_graph_count == 1
+    assert "unreadable graph cache entry" in caplog.text
+    torch.testing.assert_close(got[0], _f(x, y)[0])
+
+
+def test_key_depends_on_tilefuse_code(monkeypatch):
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    x = torch.randn(3)
+    k1 = graph_cache.graph_key(gm, [x], None, {})
+    monkeypatch.setattr(graph_cache, "code_fingerprint", lambda: "edited")
+    assert graph_cache.graph_key(gm, [x], None, {}) != k1
+
+
+def test_disk_hit_in_a_fresh_process(tmp_path):
+    """A second process sharing TILEFUSE_CACHE_DIR reuses the first one's compile."""
+    script = textwrap.dedent(f"""
+        import json, torch, tilefuse
+        from tilefuse import metrics
+        def f(x, w):
+            return torch.nn.functional.gelu(x @ w) + torch.cumsum(x, 1)[:, :1]
+        torch.manual_seed(0)
+        x, w = torch.randn(8, 16, device={DEVICE!r}), torch.randn(16, 16, device={DEVICE!r})
+        got = torch.compile(f, backend="tilefuse")(x, w)
+        err = (got - f(x, w)).abs().max().item()
+        print(json.dumps({{"hits": metrics.graph_cache_hits, "generated": metrics.generated_graph_count,
+                          "err": err}}))
+    """)
+    env = dict(os.environ, TILEFUSE_CACHE_DIR=str(tmp_path / "shared"), TILEFUSE_GRAPH_CACHE="1")
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0]["hits"] == 0 and runs[0]["generated"] == 1
+    assert runs[1]["hits"] == 1 and runs[1]["generated"] == 0
+    assert runs[0]["err"] < 1e-4 and runs[1]["err"] < 1e-4
