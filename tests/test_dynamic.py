@@ -310,6 +310,21 @@ def test_transposed_access_is_tiled_with_symbolic_extents(tmp_path):
     assert "YBLOCK" in src and "('YBLOCK', 'ynumel')" in src  # a tile, its extent a kernel argument
 
 
+def test_compound_divisors_are_precomputed_on_the_host(tmp_path):
+    # a permute of [s0, s1, s2] read by a 1-D kernel: xindex // (s0*s1) and xindex % (s0*s1); the
+    # product is a ps<i> argument the wrapper computes once (Inductor's precomputed sizes)
+    f = lambda x: x.permute(2, 0, 1).contiguous() * 2  # noqa: E731
+    with config.patch(debug_dir=str(tmp_path), tiling=False):
+        cf = torch.compile(f, backend="tilefuse", dynamic=True)
+        for shape in ((3, 4, 5), (2, 7, 3), (5, 3, 9), (17, 2, 3)):
+            x = torch.randn(*shape)
+            _close(cf(x), f(x))
+    assert _frames() == 1 and metrics.symbolic_graph_count == 1 and metrics.specialized_graph_count == 0
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "ps0" in src and "// ps0" in src and "% ps0" in src
+    assert "ks0*ks1)" not in src and "(ks1*ks2)" not in src  # no lane recomputes the product
+
+
 def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
     # x[-n:], x[:-n], x[n - 8:] (negative at small n), x[-n], slice assignment and its backward
     def f(x, y):

@@ -287,7 +287,7 @@ def test_autotune_skips_a_config_that_does_not_compile(fresh_triton_cache):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 @pytest.mark.parametrize("pool,workers", [("process", 4), ("thread", 4), ("process", 1)])
-def test_precompile_compiles_every_config_before_the_first_launch(pool, workers, fresh_triton_cache):
+def test_precompile_compiles_every_config_before_the_first_launch(pool, workers, fresh_triton_cache, monkeypatch):
     src_fns = [_scale_kernel, _scatter_add_kernel, _block_size_kernel]
     launchers = [
         R.KernelLauncher(triton.jit(src_fns[0]), [("XBLOCK", 5000)],
@@ -300,6 +300,13 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
     assert R.precompile(launchers, workers=workers, pool=pool) > 0
     compiled = []
     triton.knobs.compilation.listener = lambda **kw: compiled.append(kw["cache_hit"])
+    # C launchers built with the system compiler at launch (Triton's CudaLauncher): forked workers
+    # build them next to the kernels, so the launches below only load them
+    import triton.runtime.build as TB
+
+    c_builds = []
+    real_build = TB._build
+    monkeypatch.setattr(TB, "_build", lambda name, *a, **k: c_builds.append(name) or real_build(name, *a, **k))
     try:
         x = torch.randn(5000, device="cuda")
         y = torch.empty_like(x)
@@ -312,9 +319,22 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
     finally:
         triton.knobs.compilation.listener = None
     assert compiled == []  # nothing compiled (or even looked up on disk) at launch
+    if pool == "process" and workers > 1:
+        assert c_builds == [], c_builds
     torch.testing.assert_close(y, x * 2)
     torch.testing.assert_close(out, torch.zeros(50, device="cuda").index_add(0, idx, val), atol=1e-4, rtol=1e-5)
     assert z.tolist() == [64] * 37
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_backend_entry_warms_up_tritons_driver():
+    x = torch.randn(100, device="cuda")
+    torch.testing.assert_close(torch.compile(lambda t: t * 2 + 1, backend="tilefuse")(x), x * 2 + 1)
+    assert R._WARMUP is not None and not R._WARMUP.is_alive()  # started at entry, joined before use
+    from triton.backends.nvidia.driver import CudaUtils
+
+    assert hasattr(CudaUtils, "instance")
 
 
 @pytest.mark.gpu

@@ -152,7 +152,8 @@ class GeneratedKernel:
     index_dtype: str
     # symbolic sizes (dynamic shapes): the kernel's integer parameters after the pointers, as
     # Exprs over the graph's size symbols the wrapper evaluates at each call (xnumel, rnumel when
-    # symbolic, then one ``ks<i>`` per size symbol the index expressions use); grid extents that
+    # symbolic, then one ``ks<i>`` per size symbol the index expressions use, then one ``ps<i>`` per
+    # compound divisor hoisted to the host); grid extents that
     # are symbolic name the parameter holding them
     size_args: list = field(default_factory=list)
     size_params: list[str] = field(default_factory=list)
@@ -179,6 +180,7 @@ class TritonKernelCodegen:
         self.dyn_numel = not isinstance(group.numel, int)
         self.dyn_rnumel = not isinstance(group.rnumel, int)
         self.size_symbols: dict = {}  # graph size symbol -> kernel parameter symbol (ks<i>)
+        self.precomputed: dict = {}   # compound size expression over ks<i> -> parameter ps<i>
         # Inductor's reduction hint, from the group's reduction nodes (LoopBody.reduction_hint)
         hints = [n.body.reduction_hint() for n in group.nodes if n.is_reduction()]
         self.hint = "inner" if "inner" in hints else ("outer" if "outer" in hints else "default")
@@ -249,7 +251,8 @@ class TritonKernelCodegen:
 
     def kernel_expr(self, expr):
         """``expr`` with the graph's size symbols renamed to the kernel's ``ks<i>`` parameters
-        (numbered in first-use order, so the same kernel in two graphs has the same source)."""
+        (numbered in first-use order, so the same kernel in two graphs has the same source), and
+        compound divisors hoisted into ``ps<i>`` parameters (``_precompute``)."""
         if isinstance(expr, int):
             return expr
         fs = [f for f in expr.free_symbols if f.name in self.sv.symbols]
@@ -259,7 +262,40 @@ class TritonKernelCodegen:
             if f not in self.size_symbols:
                 self.size_symbols[f] = S.sym(f"ks{len(self.size_symbols)}", kind=f.symbol_kind,
                                              lower=f.assumed_range[0], upper=f.assumed_range[1])
-        return expr.subs({f: self.size_symbols[f] for f in fs})
+        return self._precompute(expr.subs({f: self.size_symbols[f] for f in fs}))
+
+    _DIVISIONS = {"FloorDiv": slice(1, 2), "CleanDiv": slice(1, 2), "ModularIndexing": slice(1, 3)}
+
+    def _precompute(self, expr):
+        """Inductor's precomputed size arguments (``IterationRangesEntry.precomputed_args``): a
+        divisor or modulus of a FloorDiv / CleanDiv / ModularIndexing that is a compound
+        expression of size parameters only (``ks0*ks1``, ``64*ks0``) becomes a ``ps<i>`` kernel
+        parameter the wrapper computes once per call on the host, so the kernel divides by one
+        value instead of recomputing the product in every lane. Sizes are >= 1, so the products
+        are too (``ps`` symbols are positive)."""
+        found = []
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            args = e.args
+            which = self._DIVISIONS.get(e.kind)
+            if which is not None:
+                for a in args[which]:
+                    if (not a.is_number and not a.is_symbol and a not in found
+                            and all(f.symbol_kind == "size" and f in self.size_symbols.values() for f in a.free_symbols)):
+                        found.append(a)
+            stack.extend(args)
+        if not found:
+            return expr
+        mapping = {}
+        for a in found:
+            ps = self.precomputed.get(a)
+            if ps is None:
+                lo, hi = a.assumed_range
+                ps = S.sym(f"ps{len(self.precomputed)}", kind="precomputed", lower=max(lo or 1, 1), upper=hi)
+                self.precomputed[a] = ps
+            mapping[a] = ps
+        return expr.subs(mapping)
 
     def index_str(self, expr) -> str:
         return S.texpr(self.kernel_expr(expr), self.index_dtype)
@@ -349,6 +385,10 @@ class TritonKernelCodegen:
         for gsym, ksym in self.size_symbols.items():
             size_params.append(ksym.name)
             size_args.append(gsym)
+        to_graph = {k: g_ for g_, k in self.size_symbols.items()}
+        for compound, ps in self.precomputed.items():
+            size_params.append(ps.name)
+            size_args.append(compound.subs(to_graph))
         # Under the interpreter size parameters are constexprs (a plain int: `range()` cannot take
         # the interpreter's 1-element scalar tensors); on the GPU runtime ints, not specialized on
         # their value (one binary for every size)

@@ -34,8 +34,12 @@ job to an executor and files the results in the JIT's in-memory kernel cache. Tr
 (Python AST to TTIR) and part of its pipeline hold the GIL, so threads gain little; the default
 executor therefore runs the jobs in forked worker processes (they inherit the jobs, nothing is
 pickled, and they never touch CUDA: each job compiles for an explicit target), which write the
-binaries to Triton's on-disk cache; each job then runs again in this process, where it is a cache
-hit that only loads the binary. A job a worker could not compile is reported to the JIT as failed
+binaries to Triton's on-disk cache and also build each kernel's C launcher there (Triton compiles
+one with ``gcc`` per argument signature at a kernel's first launch, about 0.3 s each, one after
+another); each job then runs again in this process, where it is a cache hit that only loads the
+binary, and the first launch only loads the launcher. Triton's driver helper module (also built
+with ``gcc`` on first use) is initialized by a background thread started when the backend is
+entered (``start_warmup``), overlapping Dynamo's and AOTAutograd's tracing. A job a worker could not compile is reported to the JIT as failed
 and compiled again at the first launch (where its error surfaces, or the autotuner skips that
 config). A tensor argument that is not 16-byte aligned at launch gives a different
 specialization, which Triton then compiles at that launch, as it would without precompiling.
@@ -58,6 +62,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from typing import Any, Callable, Iterable, Sequence
@@ -65,6 +70,12 @@ from typing import Any, Callable, Iterable, Sequence
 log = logging.getLogger("tilefuse")
 
 _CACHE_DIR = os.environ.get("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+
+
+def cache_dir() -> str:
+    """tilefuse's cache directory: ``TILEFUSE_CACHE_DIR`` (read at import), else
+    ``<tmp>/tilefuse_<uid>``. Holds the generated modules and ``graphs/`` (``graph_cache``)."""
+    return _CACHE_DIR
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
 AUTOTUNE_WARMUP_MS = 2
@@ -134,6 +145,7 @@ def _CheckedInterpretedFunction(fn):
 def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph"):
     """Write ``source`` under the cache dir (and ``debug_dir`` when given), import it, inject
     ``constants`` as module globals, and return the module."""
+    wait_warmup()  # nothing below races the driver warm-up thread on Triton's lazily made driver
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     os.makedirs(_CACHE_DIR, exist_ok=True)
     path = os.path.join(_CACHE_DIR, f"tf_{digest}.py")
@@ -355,13 +367,73 @@ _FORKED_JOBS: list[Callable[[], Any]] | None = None
 
 
 def _run_forked_job(i: int) -> tuple[int, str | None]:
-    """In a forked worker: run compile job ``i`` (its binary lands in Triton's on-disk cache);
-    returns ``(i, None)`` or ``(i, error message)``."""
+    """In a forked worker: run compile job ``i`` (its binary lands in Triton's on-disk cache),
+    then build the compiled kernel's launcher (``_build_launcher``); returns ``(i, None)`` or
+    ``(i, error message)``."""
     try:
-        _FORKED_JOBS[i]()  # type: ignore[index]
+        kernel = _FORKED_JOBS[i]()  # type: ignore[index]
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         return i, f"{type(e).__name__}: {e}"
+    _build_launcher(kernel)
     return i, None
+
+
+def _build_launcher(kernel: Any) -> None:
+    """Build the C launcher of a compiled CUDA kernel, for its side effect on Triton's cache.
+
+    Triton launches a kernel through a small C extension generated for its argument signature and
+    compiled with the system C compiler (``CudaLauncher``, about 0.3 s of ``gcc`` per signature);
+    it does so when the kernel first runs, in this process, one after another. Built here, in the
+    forked compile worker right after the kernel, the launchers of a graph's kernels compile in
+    parallel, and the first launch in the parent only loads them from the cache. Nothing here
+    touches CUDA (compiling and importing the extension does not initialize the driver). Any
+    failure is ignored: the launch builds the launcher as it would have anyway."""
+    src, md = getattr(kernel, "src", None), getattr(kernel, "metadata", None)
+    if src is None or md is None or getattr(getattr(md, "target", None), "backend", None) != "cuda":
+        return
+    try:
+        from triton.runtime import driver
+
+        driver.active.launcher_cls(src, md)
+    except BaseException:  # noqa: BLE001 - an optimization only
+        pass
+
+
+_WARMUP: threading.Thread | None = None
+
+
+def start_warmup() -> None:
+    """Start, once per process, a background thread that initializes Triton's CUDA driver, whose
+    first use compiles a C helper module (``CudaUtils``: ``gcc``, about 0.3 s, unless Triton's
+    cache has it). Called when the backend is entered, so the compile overlaps Dynamo's and
+    AOTAutograd's tracing instead of delaying the first kernel compile; ``wait_warmup`` joins it
+    before this process uses Triton's driver itself (and before forking compile workers). Does
+    nothing without CUDA or under the interpreter."""
+    global _WARMUP
+    if _WARMUP is not None or os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+
+    def work():
+        try:
+            from triton.runtime import driver
+
+            driver.active.utils  # noqa: B018 - the side effect: CudaUtils compiled or loaded
+        except BaseException as e:  # noqa: BLE001 - the real use reports any problem
+            log.debug("tilefuse: Triton driver warm-up failed: %s", e)
+
+    _WARMUP = threading.Thread(target=work, name="tilefuse-triton-warmup", daemon=True)
+    _WARMUP.start()
+
+
+def wait_warmup() -> None:
+    """Join the ``start_warmup`` thread, if one runs."""
+    t = _WARMUP
+    if t is not None and t.is_alive():
+        t.join()
 
 
 def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
@@ -441,6 +513,7 @@ def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, 
     (CPU) kernels need no compiling and are skipped."""
     from .. import config
 
+    wait_warmup()
     todo = [ln for ln in launchers if ln.cuda]
     workers = config.compile_workers if workers is None else int(workers)
     pool = config.compile_pool if pool is None else pool
