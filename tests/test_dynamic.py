@@ -325,6 +325,23 @@ def test_compound_divisors_are_precomputed_on_the_host(tmp_path):
     assert "ks0*ks1)" not in src and "(ks1*ks2)" not in src  # no lane recomputes the product
 
 
+def test_few_long_symbolic_rows_are_split_with_a_masked_tail():
+    # a full reduction of a symbolic-size tensor runs as partials over CeilDiv(n, s) chunks (the
+    # tail masked to the identity) plus a final reduction: two kernels, exact for every size
+    def f(x):
+        return x.sum(), x.amax(), (x > 2).any(), x.to(torch.int32).amin()
+
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (3001, 4099, 5003, 8192):
+        x = torch.randn(2, n)
+        x[1, -1] = 9.0  # the last element (in the tail chunk) is the max
+        got = cf(x)
+        for g, w in zip(got, f(x)):
+            _close(g, w, atol=1e-3, rtol=1e-4)
+    assert _frames() == 1 and metrics.symbolic_graph_count == 1 and metrics.specialized_graph_count == 0
+    assert metrics.generated_kernel_count == 2  # partials (all four reductions), then the final
+
+
 def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
     # x[-n:], x[:-n], x[n - 8:] (negative at small n), x[-n], slice assignment and its backward
     def f(x, y):

@@ -197,3 +197,102 @@ def test_looped_arg_reductions_nan_and_rows_equal_to_the_identity(shape, dim):
     check(lambda a: (a.argmax() if dim is None else a.argmax(dim)), z, tol=0)
     torch._dynamo.reset()
     check(lambda a: torch.max(a, dim if dim is not None else 0), ninf.view(shape[0], -1) if dim is None else ninf, tol=0)
+
+
+# ------------------------------------------------------------------ online softmax (sumexp)
+def _softmax_family(x):
+    return (torch.softmax(x, -1), torch.log_softmax(x, -1), torch.logsumexp(x, -1),
+            torch.nn.functional.cross_entropy(x.float(), torch.arange(x.shape[0], device=x.device) % x.shape[1]))
+
+
+def _rows_with_extremes(rows, cols, dtype):
+    x = (torch.randn(rows, cols, device=DEVICE) * 4).to(dtype)
+    inf = float("inf")
+    x[1, : cols // 2] = -inf            # -inf before the finite values of the row
+    x[2, :] = -inf                      # only -inf
+    x[3, cols - 3] = inf                # a +inf
+    x[4, 5] = float("nan")              # a NaN
+    x[5, :] = 7.0                       # all equal
+    return x
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_family_online_normalizer_matches_eager(persistent, dtype, tmp_path):
+    """softmax / log_softmax / logsumexp / cross-entropy lower to max + sumexp (one pass over a
+    looped row for both), with eager's NaN / inf results on extreme rows."""
+    x = _rows_with_extremes(9, 300, dtype)
+    opts = dict(debug_dir=str(tmp_path))
+    if not persistent:
+        opts["persistent_reduction_threshold"] = 16  # rows of 300: looped
+    with config.patch(**opts):
+        metrics.reset()
+        got = torch.compile(_softmax_family, backend="tilefuse")(x)
+    want = _softmax_family(x)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, **tol)
+    assert metrics.fallback_kernel_count == 0
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    if not persistent:
+        # the sumexp recurrence runs inside a loop over the row, next to the max
+        loops = src.split("for roffset")
+        assert any("tl.maximum(" in body and "tl.exp(" in body for body in loops[1:])
+        # softmax's max and normalizer share a loop: the kernel computing both has one loop
+        # before its output loop, not two
+        k = next(part for part in src.split("@_jit") if "tl.maximum(" in part)
+        assert k.count("for roffset") <= 2
+
+
+def test_softmax_family_under_dynamic_shapes_and_backward():
+    def f(x):
+        return (torch.log_softmax(x, -1) * torch.softmax(x, 0)).sum()
+
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (5, 37, 300):
+        x = torch.randn(6, n, device=DEVICE, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_(True)
+        out = cf(x)
+        out.backward()
+        ref = f(x2)
+        ref.backward()
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(x.grad, x2.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_softmax_of_scalars_and_empty_tensors():
+    for x, dim in [(torch.tensor(3.0, device=DEVICE), 0), (torch.randn(5, 0, 0, device=DEVICE), -1),
+                   (torch.randint(0, 9, (4, 6), device=DEVICE), 1)]:
+        torch._dynamo.reset()
+        if x.dtype.is_floating_point:
+            torch.testing.assert_close(torch.compile(lambda t: torch.softmax(t, dim), backend="tilefuse")(x),
+                                       torch.softmax(x, dim))
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(lambda t: torch.logsumexp(t, dim), backend="tilefuse")(x),
+                                   torch.logsumexp(x, dim))
+
+
+def test_eviction_hints_keep_reread_rows_and_shared_weights_in_cache(tmp_path):
+    """Looped rows read again by a later loop are evict_last where first read and evict_first
+    where last read; a weight every row-program reads is evict_last; pointwise kernels get none."""
+    x, w, b = torch.randn(64, 300, device=DEVICE), torch.randn(300, device=DEVICE), torch.randn(300, device=DEVICE)
+
+    y = torch.randn(7, 11, device=DEVICE)
+
+    def f(x, w, b):
+        return torch.nn.functional.layer_norm(x, (300,), w, b), (y * 2).sin()
+
+    with config.patch(persistent_reduction_threshold=16, debug_dir=str(tmp_path)):
+        got = torch.compile(f, backend="tilefuse")(x, w, b)
+    for g, want in zip(got, f(x, w, b)):
+        torch.testing.assert_close(g, want, atol=1e-5, rtol=1e-5)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    kernels = [k.split("_launcher = ")[0] for k in src.split("def tf_kernel")[1:]]
+    red = next(k for k in kernels if "for roffset" in k)
+    loops = red.split("for roffset")[1:]
+    row = "rindex + 300*xindex"
+    assert all("evict_last" in ln for lp in loops[:-1] for ln in lp.splitlines() if row in ln and "tl.load" in ln)
+    assert any("evict_first" in ln for ln in loops[-1].splitlines() if row in ln and "tl.load" in ln)
+    assert all("evict_last" in ln for ln in red.splitlines() if "tl.load" in ln and "(rindex)" in ln)
+    pointwise = [k for k in kernels if "RBLOCK" not in k]
+    assert pointwise and not any("eviction_policy" in k for k in pointwise)

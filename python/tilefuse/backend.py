@@ -235,7 +235,9 @@ def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
     module = entry.module
     if module is None:
         module = load_module(entry.source, entry.constants, config.debug_dir, name)
-        pre_s = precompile(module._launchers)
+        # the kernels were compiled when the entry was made: each is a load from Triton's disk
+        # cache, which this process does itself anyway (forked workers would only add their start)
+        pre_s = precompile(module._launchers, workers=min(1, config.compile_workers))
         metrics.precompile_seconds += pre_s
         metrics.add_phase("precompile", pre_s)
         entry.module = module

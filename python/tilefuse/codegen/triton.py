@@ -28,6 +28,7 @@ core ``tl`` builtin use portable formulas there; on the GPU they call libdevice.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,11 @@ def _const_literal(value: Any, dtype: torch.dtype) -> str:
     if dtype != torch.uint8 and v >= 1 << (bits - 1):
         v -= 1 << bits
     return str(v)
+
+
+_EP_MARK = "\x00ep\x00"        # a load's eviction-policy slot (see _resolve_eviction)
+_EP_SHARED = "\x00eps\x00"     # the same, for a load every row-program of a reduction reads
+_LOAD_PTR = re.compile(r"tl\.load\((\w+) \+")
 
 
 def _identity(rtype: str, dtype: torch.dtype) -> str:
@@ -367,7 +373,7 @@ class TritonKernelCodegen:
                 removed.add(name)
         for name in removed:
             self.args.outputs.pop(name, None)
-        body = [ln for ln in self.lines if ln is not None]
+        body = self._resolve_eviction([ln for ln in self.lines if ln is not None])
         params = list(self.args.inputs.values()) + list(self.args.outputs.values())
         arg_names = list(self.args.inputs.keys()) + list(self.args.outputs.keys())
         configs = self.configs()
@@ -407,6 +413,52 @@ class TritonKernelCodegen:
             grid_axes = [("XBLOCK", "xnumel" if self.dyn_numel else g.numel)]
         return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
                                grid_axes, configs, removed, self.index_dtype, size_args, size_params)
+
+    def _resolve_eviction(self, lines: list[str]) -> list[str]:
+        """Cache eviction hints on loads (Inductor's rule, a named heuristic):
+
+        * in a reduction kernel, a load whose index does not involve ``xindex`` (a weight row
+          every row-program reads, a scalar) is ``evict_last``: it stays in L2 for the others;
+        * in a looped reduction, a load inside a loop over the row is ``evict_last`` when a later
+          loop of the kernel reads the same buffer again (softmax's output pass re-reads the row
+          the max/normalizer pass streamed), else ``evict_first``: read once, it should not push
+          out data that is reused;
+        * everything else (pointwise kernels, persistent rows) gets no hint.
+        The hints change cache behaviour only, never values (the interpreter ignores them)."""
+        first, last = ", eviction_policy='evict_first'", ", eviction_policy='evict_last'"
+        looped = self.reduction and not self.persistent
+        loop_of: list[int] = []  # per line: index of the loop it is inside, -1 outside
+        loop = -1
+        inside = False
+        for ln in lines:
+            st = ln.lstrip()
+            ind = len(ln) - len(st)
+            if st.startswith("for roffset"):
+                loop += 1
+                inside = True
+                loop_of.append(-1)
+                continue
+            if inside and ind <= 4:
+                inside = False
+            loop_of.append(loop if inside else -1)
+        loaded_in: dict[str, set[int]] = {}
+        for ln, lp in zip(lines, loop_of):
+            if _EP_MARK in ln and lp >= 0:
+                for ptr in _LOAD_PTR.findall(ln):
+                    loaded_in.setdefault(ptr, set()).add(lp)
+        out = []
+        for ln, lp in zip(lines, loop_of):
+            if _EP_SHARED in ln:
+                ln = ln.replace(_EP_SHARED, last)
+            if _EP_MARK in ln:
+                ep = ""
+                if looped and lp >= 0:
+                    ptrs = _LOAD_PTR.findall(ln)
+                    again = any(any(other > lp for other in loaded_in.get(p_, ())) for p_ in ptrs)
+                    ep = last if again else first
+                ln = ln.replace(_EP_MARK, ep)
+            out.append(ln)
+        return out
 
     def tile_grid_order(self) -> tuple[int, int]:
         """(program axis of y, program axis of x) for a tiled kernel: the larger extent on axis 0,
@@ -576,11 +628,13 @@ class TritonKernelCodegen:
             ptr = self.args.input(name)
             mask = self.mask_for(idx)
             istr = self.index_str(idx)
+            # an eviction-policy marker, resolved once the kernel is complete (_resolve_eviction)
+            ep = _EP_SHARED if self.reduction and XINDEX not in idx.free_symbols else _EP_MARK
             if mask is None:
-                v = self.cse(f"tl.load({ptr} + ({istr}))")
+                v = self.cse(f"tl.load({ptr} + ({istr}){ep})")
                 return self.cse(f"tl.broadcast_to({v}, {self.shape(kind)})")
             other = ", other=0.0" if bn.dtype.is_floating_point else ", other=0"
-            return self.cse(f"tl.load({ptr} + ({istr}), {mask}{other})")
+            return self.cse(f"tl.load({ptr} + ({istr}), {mask}{other}{ep})")
         if op == "store_reduction" and self.in_loop:
             # the reduced value exists only after its loop: store it then
             self.loop_pending_reductions.append(lambda: self._emit_store(op, a, vals, m, kind))
@@ -867,6 +921,8 @@ class TritonKernelCodegen:
     def codegen_reduction(self, a, vals) -> str:
         dtype, src_dtype, rtype, value = a
         v = vals[value.idx]
+        if rtype == "sumexp":
+            return self._codegen_sumexp(v, dtype)
         acc_dt = dtype if rtype not in ("argmax", "argmin") else src_dtype
         if rtype in ("argmax", "argmin"):
             acc_dt = torch.float32 if src_dtype in (torch.float16, torch.bfloat16) else src_dtype
@@ -914,6 +970,49 @@ class TritonKernelCodegen:
 
         def finish():
             self.emit(f"{out} = " + self.final_reduce(rtype, accv, acci, is_float, tdt))
+
+        self.loop_pending_reductions.append(finish)
+        return out
+
+    def _codegen_sumexp(self, v: str, dtype: torch.dtype) -> str:
+        """``Σ exp(v - max v)`` per row (``Reduction`` type sumexp). Persistent: the row's maximum,
+        then the sum, both from registers. Looped: the online-softmax recurrence in one pass —
+        each lane keeps a running maximum ``m`` and a sum ``s`` of ``exp(v - m)``, rescaled by
+        ``exp(m_old - m_new)`` when ``m`` grows — and after the loop the lanes are combined at the
+        row's maximum. ``exp(a - b)`` is taken as 1 where ``a == b``, so ``-inf`` elements seen
+        before any finite one do not poison a lane with ``exp(-inf + inf)``; a row whose maximum is
+        ``+inf`` gives NaN (eager: ``exp(inf - inf)``)."""
+        tdt = tl_dtype(dtype)
+        vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK]).to({tdt})")
+        out = self.newvar()
+
+        def rel_exp(a: str, b: str) -> str:
+            return f"tl.where({a} == {b}, 1.0, tl.exp({a} - {b}))"
+
+        def finish_from(mv: str, terms: str) -> None:
+            self.emit(f"{out} = tl.sum({terms}, 1)[:, None]")
+            self.emit(f"{out} = tl.where({mv} == float(\"inf\"), float(\"nan\"), {out})")
+
+        if self.persistent:
+            mx = self.newvar()
+            self.emit(f"{mx} = tl.max(tl.where(xmask & rmask, {vb}, float(\"-inf\")), 1)[:, None]")
+            finish_from(mx, f"tl.where(xmask & rmask, {rel_exp(vb, mx)}, 0.0)")
+            return out
+        accm, accs, nm = self.newvar(), self.newvar(), self.newvar()
+        init_at = self.loop_start
+        pad = "    " * (self.indent - 1)
+        self.lines.insert(init_at, pad + f"{accm} = tl.full([XBLOCK, RBLOCK], float(\"-inf\"), {tdt})")
+        self._shift_stores(init_at)
+        self.lines.insert(init_at + 1, pad + f"{accs} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
+        self._shift_stores(init_at + 1)
+        self.emit(f"{nm} = tl.where(xmask & rmask, tl.maximum({accm}, {vb}), {accm})")
+        self.emit(f"{accs} = tl.where(xmask & rmask, {accs} * {rel_exp(accm, nm)} + {rel_exp(vb, nm)}, {accs})")
+        self.emit(f"{accm} = {nm}")
+
+        def finish():
+            mx = self.newvar()
+            self.emit(f"{mx} = tl.max({accm}, 1)[:, None]")
+            finish_from(mx, f"{accs} * {rel_exp(accm, mx)}")
 
         self.loop_pending_reductions.append(finish)
         return out

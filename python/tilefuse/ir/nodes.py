@@ -192,7 +192,7 @@ class Pointwise(Loops):
         return TensorBox.create(Pointwise(device, dtype, inner_fn, ranges))
 
 
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "sumexp")
 
 
 # split reductions (Reduction.num_splits)
@@ -205,7 +205,12 @@ SPLIT_MIN_CHUNK_OUTER = 256
 class Reduction(Loops):
     """``reduction_type`` over ``reduction_ranges`` of ``inner_fn(index, rindex)``, producing a
     tensor of ``ranges`` in ``dtype`` (values of ``src_dtype`` are combined, in fp32 for low
-    precision floats). Types: sum, prod, max, min, argmax, argmin, any."""
+    precision floats). Types: sum, prod, max, min, argmax, argmin, any, and sumexp:
+    ``Σ exp(v - max(v))`` over the row computed in one pass with a running maximum (the online
+    softmax normalizer; softmax, log_softmax and logsumexp use it with a max reduction of the same
+    row, which it does not depend on, so both share one loop over the row instead of the max loop
+    feeding a second loop). A row of only ``-inf`` gives its length (every consumer then yields
+    NaN or ``-inf`` as eager), a row whose maximum is ``+inf`` or that holds a NaN gives NaN."""
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
         super().__init__(device, dtype, inner_fn, ranges)
@@ -229,7 +234,7 @@ class Reduction(Loops):
         rnumel 1 gives the single element."""
         rnumel = prod(reduction_ranges)
         if rnumel == 0:
-            ident = {"sum": 0, "prod": 1, "any": False}.get(reduction_type)
+            ident = {"sum": 0, "prod": 1, "any": False, "sumexp": 0}.get(reduction_type)
             if ident is None:
                 raise ValueError(f"{reduction_type} of an empty tensor has no identity (torch raises here too)")
             return Pointwise.create(device, dtype, lambda idx: ops.constant(ident, dtype), ranges)
@@ -242,6 +247,8 @@ class Reduction(Loops):
                 v = inner_fn(idx, zeros)
                 if reduction_type == "any":
                     return ops.ne(v, ops.constant(0, v.dtype)) if v.dtype != torch.bool else v
+                if reduction_type == "sumexp":  # exp(v - v): 1, NaN for +-inf and NaN as eager
+                    v = ops.exp(ops.sub(v, v))
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
@@ -270,8 +277,12 @@ class Reduction(Loops):
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         numel, rnumel = prod(ranges), prod(reduction_ranges)
-        if not (isinstance(numel, int) and isinstance(rnumel, int)):
-            return 1  # symbolic: chunks need a static divisor (looped reductions instead)
+        symbolic = not (isinstance(numel, int) and isinstance(rnumel, int))
+        if symbolic:
+            # symbolic sizes: judged at the hints; chunks of CeilDiv(rnumel, s) with the tail
+            # masked (create_split), so any s is correct for every size
+            sv = SV.current()
+            numel, rnumel = sv.hint(numel), sv.hint(rnumel)
         if rnumel < 4096:
             return 1
         iv = [S.sym(f"i{k}") for k in range(len(ranges))]
@@ -286,7 +297,7 @@ class Reduction(Loops):
             return 1
         min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
         best, s = 1, 2
-        while rnumel % s == 0 and rnumel // s >= min_chunk:
+        while (symbolic or rnumel % s == 0) and rnumel // s >= min_chunk:
             best = s
             if programs * s >= SPLIT_TARGET_PROGRAMS:
                 break
@@ -298,11 +309,29 @@ class Reduction(Loops):
         """Two reductions: partials over ``[split] + ranges`` (chunk k reduces flat reduction indices
         ``k·chunk … (k+1)·chunk - 1``; the split dim is outermost so outputs stay contiguous along
         the original ones), then ``reduction_type`` of the partials over the split dim. Partials
-        are kept in ``dtype`` (the accumulation dtype)."""
-        chunk = prod(reduction_ranges) // split
+        are kept in ``dtype`` (the accumulation dtype). A symbolic rnumel is cut into chunks of
+        ``CeilDiv(rnumel, split)``: positions past rnumel read the last element (in bounds) and
+        contribute the reduction's identity instead (``where``), so the split is exact for every
+        size."""
+        rnumel = prod(reduction_ranges)
+        if isinstance(rnumel, int):
+            chunk = rnumel // split
 
-        def part_fn(idx, ridx):
-            return inner_fn(list(idx[1:]), digits(idx[0] * chunk + ridx[0], list(reduction_ranges)))
+            def part_fn(idx, ridx):
+                return inner_fn(list(idx[1:]), digits(idx[0] * chunk + ridx[0], list(reduction_ranges)))
+        else:
+            chunk = SV.static_or_expr(S.CeilDiv(rnumel, split))
+            ident = {"sum": 0, "prod": 1, "max": float("-inf") if src_dtype.is_floating_point else None,
+                     "min": float("inf") if src_dtype.is_floating_point else None, "any": False}[reduction_type]
+            if ident is None:  # integer max/min: the dtype's extreme
+                info = torch.iinfo(src_dtype) if src_dtype != torch.bool else None
+                ident = (info.min if reduction_type == "max" else info.max) if info else reduction_type == "min"
+
+            def part_fn(idx, ridx):
+                flat = idx[0] * chunk + ridx[0]
+                v = inner_fn(list(idx[1:]), digits(S.Min(flat, rnumel - 1), list(reduction_ranges)))
+                inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(rnumel, torch.int64))
+                return ops.where(inside, v, ops.constant(ident, v.dtype))
 
         part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
                                           src_dtype))

@@ -925,6 +925,91 @@ def make_reduction(reduction_type: str):
 
 
 register_lowering(aten.sum.dim_IntList)(make_reduction("sum"))
+
+
+def _max_and_sumexp(x, dims):
+    """``(x in its accumulation dtype, max, Σ exp(x - max))`` over ``dims``, kept as size-1 dims:
+    two independent reductions of the same rows (``Reduction`` type sumexp is the online-softmax
+    normalizer), so a looped row is read once for both instead of once for the max and once more
+    for the sum of exponentials (torch's decomposition: amax, then sum(exp(x - amax))). A 0-d
+    ``x`` is taken as one row of one element (the results have shape [1]). Declines
+    (NotImplementedError → the aten kernel) non-float inputs and empty rows."""
+    dt = x.get_dtype()
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"softmax family of {dt}")
+    size = list(x.get_size())
+    if not size:
+        x, dims = ir.reshape_view(x, [1]), [0]
+        size = [1]
+    rdims = _reduction_dims(x, dims)
+    if any(isinstance(size[d], int) and size[d] == 0 for d in rdims):
+        raise NotImplementedError("softmax family over an empty dim")
+    acc = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+    xs = x if dt == acc else _to_dtype_lowering(x, acc)
+    return xs, make_reduction("amax")(xs, rdims, True), make_reduction("sumexp")(xs, rdims, True), acc
+
+
+def _empty_like(x, dtype):
+    """An empty ``x``-shaped result (softmax of a tensor with no elements: nothing to compute)."""
+    return ir.Pointwise.create(x.get_device(), dtype, lambda idx: ops.constant(0, dtype), list(x.get_size()))
+
+
+def _has_no_elements(x) -> bool:
+    return any(isinstance(s, int) and s == 0 for s in x.get_size())
+
+
+def _same_rank(res, x):
+    """``res`` viewed with ``x``'s shape when ``x`` is 0-d (``_max_and_sumexp`` made it [1])."""
+    return ir.reshape_view(res, []) if not list(x.get_size()) else res
+
+
+@register_lowering(aten._softmax.default)
+def _softmax(x, dim, half_to_float):
+    """softmax = exp(x - max) / Σ exp(x - max), the normalizer computed online (see
+    ``_max_and_sumexp``); half inputs computed in fp32, returned in their dtype unless
+    ``half_to_float``."""
+    out = torch.float32 if half_to_float else x.get_dtype()
+    if _has_no_elements(x):
+        return _empty_like(x, out)
+    xs, m, d, acc = _max_and_sumexp(x, [dim])
+    return _same_rank(make_pointwise(lambda a, mv, dv: ops.truediv(ops.exp(ops.sub(a, mv)), dv), NO_OPMATH,
+                                     out_dtype=out, compute_dtype=acc)(xs, m, d), x)
+
+
+@register_lowering(aten._log_softmax.default)
+def _log_softmax(x, dim, half_to_float):
+    """log_softmax = x - max - log Σ exp(x - max) (normalizer online, see ``_max_and_sumexp``)."""
+    out = torch.float32 if half_to_float else x.get_dtype()
+    if _has_no_elements(x):
+        return _empty_like(x, out)
+    xs, m, d, acc = _max_and_sumexp(x, [dim])
+    return _same_rank(make_pointwise(lambda a, mv, dv: ops.sub(ops.sub(a, mv), ops.log(dv)), NO_OPMATH,
+                                     out_dtype=out, compute_dtype=acc)(xs, m, d), x)
+
+
+@register_lowering(aten.logsumexp.default)
+def _logsumexp(x, dim, keepdim=False):
+    """logsumexp = max + log Σ exp(x - max); an infinite max is the result itself (torch's rule:
+    all ``-inf`` gives ``-inf``, a ``+inf`` gives ``+inf``). Integer inputs are computed in the
+    default float dtype, as torch does."""
+    size = list(x.get_size())
+    out = x.get_dtype()
+    if not out.is_floating_point and not out.is_complex:
+        out = torch.get_default_dtype()
+        x = _to_dtype_lowering(x, out)
+    xs, m, d, acc = _max_and_sumexp(x, dim)
+    inf = float("inf")
+
+    def fn(mv, dv):
+        return ops.where(ops.eq(ops.abs(mv), ops.constant(inf, acc)), mv, ops.add(mv, ops.log(dv)))
+
+    res = make_pointwise(fn, NO_OPMATH, out_dtype=out, compute_dtype=acc)(m, d)
+    if not size:
+        res = ir.reshape_view(res, [])
+    elif not keepdim:
+        rdims = _reduction_dims(x, dim)
+        res = ir.reshape_view(res, [s for i, s in enumerate(size) if i not in rdims])
+    return res
 register_lowering(aten.prod.dim_int)(lambda x, dim, keepdim=False, *, dtype=None: make_reduction("prod")(x, [dim], keepdim, dtype=dtype))
 register_lowering(aten.amax)(make_reduction("amax"))
 register_lowering(aten.amin)(make_reduction("amin"))
@@ -979,7 +1064,7 @@ def decompositions() -> dict:
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([
-        aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.gelu, aten.gelu_backward,
+        aten.native_layer_norm, aten.gelu, aten.gelu_backward,
         aten.native_dropout,
         aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
         aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
@@ -996,6 +1081,7 @@ def decompositions() -> dict:
     # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
     # returns the probabilities where the aten backward expects the logsumexp)
     keep = (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std,
+            aten._softmax, aten._log_softmax, aten.logsumexp,  # lowered with an online normalizer
             aten._scaled_dot_product_flash_attention_for_cpu,
             aten._scaled_dot_product_flash_attention_for_cpu_backward,
             aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
