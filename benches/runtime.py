@@ -108,6 +108,34 @@ def block_fwd_bwd(*args):
     return grads
 
 
+# A 12-layer GPT-2 (transformers' GPT2LMHeadModel, random weights) training step: forward with the
+# language-model loss, then the gradient of every parameter. The module only gives the structure:
+# the parameters are the workload's arguments (torch.func.functional_call), like the others.
+_GPT: dict = {}
+
+
+def gpt12_train(ids, *params):
+    """Loss and every parameter's gradient of one GPT-2 training step on ``ids`` [batch, seq]."""
+    model, names = _GPT["model"], _GPT["names"]
+    out = torch.func.functional_call(model, dict(zip(names, params)), (ids,), {"labels": ids})
+    return (out.loss, *torch.autograd.grad(out.loss, params))
+
+
+def _gpt_make(size, dtype, device):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    from tilefuse import demo
+
+    b, t, layers = SHAPES["gpt12_train"][size]
+    model, _ = demo.build_gpt2("tiny" if size == "tiny" else "small", device, n_layer=layers, batch=b, seq=t)
+    model = model.to(dtype).train()
+    names = [n for n, _ in model.named_parameters()]
+    _GPT.update(model=model, names=names)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (b, t), generator=g).to(device)
+    params = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+    return (ids, *params)
+
+
 @dataclass
 class Workload:
     name: str
@@ -147,6 +175,8 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "cross_entropy": {"full": (8192, 32000), "small": (2048, 32000), "tiny": (8, 50)},
     "mlp": {"full": (8192, 4096, 16384), "small": (2048, 1024, 4096), "tiny": (8, 16, 32)},  # tokens, d, hidden
     "block": {"full": (8, 1024, 2048, 16), "small": (4, 512, 1024, 8), "tiny": (2, 8, 16, 2)},  # B, S, D, heads
+    # batch, sequence, layers of GPT-2 small (768 wide, 12 heads, 50257 tokens); tiny: the demo's tiny model
+    "gpt12_train": {"full": (8, 512, 12), "small": (4, 256, 12), "tiny": (2, 16, 2)},
 }
 
 
@@ -211,6 +241,7 @@ WORKLOADS: list[Workload] = [
     Workload("mlp", mlp, _make("mlp"), None, rtol=3e-2, relative=True),
     Workload("block_fwd", _block_fwd_kw, _make("block"), None, rtol=3e-2, relative=True),
     Workload("block_fwd_bwd", block_fwd_bwd, _make("block_fwd_bwd"), None, rtol=3e-2, relative=True, train=True),
+    Workload("gpt12_train", gpt12_train, _gpt_make, None, rtol=5e-2, relative=True, train=True),
 ]
 
 

@@ -88,6 +88,15 @@ def test_noncontiguous_inputs():
     compile_and_check(lambda p, s, e: s * 2 + e[:, 1:9:2, ::3], perm, sl, ex)
 
 
+def test_lazily_negated_inputs_are_read_with_their_sign():
+    # z.conj().imag is a view with the negative bit set: its memory holds the un-negated values
+    z = torch.randn(6, 5, dtype=torch.complex64)
+    x = z.conj().imag
+    assert x.is_neg()
+    compile_and_check(lambda t: t * 3 + 1, x)
+    compile_and_check(lambda t: t.sum(0), x)
+
+
 @pytest.mark.parametrize("shape,dim", [((7, 33), -1), ((7, 33), 0), ((4, 5, 6), (0, 2)), ((3, 1500), 1), ((1,), 0)])
 def test_reductions(shape, dim):
     x = torch.randn(*shape)

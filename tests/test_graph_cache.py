@@ -225,8 +225,8 @@ def test_disk_hit_in_a_fresh_process(tmp_path):
     script = textwrap.dedent(f"""
         import json, torch, tilefuse
         from tilefuse import metrics
-        def f(x, w):
-            return torch.nn.functional.gelu(x @ w) + torch.cumsum(x, 1)[:, :1]
+        def f(x, w):  # a tensor constant too: it must come back from disk as a real tensor
+            return torch.nn.functional.gelu(x @ w) + torch.cumsum(x, 1)[:, :1] + torch.tensor([0.5], device=x.device)
         torch.manual_seed(0)
         x, w = torch.randn(8, 16, device={DEVICE!r}), torch.randn(16, 16, device={DEVICE!r})
         got = torch.compile(f, backend="tilefuse")(x, w)
@@ -243,3 +243,53 @@ def test_disk_hit_in_a_fresh_process(tmp_path):
     assert runs[0]["hits"] == 0 and runs[0]["generated"] == 1
     assert runs[1]["hits"] == 1 and runs[1]["generated"] == 0
     assert runs[0]["err"] < 1e-4 and runs[1]["err"] < 1e-4
+
+
+def test_constants_of_nested_subgraphs_are_part_of_the_key():
+    """Two torch.cond graphs differing only in a constant of one branch must not share an entry."""
+    def make(vals):
+        def f(x, p):
+            return torch.cond(p.sum() > 0, lambda t: t + torch.tensor(vals, device=t.device), lambda t: t - 1,
+                              (x,)) * 2
+        return f
+
+    x, p = torch.zeros(2, 3, device=DEVICE), torch.ones(1, device=DEVICE)
+    for vals in ([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]):
+        _fresh()
+        f = make(vals)
+        torch.testing.assert_close(torch.compile(f, backend="tilefuse")(x, p), f(x, p))
+        assert metrics.graph_cache_hits == 0
+
+
+def test_zero_dim_tensor_constants_are_cached():
+    f = lambda x: x * torch.tensor(2.5, device=x.device)  # noqa: E731
+    x = torch.randn(4, device=DEVICE)
+    for hits in (0, 1):
+        _fresh()
+        torch.testing.assert_close(torch.compile(f, backend="tilefuse")(x), f(x))
+        assert metrics.graph_cache_hits == hits
+
+
+def test_an_entry_whose_module_does_not_load_is_replaced(caplog):
+    x, y = torch.randn(4, 8, device=DEVICE), torch.randn(4, 8, device=DEVICE)
+    torch.compile(_f, backend="tilefuse")(x, y)
+    (key, entry), = graph_cache._memory.items()
+    entry.module = None
+    entry.source = entry.source.replace("def call(", "def call(((", 1)  # a damaged source
+    _fresh()
+    with caplog.at_level("WARNING", logger="tilefuse"):
+        got = torch.compile(_f, backend="tilefuse")(x, y)
+    assert "could not be used" in caplog.text
+    assert metrics.graph_cache_hits == 0 and metrics.generated_graph_count == 1
+    torch.testing.assert_close(got[0], _f(x, y)[0])
+    assert "def call(((" not in graph_cache._memory[key].source  # the new compile replaced it
+
+
+def test_debug_dir_gets_the_module_on_a_hit(tmp_path):
+    x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
+    torch.compile(_f, backend="tilefuse")(x, y)
+    _fresh()
+    with config.patch(debug_dir=str(tmp_path / "dbg")):
+        torch.compile(_f, backend="tilefuse")(x, y)
+    assert metrics.graph_cache_hits == 1
+    assert any(p.name.endswith(".py") for p in (tmp_path / "dbg").iterdir())

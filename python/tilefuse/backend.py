@@ -76,6 +76,9 @@ class CompiledGraph:
             if lay is None:
                 continue
             a = args[i]
+            if a.is_neg() or a.is_conj():
+                # a lazily negated / conjugated view (``z.conj().imag``): kernels read memory as is
+                a = args[i] = a.resolve_neg().resolve_conj()
             if tuple(a.stride()) != lay[1] and a.numel() > 1:
                 args[i] = ensure_strides(a, lay[0], lay[1])
         return self.module.call(args)
@@ -204,7 +207,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 log.warning("tilefuse: graph cache lookup failed (%s: %s); compiling", type(e).__name__, e)
                 entry = None
             if entry is not None:
-                return _from_cache(entry, name, t0)
+                try:
+                    return _from_cache(entry, name, t0)
+                except Exception as e:  # noqa: BLE001 - an unusable entry is a miss
+                    log.warning("tilefuse: graph cache entry for '%s' could not be used (%s: %s); compiling",
+                                name, type(e).__name__, e)
+                    graph_cache.discard(key)
     before = metrics.snapshot()
     n_guards = len(env.guards) if env is not None else 0
     compiled, graph, consts = _lower_and_generate(gm, example_inputs, name, t0)
@@ -231,8 +239,12 @@ def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
     binaries)."""
     from .runtime import load_module, precompile
 
+    from .runtime import write_debug_source
+
     pre_s = 0.0
     module = entry.module
+    if module is not None and config.debug_dir:
+        write_debug_source(entry.source, config.debug_dir, name)
     if module is None:
         module = load_module(entry.source, entry.constants, config.debug_dir, name)
         # the kernels were compiled when the entry was made: each is a load from Triton's disk

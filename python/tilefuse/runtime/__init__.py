@@ -155,9 +155,7 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
             f.write(source)
         os.replace(tmp, path)
     if debug_dir:
-        os.makedirs(debug_dir, exist_ok=True)
-        with open(os.path.join(debug_dir, f"{name_hint}_{digest}.py"), "w") as f:
-            f.write(source)
+        write_debug_source(source, debug_dir, name_hint)
     modname = f"tilefuse_generated_{digest}"
     spec = importlib.util.spec_from_file_location(modname, path)
     mod = importlib.util.module_from_spec(spec)
@@ -166,6 +164,17 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     spec.loader.exec_module(mod)
     mod.__dict__.update(constants)
     return mod
+
+
+def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") -> str:
+    """Write a generated module's ``source`` to ``<debug_dir>/<name_hint>_<source hash>.py``
+    (``config.debug_dir``); returns the path."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    os.makedirs(debug_dir, exist_ok=True)
+    path = os.path.join(debug_dir, f"{name_hint}_{digest}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    return path
 
 
 def random_seeds(n: int, device: Any = "cpu") -> Any:

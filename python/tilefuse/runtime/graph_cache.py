@@ -4,7 +4,7 @@ compiled for it, without lowering, scheduling or codegen (the role of Inductor's
 Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
 extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
 torch, Triton and Python, the tilefuse options that change generated code (all but ``debug_dir``,
-``compile_workers``, ``compile_pool`` and ``graph_cache``), the graph's code (with every nested
+``compile_workers``, ``compile_pool``, ``graph_cache`` and ``fallback_on_error``), the graph's code (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
 input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
 ShapeEnv expressions, with the value range of every symbol they use. Hints are not in the key:
@@ -19,7 +19,11 @@ had been compiled again; an entry whose guards fail at the current hints is a mi
 Levels. In memory (this process; the loaded module, its kernels already compiled, is shared) and
 on disk (``<TILEFUSE_CACHE_DIR>/graphs/<key>.pkl``; a hit loads the module again, and Triton finds
 its kernel binaries and autotuning results in its own on-disk cache). Entries whose constants do
-not pickle stay in memory only. A corrupt or unreadable file is a miss (logged), never an error.
+not pickle stay in memory only. A corrupt or unreadable file, or an entry whose module fails to
+load, is a miss (logged; the entry is discarded and replaced by the new compile), never an error.
+One entry per key: a compile whose guards differ from the stored entry's replaces it. Symbolic
+sizes are keyed by their ShapeEnv names, which Dynamo derives from the argument names, so the
+same graph traced from differently named arguments misses (a slower compile, never a wrong one).
 
 The counters a compile adds to ``tilefuse.metrics`` are stored and added again on a hit, so counts
 such as ``fallback_kernel_count`` mean the same with and without the cache;
@@ -41,7 +45,7 @@ from typing import Any
 log = logging.getLogger("tilefuse")
 
 # options that do not change the generated module
-_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "graph_cache")
+_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "graph_cache", "fallback_on_error")
 _MAX_HASHED_CONSTANT_BYTES = 64 << 20
 
 _memory: dict[str, "CacheEntry"] = {}
@@ -109,26 +113,31 @@ def _tensor_constant(t: Any) -> tuple:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():  # the backend runs under AOTAutograd's fake mode
-        data = t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes() if nbytes else b""
+        flat = t.detach().reshape(-1).contiguous().cpu()  # 1-D: a 0-d tensor cannot be viewed as bytes
+        data = flat.view(torch.uint8).numpy().tobytes() if nbytes else b""
     digest = hashlib.sha256(data).hexdigest()
     return (str(t.dtype), tuple(t.shape), tuple(t.stride()), str(t.device), digest)
 
 
 def _graph_part(gm: Any) -> list:
+    """The code of ``gm`` and of every GraphModule nested in it (``torch.cond`` branches, …), and
+    every tensor constant any of them reads (``get_attr``), by content."""
     import torch
 
     parts: list = []
     for name, mod in sorted(gm.named_modules(), key=lambda kv: kv[0]):
-        if isinstance(mod, torch.fx.GraphModule):
-            parts.append(("code", name, mod.code))
-    for node in gm.graph.nodes:
-        if node.op == "get_attr":
-            obj = gm
+        if not isinstance(mod, torch.fx.GraphModule):
+            continue
+        parts.append(("code", name, mod.code))
+        for node in mod.graph.nodes:
+            if node.op != "get_attr":
+                continue
+            obj = mod
             for atom in str(node.target).split("."):
                 obj = getattr(obj, atom)
-            if isinstance(obj, torch.fx.GraphModule):
-                continue  # a subgraph: its code is above
-            parts.append(("const", str(node.target), _tensor_constant(obj)))
+            if isinstance(obj, torch.nn.Module):
+                continue  # a subgraph: its code and constants are listed under its own name
+            parts.append(("const", name, str(node.target), _tensor_constant(obj)))
     return parts
 
 
@@ -280,7 +289,11 @@ def lookup(key: str, shape_env: Any) -> CacheEntry | None:
         if not os.path.exists(path):
             return None
         try:
-            with open(path, "rb") as f:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            # tensor constants must come back as real tensors, not as the fake ones AOTAutograd's
+            # active fake mode would make of them
+            with open(path, "rb") as f, unset_fake_temporarily():
                 entry = pickle.load(f)
             if not isinstance(entry, CacheEntry):
                 raise TypeError(f"not a CacheEntry: {type(entry).__name__}")
@@ -312,6 +325,15 @@ def store(key: str, entry: CacheEntry) -> None:
         os.replace(tmp, path)
     except OSError as e:
         log.warning("tilefuse: could not write graph cache entry under %s (%s)", d, e)
+
+
+def discard(key: str) -> None:
+    """Forget one entry, in memory and on disk (an entry that could not be used)."""
+    _memory.pop(key, None)
+    try:
+        os.remove(os.path.join(_dir(), f"{key}.pkl"))
+    except OSError:
+        pass
 
 
 def clear(disk: bool = False) -> None:
