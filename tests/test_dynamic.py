@@ -342,6 +342,20 @@ def test_few_long_symbolic_rows_are_split_with_a_masked_tail():
     assert metrics.generated_kernel_count == 2  # partials (all four reductions), then the final
 
 
+def test_split_of_a_static_odd_row_length_under_a_symbolic_row_count():
+    # rows symbolic, row length static and not a multiple of the split count: the split must not
+    # drop the row's tail (softmax's max is such a split reduction)
+    fs = (lambda x: x.sum(1), lambda x: x.amax(1), lambda x: F.softmax(x, -1), lambda x: torch.logsumexp(x, -1))
+    for f in fs:
+        torch._dynamo.reset()
+        cf = torch.compile(f, backend="tilefuse")
+        for r in (2, 3):
+            x = torch.randn(r, 4099)
+            x[:, -1] = 120.0  # every row's maximum is its last element
+            torch._dynamo.mark_dynamic(x, 0)
+            _close(cf(x), f(x), atol=1e-3, rtol=1e-4)
+
+
 def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
     # x[-n:], x[:-n], x[n - 8:] (negative at small n), x[-n], slice assignment and its backward
     def f(x, y):

@@ -296,3 +296,11 @@ def test_eviction_hints_keep_reread_rows_and_shared_weights_in_cache(tmp_path):
     assert all("evict_last" in ln for ln in red.splitlines() if "tl.load" in ln and "(rindex)" in ln)
     pointwise = [k for k in kernels if "RBLOCK" not in k]
     assert pointwise and not any("eviction_policy" in k for k in pointwise)
+
+
+def test_any_all_of_uint8_are_uint8_as_eager():
+    x = torch.tensor([[0, 3, 0], [0, 0, 0]], dtype=torch.uint8, device=DEVICE)
+    for f in (lambda t: t.any(1) - 1, lambda t: t.all(1) * 300, lambda t: t.any()):
+        torch._dynamo.reset()
+        got, want = torch.compile(f, backend="tilefuse")(x), f(x)
+        assert got.dtype == want.dtype and torch.equal(got, want), (got, want)

@@ -277,12 +277,12 @@ class Reduction(Loops):
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         numel, rnumel = prod(ranges), prod(reduction_ranges)
-        symbolic = not (isinstance(numel, int) and isinstance(rnumel, int))
-        if symbolic:
-            # symbolic sizes: judged at the hints; chunks of CeilDiv(rnumel, s) with the tail
-            # masked (create_split), so any s is correct for every size
-            sv = SV.current()
-            numel, rnumel = sv.hint(numel), sv.hint(rnumel)
+        # symbolic sizes are judged at their hints; a symbolic rnumel is cut into chunks of
+        # CeilDiv(rnumel, s) with the tail masked (create_split), so any s is exact for every size,
+        # while a static rnumel still needs s to divide it (create_split's unmasked chunks)
+        symbolic = not isinstance(rnumel, int)
+        sv = SV.current()
+        numel, rnumel = sv.hint(numel), sv.hint(rnumel)
         if rnumel < 4096:
             return 1
         iv = [S.sym(f"i{k}") for k in range(len(ranges))]

@@ -886,7 +886,7 @@ def make_reduction(reduction_type: str):
         elif reduction_type in ("argmax", "argmin"):
             out = torch.int64
         elif reduction_type == "any":
-            out = torch.bool
+            out = torch.uint8 if src == torch.uint8 else torch.bool  # torch: any/all of uint8 is uint8
         else:
             out = src
         acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
@@ -912,7 +912,7 @@ def make_reduction(reduction_type: str):
             return to_dtype_value(v, val_dtype)
 
         rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
-        res = Reduction.create(x.get_device(), acc if rtype not in ("argmax", "argmin", "any") else out,
+        res = Reduction.create(x.get_device(), {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
                                inner, ranges, rranges, rtype, val_dtype)
         if res.get_dtype() != out:
             res = _to_dtype_lowering(res, out)
