@@ -298,14 +298,14 @@ def test_ensure_strides_copies_mismatched_layouts_and_passes_missing_outputs():
 def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction(tmp_path):
     # a full reduction of a large tensor runs on few programs; the pointwise producer stays in its
     # own (fully parallel) kernel, while the small-row persistent case still fuses
-    x = torch.randn(40001)  # odd: no split reduction, so the sum runs on one program
+    x = torch.randn(40001)
 
     def f(a):
         b = (a * 2).sin()  # two readers: a pointwise node of 40001 elements
-        return b.sum(), b * 3
+        return b.argmax(), b * 3  # arg-reductions are never split: one program
 
-    # without the rule all of b, the sum and b * 3 would share the one-program reduction kernel;
-    # with it, b and b * 3 share a parallel pointwise kernel and the sum runs alone
+    # without the rule all of b, the argmax and b * 3 would share the one-program reduction kernel;
+    # with it, b and b * 3 share a parallel pointwise kernel and the argmax runs alone
     # (b is realized: its two readers would otherwise each recompute it)
     with config.patch(debug_dir=str(tmp_path), realize_opcount_threshold=1):
         compile_and_check(f, x, kernels=2, atol=1e-2, rtol=1e-4)

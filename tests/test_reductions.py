@@ -48,9 +48,9 @@ def test_split_happens_only_for_few_programs():
     assert [(g.numel, g.rnumel) for g in gs] == [(2 * 8, 2048), (2, 8)]
     gs, _ = groups_of(lambda a: a.sum(1), torch.randn(1024, 4096))
     assert [(g.numel, g.rnumel) for g in gs] == [(1024, 4096)]
-    # an odd length has no power-of-two chunking: one reduction
+    # an odd length is cut into CeilDiv(9999, 4) = 2500-long chunks, the last one's tail masked
     gs, _ = groups_of(lambda a: a.sum(), torch.randn(9999))
-    assert [(g.numel, g.rnumel) for g in gs] == [(1, 9999)]
+    assert [(g.numel, g.rnumel) for g in gs] == [(4, 2500), (1, 4)]
     # arg-reductions are never split
     gs, _ = groups_of(lambda a: a.argmax(), torch.randn(16384))
     assert [(g.numel, g.rnumel) for g in gs] == [(1, 16384)]
@@ -74,6 +74,18 @@ def test_split_reductions_match_eager(op):
         return
     fn = getattr(torch, op)
     check(lambda a: (fn(a, 1), fn(a)), x)
+
+
+@pytest.mark.parametrize("n", [9999, 50257, 4099])
+def test_split_of_lengths_without_a_power_of_two_divisor(n):
+    x = torch.randn(2, n, device=DEVICE)
+    x[:, -1] = 50.0  # the extreme in the masked tail chunk
+    i = (x * 100).to(torch.int32)
+    check(lambda a, b: (a.sum(1), a.amax(1), a.amin(), (a > 49).any(1), b.amax(1), b.amin(1), a.sum(), (a > 0).float().prod(1)),
+          x, i, tol=1e-3)
+    col = torch.randn(n, 3, device=DEVICE)
+    col[-1] = 50.0
+    check(lambda c: (c.sum(0), c.amax(0)), col, tol=1e-3)
 
 
 def test_split_max_propagates_nan_from_one_chunk():

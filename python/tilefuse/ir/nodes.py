@@ -268,19 +268,18 @@ class Reduction(Loops):
         split into ``s`` chunks reduced by a first kernel over ``s × numel`` outputs, then a small
         second reduction over the ``s`` partials. Programs are estimated from the reduction hint
         (one output per program for inner reductions, ``SPLIT_OUTER_ROWS`` for outer ones); ``s`` is
-        the smallest power of two dividing rnumel that reaches the target while chunks keep at least
-        ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements. Only for sum, prod,
-        max, min and any (combinable partials); rnumel without a suitable power-of-two divisor
-        is not split."""
+        the smallest power of two that reaches the target while chunks keep at least
+        ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements (a chunk count that does
+        not divide rnumel masks the last chunk's tail). Only for sum, prod, max, min and any
+        (combinable partials)."""
         from .loop_body import LoopBody
 
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         numel, rnumel = prod(ranges), prod(reduction_ranges)
-        # symbolic sizes are judged at their hints; a symbolic rnumel is cut into chunks of
-        # CeilDiv(rnumel, s) with the tail masked (create_split), so any s is exact for every size,
-        # while a static rnumel still needs s to divide it (create_split's unmasked chunks)
-        symbolic = not isinstance(rnumel, int)
+        # symbolic sizes are judged at their hints; chunks are CeilDiv(rnumel, s) long with the
+        # tail masked whenever s does not divide rnumel statically (create_split), so any s is
+        # exact for every size
         sv = SV.current()
         numel, rnumel = sv.hint(numel), sv.hint(rnumel)
         if rnumel < 4096:
@@ -297,7 +296,7 @@ class Reduction(Loops):
             return 1
         min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
         best, s = 1, 2
-        while (symbolic or rnumel % s == 0) and rnumel // s >= min_chunk:
+        while rnumel // s >= min_chunk:
             best = s
             if programs * s >= SPLIT_TARGET_PROGRAMS:
                 break
@@ -309,18 +308,18 @@ class Reduction(Loops):
         """Two reductions: partials over ``[split] + ranges`` (chunk k reduces flat reduction indices
         ``k·chunk … (k+1)·chunk - 1``; the split dim is outermost so outputs stay contiguous along
         the original ones), then ``reduction_type`` of the partials over the split dim. Partials
-        are kept in ``dtype`` (the accumulation dtype). A symbolic rnumel is cut into chunks of
-        ``CeilDiv(rnumel, split)``: positions past rnumel read the last element (in bounds) and
-        contribute the reduction's identity instead (``where``), so the split is exact for every
-        size."""
+        are kept in ``dtype`` (the accumulation dtype). An rnumel that ``split`` does not divide
+        (always assumed for a symbolic one) is cut into chunks of ``CeilDiv(rnumel, split)``:
+        positions past rnumel read the last element (in bounds) and contribute the reduction's
+        identity instead (``where``), so the split is exact for every size."""
         rnumel = prod(reduction_ranges)
-        if isinstance(rnumel, int):
+        if isinstance(rnumel, int) and rnumel % split == 0:
             chunk = rnumel // split
 
             def part_fn(idx, ridx):
                 return inner_fn(list(idx[1:]), digits(idx[0] * chunk + ridx[0], list(reduction_ranges)))
         else:
-            chunk = SV.static_or_expr(S.CeilDiv(rnumel, split))
+            chunk = -(-rnumel // split) if isinstance(rnumel, int) else SV.static_or_expr(S.CeilDiv(rnumel, split))
             ident = {"sum": 0, "prod": 1, "max": float("-inf") if src_dtype.is_floating_point else None,
                      "min": float("inf") if src_dtype.is_floating_point else None, "any": False}[reduction_type]
             if ident is None:  # integer max/min: the dtype's extreme
@@ -330,7 +329,7 @@ class Reduction(Loops):
             def part_fn(idx, ridx):
                 flat = idx[0] * chunk + ridx[0]
                 v = inner_fn(list(idx[1:]), digits(S.Min(flat, rnumel - 1), list(reduction_ranges)))
-                inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(rnumel, torch.int64))
+                inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(as_expr(rnumel), torch.int64))
                 return ops.where(inside, v, ops.constant(ident, v.dtype))
 
         part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
