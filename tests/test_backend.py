@@ -245,6 +245,29 @@ def test_option_values_of_the_wrong_type_are_a_clear_error():
             torch.compile(lambda a: a + 1, backend="tilefuse", options=opts)(torch.randn(2))
 
 
+def test_option_values_out_of_range_are_a_clear_error():
+    # raised when the option is given, not while compiling (where it would only make every graph
+    # fall back to eager with a warning)
+    for opts, msg in (({"compile_pool": "fork"}, "must be one of"), ({"compile_workers": -3}, "must be >= 0"),
+                      ({"persistent_reduction_threshold": 0}, "must be >= 1")):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=msg), config.patch(fallback_on_error=True):
+            torch.compile(lambda a: a + 1, backend="tilefuse", options=opts)(torch.randn(2))
+
+
+@pytest.mark.parametrize("env,msg", [("TILEFUSE_COMPILE_WORKERS=abc", "TILEFUSE_COMPILE_WORKERS='abc' is not an integer"),
+                                     ("TILEFUSE_FALLBACK_ON_ERROR=flase", "is not a boolean"),
+                                     ("TILEFUSE_COMPILE_POOL=fork", "environment variable TILEFUSE_COMPILE_POOL")])
+def test_bad_environment_values_name_the_variable(env, msg):
+    import subprocess
+    import sys
+
+    k, v = env.split("=")
+    r = subprocess.run([sys.executable, "-c", "import tilefuse.config"], capture_output=True, text=True,
+                       env=dict(os.environ, **{k: v}), timeout=120)
+    assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
+
+
 def test_metrics_do_not_count_kernels_of_a_graph_that_fell_back(monkeypatch):
     import tilefuse.runtime as R
 

@@ -51,16 +51,40 @@ import os
 from typing import Any, Iterator
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
 def _env_bool(name: str, default: bool) -> bool:
+    """A bool option from the environment; ValueError naming the variable for anything but
+    1/0, true/false, yes/no, on/off (a typo must not silently mean "on")."""
     v = os.environ.get(name)
     if v is None:
         return default
-    return v.strip().lower() not in ("0", "false", "no", "off", "")
+    w = v.strip().lower()
+    if w in _TRUE:
+        return True
+    if w in _FALSE:
+        return False
+    raise ValueError(f"environment variable {name}={v!r} is not a boolean: use 1/0, true/false, yes/no or on/off, "
+                     f"or unset it (default {default})")
+
+
+def _env_int(name: str, default: int) -> int:
+    """An int option from the environment; ValueError naming the variable when it is not one."""
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    try:
+        return int(v.strip())
+    except ValueError:
+        raise ValueError(f"environment variable {name}={v!r} is not an integer: give a whole number, "
+                         f"or unset it (default {default})") from None
 
 
 fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
 debug_dir: str | None = os.environ.get("TILEFUSE_DEBUG_DIR") or None
-persistent_reduction_threshold: int = int(os.environ.get("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "4096"))
+persistent_reduction_threshold: int = _env_int("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", 4096)
 realize_reads_threshold: int = 4
 realize_opcount_threshold: int = 30
 max_inline_ops: int = 64
@@ -75,7 +99,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-compile_workers: int = int(os.environ.get("TILEFUSE_COMPILE_WORKERS", _usable_cores()))
+compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
 compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
@@ -120,7 +144,31 @@ def validate(options: dict[str, Any] | None) -> dict[str, Any]:
             ok, want = True, ""
         if not ok:
             raise TypeError(f"tilefuse option {k!r} must be {want}, got {type(v).__name__} {v!r}")
+        _check_value(k, v)
     return options
+
+
+# the smallest value each int option takes, and the values of the str options
+_MIN = {"persistent_reduction_threshold": 1, "realize_reads_threshold": 0, "realize_opcount_threshold": 0,
+        "max_inline_ops": 1, "compile_workers": 0}
+_CHOICES = {"compile_pool": ("process", "thread")}
+
+
+def _check_value(k: str, v: Any) -> None:
+    """ValueError for an option value outside its range (raised when the option is given, not
+    later while compiling, where it would only make every graph fall back to eager)."""
+    if k in _MIN and v < _MIN[k]:
+        raise ValueError(f"tilefuse option {k!r} must be >= {_MIN[k]}, got {v}")
+    if k in _CHOICES and v not in _CHOICES[k]:
+        raise ValueError(f"tilefuse option {k!r} must be one of {_CHOICES[k]}, got {v!r}")
+
+
+for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD"),
+                 ("compile_workers", "TILEFUSE_COMPILE_WORKERS"), ("compile_pool", "TILEFUSE_COMPILE_POOL")):
+    try:
+        _check_value(_k, globals()[_k])
+    except ValueError as _e:
+        raise ValueError(f"{_e} (from the environment variable {_env}; fix or unset it)") from None
 
 
 @contextlib.contextmanager

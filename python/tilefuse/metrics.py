@@ -7,7 +7,8 @@ kernel is launched again instead of being defined, compiled and autotuned a seco
 ``generated_graph_count``: graphs compiled.
 ``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
 ``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
-``symbolic_graph_count``: graphs with symbolic sizes compiled once for all sizes.
+``symbolic_graph_count``: graphs with symbolic sizes compiled once for all sizes (a graph taken
+from the graph cache counts too: the count is of graphs in use, as the kernel counts).
 ``specialized_graph_count``: graphs with symbolic sizes that could not be compiled symbolically
 and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
 ``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
