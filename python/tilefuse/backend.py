@@ -237,9 +237,7 @@ def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
     """A CompiledGraph from a graph cache entry: the module loaded (and its kernels compiled) by
     this process already, else loaded from the entry's source (Triton's disk cache has the
     binaries)."""
-    from .runtime import load_module, precompile
-
-    from .runtime import write_debug_source
+    from .runtime import load_module, precompile, write_debug_source
 
     pre_s = 0.0
     module = entry.module

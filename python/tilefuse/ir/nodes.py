@@ -195,6 +195,26 @@ class Pointwise(Loops):
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "sumexp")
 
 
+def _combine_identity(reduction_type: str, dtype: torch.dtype) -> Any:
+    """The value a reduction's combine leaves unchanged (None for arg-reductions): the result of an
+    empty sum/prod/any/sumexp, and what masked positions of a split chunk contribute (max/min:
+    -inf/+inf, or the integer dtype's extremes)."""
+    if reduction_type in ("sum", "sumexp"):
+        return 0
+    if reduction_type == "prod":
+        return 1
+    if reduction_type == "any":
+        return False
+    if reduction_type in ("max", "min"):
+        if dtype.is_floating_point:
+            return float("-inf") if reduction_type == "max" else float("inf")
+        if dtype == torch.bool:
+            return reduction_type == "min"
+        info = torch.iinfo(dtype)
+        return info.min if reduction_type == "max" else info.max
+    return None
+
+
 # split reductions (Reduction.num_splits)
 SPLIT_TARGET_PROGRAMS = 512
 SPLIT_OUTER_ROWS = 64
@@ -234,7 +254,7 @@ class Reduction(Loops):
         rnumel 1 gives the single element."""
         rnumel = prod(reduction_ranges)
         if rnumel == 0:
-            ident = {"sum": 0, "prod": 1, "any": False, "sumexp": 0}.get(reduction_type)
+            ident = None if reduction_type in ("max", "min") else _combine_identity(reduction_type, dtype)
             if ident is None:
                 raise ValueError(f"{reduction_type} of an empty tensor has no identity (torch raises here too)")
             return Pointwise.create(device, dtype, lambda idx: ops.constant(ident, dtype), ranges)
@@ -320,11 +340,7 @@ class Reduction(Loops):
                 return inner_fn(list(idx[1:]), digits(idx[0] * chunk + ridx[0], list(reduction_ranges)))
         else:
             chunk = -(-rnumel // split) if isinstance(rnumel, int) else SV.static_or_expr(S.CeilDiv(rnumel, split))
-            ident = {"sum": 0, "prod": 1, "max": float("-inf") if src_dtype.is_floating_point else None,
-                     "min": float("inf") if src_dtype.is_floating_point else None, "any": False}[reduction_type]
-            if ident is None:  # integer max/min: the dtype's extreme
-                info = torch.iinfo(src_dtype) if src_dtype != torch.bool else None
-                ident = (info.min if reduction_type == "max" else info.max) if info else reduction_type == "min"
+            ident = _combine_identity(reduction_type, src_dtype)
 
             def part_fn(idx, ridx):
                 flat = idx[0] * chunk + ridx[0]
