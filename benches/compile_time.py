@@ -19,6 +19,8 @@ training step (forward + backward of the LM loss, bf16, batch 8 x 512).
     python benches/compile_time.py                          # everything (needs a CUDA GPU)
     python benches/compile_time.py --only layernorm,block_fwd --modes dynamic
     python benches/compile_time.py --device cpu --only softmax   # the code path on the CPU (tiny sizes)
+    python benches/compile_time.py --profile block_fwd          # cProfile of tilefuse's cold first call
+    python benches/compile_time.py --profile block_fwd --warm   # ... of a warm-cache first call
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ def workload_names() -> list[str]:
     return [w.name for w in runtime.WORKLOADS] + ["gpt12_train"]
 
 
-def _child(name: str, backend: str, mode: str, device: str) -> dict:
-    """One cold (or warm) first call, in this fresh process."""
+def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
+    """One cold (or warm) first call, in this fresh process (under ``prof``, a cProfile.Profile,
+    when given: the first call alone, not the imports and set-up before it)."""
     import torch
 
     fn, args, train = _workload(name, device)
@@ -110,12 +113,16 @@ def _child(name: str, backend: str, mode: str, device: str) -> dict:
         metrics.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
     sync()
+    if prof is not None:
+        prof.enable()
     t0 = time.perf_counter()
     out = compiled(*args)
     if train and name != "gpt12_train":
         out = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
     sync()
     first = time.perf_counter() - t0
+    if prof is not None:
+        prof.disable()
     res = dict(first_call_s=first)
     if backend == "tilefuse":
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
@@ -131,9 +138,7 @@ def _profile(name: str, mode: str, device: str, top: int) -> None:
     import pstats
 
     prof = cProfile.Profile()
-    prof.enable()
-    res = _child(name, "tilefuse", mode, device)
-    prof.disable()
+    res = _child(name, "tilefuse", mode, device, prof)
     print(f"# {name} {mode}: first call {res['first_call_s']:.2f} s, phases {res['phases']}, "
           f"kernels {res['kernels']}")
     st = pstats.Stats(prof)
@@ -165,13 +170,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="static,dynamic", help="static, dynamic or both (default)")
     ap.add_argument("--backends", default=",".join(BACKENDS),
                     help=f"subset of {BACKENDS} (aot_eager is always run: it is the baseline)")
-    ap.add_argument("--warm", action="store_true", help="also time a warm-cache first call per backend")
+    ap.add_argument("--warm", action="store_true",
+                    help="also time a warm-cache first call per backend (with --profile: profile a warm call)")
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu (tiny sizes)")
     ap.add_argument("--profile", metavar="WORKLOAD",
                     help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
     ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.profile and args.warm:
+        # fill fresh caches with a cold first call, then profile a warm one in another fresh process
+        import torch
+
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        mode = args.modes.split(",")[0]
+        caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
+        if _run(args.profile, "tilefuse", mode, device, caches, cold=True) is None:
+            return 1
+        env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+                   TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
+                   TRITON_INTERPRET="0" if device == "cuda" else "1")
+        cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
+               "--device", device, "--top", str(args.top)]
+        return subprocess.run(cmd, env=env).returncode
     if args.profile:
         import torch
 

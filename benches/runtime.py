@@ -475,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
     ap.add_argument("--profile", action="store_true",
                     help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)")
+    ap.add_argument("--top", type=int, default=12, help="--profile: kernels listed per backend (default 12)")
     ap.add_argument("--dry-run", action="store_true",
                     help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
     args = ap.parse_args(argv)
@@ -498,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
               "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
         return 0
     if args.profile:
-        return profile(only, "small" if args.small else "full", dtype, args.against)
+        return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
     return gpu_bench(only, "small" if args.small else "full", dtype, args.rep)
 
 

@@ -110,3 +110,38 @@ def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
                        timeout=600)
     assert r.returncode == 0 and "COMPILED" in r.stdout, r.stdout[-2000:] + r.stderr[-6000:]
     assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_kernel")
+
+
+def _lm_head(h, w, b, g):
+    # the GPT-2 LM-head products: a 50257-wide output (n), contraction (k) and transposed operand (m)
+    return h @ w.t(), torch.addmm(b, h, w.t()), g @ w, g.t() @ h
+
+
+_LM_HEAD_ARGS = [((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16), ((50257,), torch.bfloat16),
+                 ((512, 50257), torch.bfloat16)]
+
+
+def test_misaligned_matrix_products_run_on_padded_operands():
+    """Inductor's pad_mm rule: every cuBLAS leading dimension lands on a 16-byte boundary (50257 ->
+    50264 for bf16) and the results come back dense, with eager's strides."""
+    src = _cuda_source(_lm_head, *_LM_HEAD_ARGS)
+    call = src[src.index("def call"):]
+    calls = [ln for ln in call.splitlines() if "aten.mm" in ln or "aten.addmm" in ln]
+    assert len(calls) == 4, call
+    # padded operands and results (n and k padded, the transposed g padded along m)
+    assert "(768, 50264), (50264, 1)" in call and "(512, 50264), (50264, 1)" in call
+    assert "(50264, 768), (768, 1)" in call and "(50264, 512), (512, 1)" in call
+    # the outputs: eager's dense strides, not views of the padded results
+    ret = call[call.index("return"):]
+    assert "(512, 50257), (50264, 1)" not in ret
+    assert "(512, 50257), (50257, 1)" in call
+    with config.patch(pad_mm=False):
+        plain = _cuda_source(_lm_head, *_LM_HEAD_ARGS)
+    assert "50264" not in plain
+
+
+def test_small_or_aligned_matrix_products_are_not_padded():
+    src = _cuda_source(lambda a, b: a @ b, ((64, 100), torch.bfloat16), ((100, 30), torch.bfloat16))
+    assert "empty_strided((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS
+    src = _cuda_source(lambda a, b: a @ b, ((1024, 768), torch.bfloat16), ((768, 4096), torch.bfloat16))
+    assert "tf_kernel" not in src  # aligned: the operands go to cuBLAS as they are

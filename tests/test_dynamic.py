@@ -282,7 +282,7 @@ def test_integer_arguments_of_any_sign_stay_symbolic():
     # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: it enters
     # the IR with that range (kind "other"), so no proof takes it for a size; tensor dims built
     # from it are guarded >= 1 (x.view(-1, k)), and values computed from it are exact for k <= 0
-    f = lambda x, k: x * k + x.sum(0) - torch.arange(3) * k  # noqa: E731
+    f = lambda x, k: x * k + x.sum(0) - torch.arange(3, device=x.device) * k  # noqa: E731
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for n, k in ((5, 3), (7, -2), (9, 0), (4, -7)):
         x = torch.randn(n, 3)
@@ -424,9 +424,10 @@ def test_symbolic_reshape_of_a_lazy_value_indexes_by_dimension_groups(tmp_path):
     assert _frames() == 1 and metrics.specialized_graph_count == 0
 
 
-def test_transformers_gpt2_training_with_dynamic_batch_and_sequence():
+def test_transformers_gpt2_training_with_dynamic_batch_and_sequence(caplog):
     # transformers' GPT-2 passes logits_to_keep=0 (an int argument of any sign under dynamic=True)
     transformers = pytest.importorskip("transformers")
+    caplog.set_level(logging.INFO, logger="tilefuse")
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=64, attn_pdrop=0.0,
                                   resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
@@ -443,4 +444,5 @@ def test_transformers_gpt2_training_with_dynamic_batch_and_sequence():
         _close(loss, rloss)
         for (name, p), q in zip(m.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=lambda msg: f"{name}: {msg}")
-    assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0
+    assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0, \
+        [r.getMessage() for r in caplog.records if "per input shape" in r.getMessage()]

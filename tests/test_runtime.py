@@ -374,3 +374,21 @@ def test_inputs_compiled_as_broadcast_accept_other_strides():
     torch.testing.assert_close(cg([strided, b])[0], strided * 2 + b)
     fixed = R.ensure_strides(strided, (4, 8), (0, 1))
     assert fixed.stride() == (0, 1) and torch.equal(fixed, strided)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
+    """After its first launch a kernel is launched through its compiled launcher (no
+    JITFunction.run); a pointer off 16-byte alignment gets its own binary, not the aligned one."""
+    ln = R.KernelLauncher(triton.jit(_scale_kernel), [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}],
+                          (torch.float32, torch.float32))
+    base = torch.randn(5008, device="cuda")
+    for _ in range(3):
+        for off in (0, 1, 4):  # offsets 1 (4 bytes) and 4 (16 bytes) of a 16-byte aligned base
+            x, out = base[off:off + 5000], torch.zeros(5001, device="cuda")[1:]
+            ln(x, out)
+            torch.testing.assert_close(out, x * 2)
+    keys = list(ln._direct)
+    assert len(keys) == 2 and {k[1] for k in keys} == {(True, False), (False, False)}, keys
+    assert len({id(k) for k in ln._direct.values()}) == 2  # two binaries

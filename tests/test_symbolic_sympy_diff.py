@@ -247,6 +247,24 @@ def test_from_sympy_plain_sympy_nodes():
     assert ts.from_sympy(2 * x0 - 3 * x1 * x0 + 4) == 2 * TF.x0 - 3 * TF.x1 * TF.x0 + 4
 
 
+def test_from_sympy_ceil_and_floor_of_int_true_div():
+    # CUDA efficient attention's logsumexp rows: 32*CeilToInt(IntTrueDiv(s, 32)); checked against
+    # torch's own evaluation of the sympy expression at many values
+    a, x0 = TORCH.a, TORCH.x0
+    cases = [(32 * F.CeilToInt(F.IntTrueDiv(a, 32)), ts.CeilDiv(TF.a, 32) * 32),
+             (F.FloorToInt(F.IntTrueDiv(x0 + 3, 7)), ts.FloorDiv(TF.x0 + 3, 7)),
+             (F.CeilToInt(F.IntTrueDiv(a * x0, 5)), ts.CeilDiv(TF.a * TF.x0, 5))]
+    for t, want in cases:
+        got = ts.from_sympy(t)
+        assert got == want, (str(got), str(want))
+        for av in range(0, 70):
+            for xv in (0, 1, 5, 64):
+                env = {"a": av, "x0": xv}
+                assert got.evaluate(env) == _torch_value(t, env), (str(t), env)
+    with pytest.raises(TypeError, match="CeilToInt"):
+        ts.from_sympy(F.CeilToInt(sympy.Symbol("r", real=True) * 2))
+
+
 def test_from_sympy_rejects_unsupported_nodes():
     x0 = TORCH.x0
     with pytest.raises(TypeError, match="Float"):

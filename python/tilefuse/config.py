@@ -103,6 +103,9 @@ compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
 compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
+# matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
+# run on zero-padded operands (lowering._mm_padding: Inductor's pad_mm rule, by size, not timing)
+pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -117,6 +120,7 @@ _OPTIONS = (
     "compile_pool",
     "symbolic_shapes",
     "graph_cache",
+    "pad_mm",
 )
 
 

@@ -285,16 +285,35 @@ class GraphLowering(torch.fx.Interpreter):
                     buf.freeze_layout()
             return sb.data
         if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.ReinterpretView):
-            return v.data
+            return self._dense_as_eager(v.data, meta)
         # a lazy view: compute it into a fresh buffer
         node = ir.realize_input(v)
         if isinstance(node, ir.Buffer):
             node.freeze_layout()
-        return node
+        return self._dense_as_eager(node, meta)
 
-    def fallback(self, target, args, kwargs):
-        """Run ``target`` as an aten call from the wrapper (FallbackKernel / extern kernel)."""
-        meta = self.current_node.meta.get("val")
+    def _dense_as_eager(self, node: Any, meta: Any) -> Any:
+        """A view output with gaps (a row of a zero-padded matrix product) where eager's output is
+        dense: copied into a buffer with eager's strides, so ``.view`` on it works as in eager."""
+        if not isinstance(node, ir.ReinterpretView) or not isinstance(meta, torch.Tensor):
+            return node
+        size, stride = list(node.get_size()), list(node.layout.stride)
+        msize, mstride = self.sizevars.sizes(meta.shape), self.sizevars.sizes(meta.stride())
+        if msize != size or _is_dense_non_overlapping(size, stride, self.sizevars) \
+                or not _is_dense_non_overlapping(msize, mstride, self.sizevars):
+            return node
+        box = ir.StorageBox(ir.Pointwise(node.get_device(), node.get_dtype(), node.make_loader(), size))
+        box.realize()
+        buf = box.data
+        buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, size, mstride, 0)
+        return buf
+
+    def fallback(self, target, args, kwargs, meta=None):
+        """Run ``target`` as an aten call from the wrapper (FallbackKernel / extern kernel).
+        ``meta``: the (fake) result when it is not the current node's (a lowering calling an op on
+        operands it changed, e.g. padded matrix products)."""
+        if meta is None:
+            meta = self.current_node.meta.get("val")
         flat, spec = pytree.tree_flatten((args, kwargs))
         inputs: list = []
         new_flat = []

@@ -227,6 +227,23 @@ def _from_table() -> dict[type, Any]:
                 F.Identity: lambda e, conv: conv(e.args[0]),
             }
         )
+        def _to_int(div: Any, name: str) -> Any:
+            # CeilToInt / FloorToInt of an IntTrueDiv (torch's sizes of the form ceil(a / b), e.g.
+            # the logsumexp rows of CUDA's efficient attention: 32*CeilToInt(IntTrueDiv(s0, 32)))
+            # are CeilDiv / FloorDiv; of an integer, the integer itself
+            def f(e: Any, conv: Any) -> Expr:
+                (arg,) = e.args
+                if isinstance(arg, getattr(F, "IntTrueDiv", ())):
+                    return div(conv(arg.args[0]), conv(arg.args[1]))
+                if getattr(arg, "is_integer", False):
+                    return conv(arg)
+                raise TypeError(f"from_sympy: unsupported sympy node {name} of {arg!s} (only of IntTrueDiv or an integer)")
+            return f
+
+        for cls_name, div in (("CeilToInt", CeilDiv), ("FloorToInt", FloorDiv)):
+            cls = getattr(F, cls_name, None)
+            if isinstance(cls, type):
+                table[cls] = _to_int(div, cls_name)
         if hasattr(F, "CeilDiv") and isinstance(F.CeilDiv, type):
             table[F.CeilDiv] = lambda e, conv: CeilDiv(conv(e.args[0]), conv(e.args[1]))
     _FROM = table
@@ -254,7 +271,8 @@ def from_sympy(expr: Any, symbol: Any = None) -> Expr:
     name prefix, see :func:`sym`), ``Add``, ``Mul``, ``Pow`` and ``PowByNatural`` with a
     non-negative integer exponent, ``sympy.Mod``, and from ``torch.utils._sympy.functions``:
     ``FloorDiv``, ``CleanDiv``, ``ModularIndexing``, ``Mod``, ``PythonMod``, ``Min``, ``Max``,
-    ``Identity`` (unwrapped); sympy's ``Min``/``Max`` too. The result is rebuilt through the
+    ``Identity`` (unwrapped), ``CeilToInt``/``FloorToInt`` of an ``IntTrueDiv`` (as ``CeilDiv``/
+    ``FloorDiv``); sympy's ``Min``/``Max`` too. The result is rebuilt through the
     native constructors, so it is in tilefuse's canonical, simplified form (equal in value, not
     necessarily in shape, to the input).
 
@@ -296,7 +314,7 @@ def from_sympy(expr: Any, symbol: Any = None) -> Expr:
                 raise TypeError(
                     f"from_sympy: unsupported sympy node {type(e).__name__} in {e!s}; "
                     "supported: Integer, Symbol, Add, Mul, Pow (natural exponent), FloorDiv, "
-                    "CleanDiv, ModularIndexing, Mod, PythonMod, Min, Max"
+                    "CleanDiv, ModularIndexing, Mod, PythonMod, Min, Max, CeilToInt/FloorToInt of IntTrueDiv"
                 )
         memo[e] = r
         return r

@@ -460,10 +460,22 @@ class TritonKernelCodegen:
             out.append(ln)
         return out
 
+    # tile configs (YBLOCK, XBLOCK, num_warps) for the GPU autotuner: measured on an H200 for a
+    # bf16 transpose-add (8192^2) and NCHW->NHWC (64x256x56x56) against 8 other shapes, these
+    # three were within 2% of the best for both (square 32x32 tiles were 10-40% slower)
+    TILE_CONFIGS = ((64, 64, 4), (128, 64, 8), (64, 128, 8))
+
     def tile_grid_order(self) -> tuple[int, int]:
-        """(program axis of y, program axis of x) for a tiled kernel: the larger extent on axis 0,
-        whose grid limit is 2^31 - 1 (axis 1 allows 65535 programs)."""
+        """(program axis of y, program axis of x) for a tiled kernel. Static extents: x (the
+        axis the output is contiguous along) on axis 0, so consecutive programs write adjacent
+        output tiles (Inductor's order; 5-10% faster than y first on the H200), unless y's
+        programs would not fit axis 1 (65535). Symbolic extents: the larger extent on axis 0,
+        whose grid limit is 2^31 - 1 (the smaller one is guarded to fit axis 1)."""
         t = self.tiling
+        if not self.dyn_tile and not self.interpret:
+            yb = min(min(c[0] for c in self.TILE_CONFIGS), next_pow2(self.sv.hint(t.ynumel)))
+            if -(-self.sv.hint(t.ynumel) // yb) <= 65535:
+                return (1, 0)
         return (0, 1) if self.sv.hint(t.ynumel) >= self.sv.hint(t.xnumel) else (1, 0)
 
     def configs(self) -> list[dict[str, int]]:
@@ -477,7 +489,7 @@ class TritonKernelCodegen:
                 xb = min(xp, 1024)
                 return [{"YBLOCK": max(1, min(yp, 4096 // xb)), "XBLOCK": xb}]
             out = []
-            for yb, xb, w in ((32, 32, 4), (64, 64, 8), (16, 128, 4)):
+            for yb, xb, w in self.TILE_CONFIGS:
                 c = {"YBLOCK": min(yb, yp), "XBLOCK": min(xb, xp), "num_warps": w}
                 if c not in out:
                     out.append(c)
@@ -930,11 +942,12 @@ class TritonKernelCodegen:
         tdt = tl_dtype(acc_dt)
         vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")
         is_float = acc_dt.is_floating_point
-        out = self.newvar()
         if self.persistent:
+            # CSE'd: two nodes reducing the same value the same way (a softmax's amax and the
+            # maximum inside its sumexp) share one reduction
             m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
-            self.emit(f"{out} = " + self.final_reduce(rtype, m, "rindex", is_float, tdt))
-            return out
+            return self.cse(self.final_reduce(rtype, m, "rindex", is_float, tdt))
+        out = self.newvar()
         # looped: accumulators before the loop, update inside, finish after it
         accv = self.newvar()
         init_at = self.loop_start
@@ -953,9 +966,13 @@ class TritonKernelCodegen:
         elif rtype == "any":
             self.emit(f"{accv} = tl.where(xmask & rmask, {accv} | ({vv} != 0), {accv})")
         elif rtype in ("max", "min"):
-            cmp = ">" if rtype == "max" else "<"
-            nan = f" | ({vv} != {vv})" if is_float else ""
-            self.emit(f"{accv} = tl.where(xmask & rmask & (({vv} {cmp} {accv}){nan}), {vv}, {accv})")
+            if is_float:  # NaN-propagating (torch: a NaN is the extreme); one max.NaN instruction
+                fn = "maximum" if rtype == "max" else "minimum"
+                self.emit(f"{accv} = tl.where(xmask & rmask, tl.{fn}({accv}, {vv}, "
+                          f"propagate_nan=tl.PropagateNan.ALL), {accv})")
+            else:
+                cmp = ">" if rtype == "max" else "<"
+                self.emit(f"{accv} = tl.where(xmask & rmask & ({vv} {cmp} {accv}), {vv}, {accv})")
         else:
             cmp = ">" if rtype == "argmax" else "<"
             # each lane keeps its first extreme value: the first element it sees (even one equal to
@@ -983,7 +1000,8 @@ class TritonKernelCodegen:
         before any finite one do not poison a lane with ``exp(-inf + inf)``; a row whose maximum is
         ``+inf`` gives NaN (eager: ``exp(inf - inf)``)."""
         tdt = tl_dtype(dtype)
-        vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK]).to({tdt})")
+        vb0 = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")
+        vb = self.cse(f"{vb0}.to({tdt})")
         out = self.newvar()
 
         def rel_exp(a: str, b: str) -> str:
@@ -994,25 +1012,31 @@ class TritonKernelCodegen:
             self.emit(f"{out} = tl.where({mv} == float(\"inf\"), float(\"nan\"), {out})")
 
         if self.persistent:
-            mx = self.newvar()
-            self.emit(f"{mx} = tl.max(tl.where(xmask & rmask, {vb}, float(\"-inf\")), 1)[:, None]")
+            # the row maximum as a max reduction of the same value emits it: shared (CSE) with the
+            # amax a softmax or logsumexp computes beside it. NaN-propagating: a NaN row sums to NaN
+            m = self.cse(f"tl.where(xmask & rmask, {vb0}, float(\"-inf\"))")
+            mx = self.cse(self.final_reduce("max", m, "rindex", True, tdt))
+            mx = self.cse(f"{mx}.to({tdt})")
             finish_from(mx, f"tl.where(xmask & rmask, {rel_exp(vb, mx)}, 0.0)")
             return out
+        # the running maximum is per row ([XBLOCK, 1], one block reduction per iteration) and the
+        # sums per lane, rescaled by the row's exp(m_old - m_new): one exp per element (a per-lane
+        # maximum needs two, which made long rows ALU-bound)
         accm, accs, nm = self.newvar(), self.newvar(), self.newvar()
         init_at = self.loop_start
         pad = "    " * (self.indent - 1)
-        self.lines.insert(init_at, pad + f"{accm} = tl.full([XBLOCK, RBLOCK], float(\"-inf\"), {tdt})")
+        self.lines.insert(init_at, pad + f"{accm} = tl.full([XBLOCK, 1], float(\"-inf\"), {tdt})")
         self._shift_stores(init_at)
         self.lines.insert(init_at + 1, pad + f"{accs} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
         self._shift_stores(init_at + 1)
-        self.emit(f"{nm} = tl.where(xmask & rmask, tl.maximum({accm}, {vb}), {accm})")
-        self.emit(f"{accs} = tl.where(xmask & rmask, {accs} * {rel_exp(accm, nm)} + {rel_exp(vb, nm)}, {accs})")
+        m = self.cse(f"tl.where(xmask & rmask, {vb}, float(\"-inf\"))")
+        self.emit(f"{nm} = tl.maximum({accm}, tl.reduce({m}, 1, _max_nan_combine)[:, None], "
+                  "propagate_nan=tl.PropagateNan.ALL)")
+        self.emit(f"{accs} = {accs} * {rel_exp(accm, nm)} + tl.where(xmask & rmask, {rel_exp(vb, nm)}, 0.0)")
         self.emit(f"{accm} = {nm}")
 
         def finish():
-            mx = self.newvar()
-            self.emit(f"{mx} = tl.max({accm}, 1)[:, None]")
-            finish_from(mx, f"{accs} * {rel_exp(accm, mx)}")
+            finish_from(accm, accs)
 
         self.loop_pending_reductions.append(finish)
         return out
@@ -1028,10 +1052,9 @@ class TritonKernelCodegen:
         if rtype == "any":
             return f"(tl.max(({m} != 0).to(tl.int8), 1) > 0)[:, None]"
         if rtype in ("max", "min"):
-            r = f"tl.{rtype}({m}, 1)"
-            if is_float:
-                return f"tl.where(tl.max(({m} != {m}).to(tl.int8), 1) > 0, float(\"nan\"), {r})[:, None]"
-            return f"{r}[:, None]"
+            if is_float:  # NaN-propagating combine: one reduction tree (max.NaN), NaN the extreme
+                return f"tl.reduce({m}, 1, _{rtype}_nan_combine)[:, None]"
+            return f"tl.{rtype}({m}, 1)[:, None]"
         # argmax / argmin: first index of the extreme value; NaN counts as the extreme
         best = f"tl.{'max' if rtype == 'argmax' else 'min'}({m}, 1)[:, None]"
         ids = "tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])" if idx == "rindex" else idx

@@ -37,14 +37,24 @@ def _shape(xs) -> str:
     return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
 
+def _reuse_key(L: Any) -> tuple | None:
+    """(device, dtype, storage elements, size, stride) of a static layout, or None: buffers
+    with equal first three fields can share one storage."""
+    if not all(isinstance(v, int) for v in (*L.size, *L.stride)) or not isinstance(L.offset, int) or L.offset:
+        return None
+    if any(n == 0 for n in L.size):
+        return None
+    span = 1 + sum((n - 1) * st for n, st in zip(L.size, L.stride))
+    return (str(L.device), L.dtype, span, tuple(L.size), tuple(L.stride))
+
+
 def _ref(node: Any) -> str:
     """Python expression for an IR node that exists at runtime."""
     if isinstance(node, ir.ReinterpretView):
         L = node.layout
         base = node.data.get_name()
         # offsets are relative to the base tensor's own start (its storage offset included)
-        return (f"{base}.as_strided({_shape(L.size)}, {_shape(L.stride)}, {base}.storage_offset() + "
-                f"{_size(L.offset)})")
+        return f"reinterpret_tensor({base}, {_shape(L.size)}, {_shape(L.stride)}, {_size(L.offset)})"
     if isinstance(node, ir.Buffer):
         return node.name
     raise TypeError(f"no runtime reference for {type(node).__name__}")
@@ -133,6 +143,39 @@ class WrapperCodegen:
         last_use: dict[str, int] = {}
         for name, rs in readers.items():
             last_use[name] = max(rs)
+        # buffer reuse (Inductor's memory planning, simplified): a freed buffer's storage is taken
+        # by the next allocation of the same dtype and storage size instead of a new allocation.
+        # Only buffers this wrapper allocated, of static layout, read by generated kernels or
+        # extern kernels (mm, conv, attention: fresh results, never views of their inputs), so
+        # no live tensor can alias a storage that is handed on
+        pool: dict[tuple, list[str]] = {}
+        del_line: dict[str, int] = {}
+        reusable: dict[str, tuple] = {}
+
+        def safe_readers(name: str) -> bool:
+            for j in readers.get(name, ()):
+                it = self.items[j]
+                if not isinstance(it, KernelGroup) and (not isinstance(it.buf, ir.ExternKernel)
+                                                        or isinstance(it.buf, ir.FallbackKernel)):
+                    return False
+            return True
+
+        def allocate(name: str, L: Any) -> None:
+            key = _reuse_key(L)
+            free = pool.get(key[:3]) if key is not None else None
+            if free:
+                old = free.pop()
+                body[del_line.pop(old)] = ""
+                same = key[3:] == reusable[old][3:]
+                body.append(f"{name} = {old}" if same else
+                            f"{name} = reinterpret_tensor({old}, {_shape(L.size)}, {_shape(L.stride)}, 0)")
+                body.append(f"del {old}  # reused")
+            else:
+                body.append(f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
+                            f"dtype={L.dtype}, device=_device)")
+            if key is not None and name not in out_names and safe_readers(name):
+                reusable[name] = key
+
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
                 keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
@@ -163,9 +206,7 @@ class WrapperCodegen:
                 for n in item.nodes:
                     if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                         continue
-                    L = n.buf.layout
-                    body.append(f"{n.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
-                                f"dtype={L.dtype}, device=_device)")
+                    allocate(n.name, n.buf.layout)
                     live.append(n.name)
                 body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
             else:
@@ -191,15 +232,17 @@ class WrapperCodegen:
                     if buf.layout is not None:
                         body.append(self._ensure_strides(buf))
                 else:  # an empty ComputedBuffer: allocation only
-                    L = buf.layout
-                    body.append(f"{buf.name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
-                                f"dtype={L.dtype}, device=_device)")
+                    allocate(buf.name, buf.layout)
                 live.append(buf.name)
-            # free what is no longer needed
+            # free what is no longer needed (a reusable buffer's `del` is dropped if it is reused)
             dead = [n for n in live if last_use.get(n, -1) <= i and n not in out_names]
             for n in dead:
                 live.remove(n)
+                if n in reusable:
+                    del_line[n] = len(body)
+                    pool.setdefault(reusable[n][:3], []).append(n)
                 body.append(f"del {n}")
+        body = [ln for ln in body if ln]
 
         rets = []
         for o in g.outputs:
@@ -214,7 +257,7 @@ class WrapperCodegen:
             "import triton",
             "import triton.language as tl",
             "from triton.language.extra import libdevice  # noqa: F401",
-            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher",
+            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
             "",
             f"_device = torch.device({str(self.device)!r})",
             f"_jit = jit_for({self.device.type!r})",
@@ -224,6 +267,16 @@ class WrapperCodegen:
             "@_jit",
             "def _prod_combine(a, b):",
             "    return a * b",
+            "",
+            "",
+            "@_jit",
+            "def _max_nan_combine(a, b):",
+            "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+            "",
+            "",
+            "@_jit",
+            "def _min_nan_combine(a, b):",
+            "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)",
             "",
             "",
             "@_jit",

@@ -311,7 +311,12 @@ def store(key: str, entry: CacheEntry) -> None:
     _memory[key] = entry
     buf = io.BytesIO()
     try:
-        _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        # outside AOTAutograd's fake mode: pickling a CUDA tensor constant copies it to the CPU,
+        # which the fake mode would refuse for a real tensor
+        with unset_fake_temporarily():
+            _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
     except Exception as e:  # noqa: BLE001 - memory-only entry
         log.debug("tilefuse: graph cache entry %s kept in memory only (%s: %s)", key[:12], type(e).__name__, e)
         return
