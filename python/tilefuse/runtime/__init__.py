@@ -261,6 +261,15 @@ def _time_config(kernel_call: Callable[[], Any], quantiles: Sequence[float]) -> 
         return [float("inf")] * len(quantiles)
 
 
+def _hook_set(hook: Any) -> bool:
+    """Whether a Triton launch hook does something: Triton 3.6 keeps an always-present, usually
+    empty ``HookChain`` (its ``calls``); older versions None or a callable."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
 class KernelLauncher:
     """One generated kernel with its launch grid and candidate configs; call it with the
     kernel's arguments to launch it.
@@ -372,7 +381,7 @@ class KernelLauncher:
         import triton
 
         rt = triton.knobs.runtime
-        if rt.launch_enter_hook is not None or rt.launch_exit_hook is not None:
+        if _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook):
             self.fn[grid](*args, **kwargs)
             return
         import torch
