@@ -1030,7 +1030,7 @@ class TritonKernelCodegen:
         self.lines.insert(init_at + 1, pad + f"{accs} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
         self._shift_stores(init_at + 1)
         m = self.cse(f"tl.where(xmask & rmask, {vb}, float(\"-inf\"))")
-        self.emit(f"{nm} = tl.maximum({accm}, tl.reduce({m}, 1, _max_nan_combine)[:, None], "
+        self.emit(f"{nm} = tl.maximum({accm}, {self._nan_extreme(m, 'max')}, "
                   "propagate_nan=tl.PropagateNan.ALL)")
         self.emit(f"{accs} = {accs} * {rel_exp(accm, nm)} + tl.where(xmask & rmask, {rel_exp(vb, nm)}, 0.0)")
         self.emit(f"{accm} = {nm}")
@@ -1044,6 +1044,16 @@ class TritonKernelCodegen:
     def _shift_stores(self, at: int) -> None:
         self.stores = [(n, li + 1 if li >= at else li) for n, li in self.stores]
 
+    def _nan_extreme(self, m: str, rtype: str) -> str:
+        """Row max/min of float ``m`` (``[XBLOCK, RBLOCK]`` -> ``[XBLOCK, 1]``) with NaN as the
+        extreme (torch's rule). On the GPU one reduction tree with a NaN-propagating combine
+        (``max.NaN``); under the interpreter, which runs a custom combine element by element in
+        Python, NumPy's own max/min plus an is-NaN max (two vectorized reductions)."""
+        if self.interpret:
+            return (f"tl.where(tl.max(({m} != {m}).to(tl.int8), 1) > 0, float(\"nan\"), "
+                    f"tl.{rtype}({m}, 1))[:, None]")
+        return f"tl.reduce({m}, 1, _{rtype}_nan_combine)[:, None]"
+
     def final_reduce(self, rtype: str, m: str, idx: str | None, is_float: bool, tdt: str) -> str:
         if rtype == "sum":
             return f"tl.sum({m}, 1)[:, None]"
@@ -1052,8 +1062,8 @@ class TritonKernelCodegen:
         if rtype == "any":
             return f"(tl.max(({m} != 0).to(tl.int8), 1) > 0)[:, None]"
         if rtype in ("max", "min"):
-            if is_float:  # NaN-propagating combine: one reduction tree (max.NaN), NaN the extreme
-                return f"tl.reduce({m}, 1, _{rtype}_nan_combine)[:, None]"
+            if is_float:
+                return self._nan_extreme(m, rtype)
             return f"tl.{rtype}({m}, 1)[:, None]"
         # argmax / argmin: first index of the extreme value; NaN counts as the extreme
         best = f"tl.{'max' if rtype == 'argmax' else 'min'}({m}, 1)[:, None]"
