@@ -1116,7 +1116,7 @@ def _extern_operand(x):
     return x, (st if st is not None and all(isinstance(v, int) for v in st) else None)
 
 
-def _padded_matmul(op, a, b, bias, pads, extra: tuple, kwargs: dict):
+def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     """``op`` (mm or addmm) on operands zero-padded by ``pads = (pm, pk, pn)``, the result sliced
     back to ``[m, n]`` (a view with a padded row stride that later kernels read in place)."""
     from ..ir import graph_context as G
@@ -1146,9 +1146,9 @@ def _padded_matmul(op, a, b, bias, pads, extra: tuple, kwargs: dict):
             bpad += [0, pm if bs[0] == m else 0]
         if any(bpad):
             bias = _constant_pad_nd(bias, bpad)
-        out = G.graph().fallback(op, (bias, a, b) + extra, kwargs, meta=pmeta)
+        out = G.graph().fallback(op, (bias, a, b), kwargs, meta=pmeta)
     else:
-        out = G.graph().fallback(op, (a, b) + extra, kwargs, meta=pmeta)
+        out = G.graph().fallback(op, (a, b), kwargs, meta=pmeta)
     if pm:
         out = ir.slice_view(out, 0, 0, m, 1)
     if pn:
@@ -1164,7 +1164,7 @@ def _mm(a, b):
     pads, a, b = _mm_padding(a, b)
     if pads is None:
         return G.graph().fallback(aten.mm.default, (a, b), {})
-    return _padded_matmul(aten.mm.default, a, b, None, pads, (), {})
+    return _padded_matmul(aten.mm.default, a, b, None, pads, {})
 
 
 @register_lowering(aten.addmm.default)
@@ -1176,7 +1176,7 @@ def _addmm(bias, a, b, *, beta=1, alpha=1):
     pads, a, b = _mm_padding(a, b)
     if pads is None:
         return G.graph().fallback(aten.addmm.default, (bias, a, b), kw)
-    return _padded_matmul(aten.addmm.default, a, b, bias, pads, (), kw)
+    return _padded_matmul(aten.addmm.default, a, b, bias, pads, kw)
 
 
 @functools.lru_cache(maxsize=None)
