@@ -9,6 +9,7 @@ need a CUDA device and ``TRITON_INTERPRET=0``:
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,13 @@ def _scale_kernel(in_ptr, out_ptr, XBLOCK: tl.constexpr):
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
     xmask = xindex < xnumel
     tl.store(out_ptr + xindex, tl.load(in_ptr + xindex, xmask) * 2.0, xmask)
+
+
+def _scale_n_kernel(in_ptr, out_ptr, n, XBLOCK: tl.constexpr):
+    """out = n * in over 64 elements (``n`` an integer argument Triton may specialize)."""
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < 64
+    tl.store(out_ptr + xindex, tl.load(in_ptr + xindex, xmask) * n, xmask)
 
 
 def _jit(fn):
@@ -237,6 +245,51 @@ def test_forked_compile_workers_fill_tritons_cache():
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
 
 
+def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
+    """Plain callables as jobs: every job runs exactly once, in several worker processes (the
+    first worker forks the others), a raising job is reported with its error, the rest succeed."""
+    def job(i):
+        def run():
+            time.sleep(0.05)
+            (tmp_path / f"{i}.{os.getpid()}").write_text("x")
+            if i == 5:
+                raise ValueError("job five fails")
+        return run
+
+    failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5)
+    assert set(failed) == {5} and "ValueError: job five fails" in failed[5]
+    done = sorted(p.name.split(".") for p in tmp_path.iterdir())
+    assert sorted(int(i) for i, _ in done) == list(range(12))  # each job once
+    pids = {pid for _, pid in done}
+    assert 2 <= len(pids) <= 5 and str(os.getpid()) not in pids
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_forked_workers_are_killed_after_the_timeout(tmp_path):
+    """A worker that reports nothing within the timeout is killed with every other worker; the
+    call returns (the caller compiles what is left) without waiting for the jobs."""
+    def slow():
+        (tmp_path / str(os.getpid())).write_text("x")
+        time.sleep(60)
+
+    t0 = time.perf_counter()
+    failed = R.compile_in_forked_workers([slow] * 4, workers=4, timeout=1.0)
+    assert failed == {} and time.perf_counter() - t0 < 20
+    def running(pid):  # not gone and not a zombie awaiting its reaper
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    pids = [int(p.name) for p in tmp_path.iterdir()]
+    assert pids
+    deadline = time.time() + 10
+    while any(running(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(running(p) for p in pids), pids
+
+
 # ------------------------------------------------------------------------------ GPU only
 
 
@@ -379,8 +432,9 @@ def test_inputs_compiled_as_broadcast_accept_other_strides():
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
-    """After its first launch a kernel is launched through its compiled launcher (no
-    JITFunction.run); a pointer off 16-byte alignment gets its own binary, not the aligned one."""
+    """After its first launch a kernel is launched directly (no JITFunction.run), through torch's
+    static CUDA launcher; a pointer off 16-byte alignment gets its own binary, not the aligned
+    one; an integer argument equal to 1 (a constant in Triton's binary) is left out."""
     ln = R.KernelLauncher(triton.jit(_scale_kernel), [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}],
                           (torch.float32, torch.float32))
     base = torch.randn(5008, device="cuda")
@@ -391,4 +445,14 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
             torch.testing.assert_close(out, x * 2)
     keys = list(ln._direct)
     assert len(keys) == 2 and {k[1] for k in keys} == {(True, False), (False, False)}, keys
-    assert len({id(k) for k in ln._direct.values()}) == 2  # two binaries
+    assert len({id(k) for k, _, _ in ln._direct.values()}) == 2  # two binaries
+    assert all(static is not None for _, static, _ in ln._direct.values())  # torch's static launcher
+    # n == 1 is specialized into a constant: the static launch must drop that argument
+    one = R.KernelLauncher(triton.jit(_scale_n_kernel), [("XBLOCK", 64)], [{"XBLOCK": 64, "num_warps": 4}],
+                           (torch.float32, torch.float32, int))
+    for n in (1, 1, 1, 7, 7, 7):
+        x, out = torch.randn(64, device="cuda"), torch.zeros(64, device="cuda")
+        one(x, out, n)
+        torch.testing.assert_close(out, x * n)
+    assert {k[2] for k in one._direct} == {((True, False, True),), ((False, False, True),)}
+    assert any(keep is not None for _, _, keep in one._direct.values())

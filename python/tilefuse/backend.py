@@ -20,6 +20,7 @@ the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (th
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -71,17 +72,23 @@ class CompiledGraph:
             args = list(call_args)
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
-        layouts = self.input_layouts if not self.symbolic else self._evaluated_layouts(args)
-        for i, lay in enumerate(layouts):
-            if lay is None:
-                continue
+        if self.symbolic:
+            checks = [(i, *lay) for i, lay in enumerate(self._evaluated_layouts(args)) if lay is not None]
+        else:
+            checks = self._checks
+        for i, size, stride in checks:
             a = args[i]
             if a.is_neg() or a.is_conj():
                 # a lazily negated / conjugated view (``z.conj().imag``): kernels read memory as is
                 a = args[i] = a.resolve_neg().resolve_conj()
-            if tuple(a.stride()) != lay[1] and a.numel() > 1:
-                args[i] = ensure_strides(a, lay[0], lay[1])
+            if a.stride() != stride and a.numel() > 1:
+                args[i] = ensure_strides(a, size, stride)
         return self.module.call(args)
+
+    @functools.cached_property
+    def _checks(self) -> list:
+        """(argument position, size, stride) of each tensor input of a static graph."""
+        return [(i, tuple(lay[0]), tuple(lay[1])) for i, lay in enumerate(self.input_layouts) if lay is not None]
 
     def _evaluated_layouts(self, args: list) -> list:
         """The input layouts of a symbolic graph at this call's sizes."""

@@ -270,6 +270,53 @@ def _hook_set(hook: Any) -> bool:
     return bool(calls) if calls is not None else True
 
 
+def _direct_entry(kernel: Any, device: int, n_args: int) -> tuple:
+    """``(kernel, static, keep)`` for ``KernelLauncher._launch``: ``static`` is torch's static
+    CUDA launcher for the compiled ``kernel`` (``StaticallyLaunchedCudaKernel``, as Inductor's
+    ``StaticTritonCompileResult``: its cubin loaded on ``device``), unpacked to
+    ``(launch, function, num_warps, shared, arg types, trailing None arguments)``, or None when it
+    does not take this binary (launch attributes, scratch memory, several CTAs, an older torch);
+    ``keep``: the positions of the runtime arguments the binary still takes (Triton turns an
+    integer equal to 1 into a constant), None for all of them."""
+    static = keep = None
+    try:
+        md = kernel.metadata
+        if getattr(md, "launch_pdl", False) or getattr(md, "launch_cooperative_grid", False):
+            raise NotImplementedError("launch attributes")
+        import torch
+
+        if torch.version.hip is not None:
+            raise NotImplementedError("ROCm (its kernels take two more scratch arguments)")
+        from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+
+        if not hasattr(kernel, "_cubin_path"):
+            kernel._cubin_path = None
+        sk = StaticallyLaunchedCudaKernel(kernel)
+        if sk.cubin_path is None:
+            path = os.path.join(cache_dir(), "cubin", f"{kernel.hash}.cubin")
+            if not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(sk.cubin_raw)
+                os.replace(tmp, path)
+            sk.cubin_path = path
+        sk.load_kernel(device)
+        constants = set(sk.full_constexprs)
+        if any(i < n_args for i in constants):
+            keep = tuple(i for i in range(n_args) if i not in constants)
+        extra = tuple(None for flag in (sk.has_global_scratch, sk.has_profile_scratch) if flag)
+        tys = sk.arg_tys + "O" * len(extra)
+        if len(tys) != (n_args if keep is None else len(keep)) + len(extra):
+            raise NotImplementedError(f"argument types {tys!r} for {n_args} arguments")
+        static = (sk.C_impl._launch_kernel, sk.function, sk.num_warps, sk.shared, tys, extra)
+    except Exception as e:  # noqa: BLE001 - Triton's own launcher works for every binary
+        log.debug("tilefuse: static launch of %s unavailable (%s: %s); Triton's launcher is used",
+                  getattr(kernel, "name", kernel), type(e).__name__, e)
+        static = keep = None
+    return kernel, static, keep
+
+
 class KernelLauncher:
     """One generated kernel with its launch grid and candidate configs; call it with the
     kernel's arguments to launch it.
@@ -371,13 +418,15 @@ class KernelLauncher:
             self._direct = None
 
     def _launch(self, grid: tuple, args: tuple, kwargs: dict) -> None:
-        """Launch through the compiled kernel's own launcher, skipping ``JITFunction.run``'s
-        argument binding and cache lookup (about 11 us of Python per launch, against 6 us; what
-        Inductor's launchers do too). The binary depends on what Triton specializes on: each
-        pointer's 16-byte alignment, and each integer's being 1, a multiple of 16 and within
-        int32, plus the current device; the key records exactly those, and a new key goes once
-        through ``JITFunction.run``, whose binary is kept for it. With Triton's launch hooks set
-        (a profiler) every launch goes through ``run``."""
+        """Launch without ``JITFunction.run``'s argument binding and cache lookup (about 11 us of
+        Python per launch). The binary depends on what Triton specializes on: each pointer's
+        16-byte alignment, and each integer's being 1, a multiple of 16 and within int32, plus the
+        current device; the key records exactly those, and a new key goes once through
+        ``JITFunction.run``, whose binary is kept for it (``_direct_entry``). Later launches with
+        that key go through torch's static CUDA launcher when it takes the binary (what Inductor
+        launches with: C++, no per-signature ``gcc`` launcher), else through the compiled
+        kernel's own Triton launcher. With Triton's launch hooks set (a profiler) every launch
+        goes through ``run``."""
         import triton
 
         rt = triton.knobs.runtime
@@ -390,19 +439,25 @@ class KernelLauncher:
         key = (dev, tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos),
                tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
                      for v in (args[i] for i in self._int_pos)))
-        k = self._direct.get(key)
-        if k is None:
+        entry = self._direct.get(key)
+        if entry is None:
             k = self.fn[grid](*args, **kwargs)
             if not all(hasattr(k, a) for a in ("run", "function", "packed_metadata")):
                 self._direct = None  # a Triton without these: always through run
             else:
                 if len(self._direct) >= 64:
                     self._direct.clear()
-                self._direct[key] = k
+                self._direct[key] = _direct_entry(k, dev, len(args))
             return
-        k.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-              torch._C._cuda_getCurrentRawStream(dev), k.function, k.packed_metadata, None, None, None,
-              *args, *self._tail)
+        k, static, keep = entry
+        stream = torch._C._cuda_getCurrentRawStream(dev)
+        gx, gy, gz = grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1
+        if static is not None:
+            launch, function, num_warps, shared, tys, extra = static
+            launch(function, gx, gy, gz, num_warps, shared, tys,
+                   (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra), stream)
+        else:
+            k.run(gx, gy, gz, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
 
     @functools.cached_property
     def _axis_pos(self) -> list:
@@ -531,16 +586,48 @@ def wait_warmup() -> None:
         t.join()
 
 
+def _fork_tree(count: int) -> None:
+    """In the first forked worker: fork until ``count`` workers exist, as a doubling tree (each
+    process hands half of its remaining count to a child), so no process forks more than about
+    log2(count) times: forking copies the page tables of a large (torch + CUDA) process, about
+    15 ms each, which one parent forking every worker paid one after another. A fork that fails
+    leaves fewer workers; the jobs still all run (the task pipe hands them to whoever is free)."""
+    while count > 1:
+        half = count // 2
+        try:
+            pid = os.fork()
+        except OSError:
+            return
+        if pid == 0:
+            count = half
+        else:
+            count -= half
+
+
+def _forked_worker(task_r: int, res_w: int) -> None:
+    """A forked compile worker's loop: take job indices from ``task_r`` until it is empty, run
+    each, report ``index<TAB>error`` lines on ``res_w`` (one write per line, under PIPE_BUF,
+    so lines of workers sharing the pipe never interleave)."""
+    while True:
+        b = os.read(task_r, 4)  # a 4-byte read of a pipe is atomic
+        if len(b) < 4:
+            return
+        i, err = _run_forked_job(int.from_bytes(b, "little"))
+        msg = "" if err is None else err.replace("\n", " ")[:2000]
+        os.write(res_w, f"{i}\t{msg}\n".encode())
+
+
 def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
                               timeout: float = FORKED_COMPILE_TIMEOUT_S) -> dict[int, str]:
     """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
     for their side effect on Triton's on-disk cache. The workers inherit the jobs; nothing is
-    pickled. Job indices go to the workers through one pipe (each takes the next index when it
-    is free) and each reports ``index<TAB>error`` lines on its own pipe. Plain ``os.fork`` and
-    pipes, not a ``multiprocessing.Pool``: its helper threads and shutdown cost up to half a
-    second per graph. Returns ``{job index: error}`` for the jobs that raised. When no worker can
-    be started, or none reports for ``timeout`` seconds, the remaining jobs are simply not run
-    here (the caller compiles whatever is left itself)."""
+    pickled. This process forks one worker, in a process group of its own, which forks the others
+    (``_fork_tree``); job indices go to the workers through one pipe (each takes the next index
+    when it is free) and every worker reports ``index<TAB>error`` lines on one shared pipe. Plain
+    ``os.fork`` and pipes, not a ``multiprocessing.Pool``: its helper threads and shutdown cost up
+    to half a second per graph. Returns ``{job index: error}`` for the jobs that raised. When no
+    worker can be started, or none reports for ``timeout`` seconds, the workers are killed and
+    the remaining jobs are simply not run here (the caller compiles whatever is left itself)."""
     global _FORKED_JOBS
     import select
     import signal
@@ -550,74 +637,81 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
     if n == 0:
         return failed
     _FORKED_JOBS = list(jobs)
-    children: dict[int, int] = {}  # result fd -> pid
-    task_r, task_w = os.pipe()
+    task_r = task_w = res_r = res_w = -1
+    root = 0
+    reported = 0
     try:
+        task_r, task_w = os.pipe()
         # every index queued up front (4 bytes each; a pipe holds 64 KiB), then end-of-tasks
         os.write(task_w, b"".join(i.to_bytes(4, "little") for i in range(n)))
         os.close(task_w)
         task_w = -1
-        for _ in range(min(workers, n)):
-            res_r, res_w = os.pipe()
-            with warnings.catch_warnings():
-                # Python >= 3.12 warns that forking a multi-threaded process may deadlock the child;
-                # the workers only run Triton's compiler (Python, MLIR/LLVM, ptxas), never CUDA
-                warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
-                pid = os.fork()
-            if pid == 0:  # the worker: take indices until the task pipe is empty, report each
+        res_r, res_w = os.pipe()
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns that forking a multi-threaded process may deadlock the child;
+            # the workers only run Triton's compiler (Python, MLIR/LLVM, ptxas), never CUDA
+            warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:  # the first worker
                 code = 0
                 try:
+                    os.setpgid(0, 0)
                     os.close(res_r)
-                    while True:
-                        b = os.read(task_r, 4)  # a 4-byte read of a pipe is atomic
-                        if len(b) < 4:
-                            break
-                        i, err = _run_forked_job(int.from_bytes(b, "little"))
-                        msg = "" if err is None else err.replace("\n", " ")[:2000]
-                        os.write(res_w, f"{i}\t{msg}\n".encode())
+                    _fork_tree(min(workers, n))
+                    _forked_worker(task_r, res_w)
                 except BaseException:  # noqa: BLE001 - the parent compiles what is left
                     code = 1
                 finally:
                     os._exit(code)
-            os.close(res_w)
-            children[res_r] = pid
+        root = pid
+        try:
+            os.setpgid(pid, pid)  # also here: the group exists whichever process runs first
+        except OSError:
+            pass
+        os.close(res_w)
+        res_w = -1
         os.close(task_r)
         task_r = -1
-        bufs = {fd: b"" for fd in children}
-        reported = 0
-        while bufs and reported < n:
-            ready, _, _ = select.select(list(bufs), [], [], timeout)
+        buf = b""
+        while reported < n:
+            ready, _, _ = select.select([res_r], [], [], timeout)
             if not ready:
                 log.debug("tilefuse: forked compile workers gave no result for %.0f s; compiling the rest "
                           "in this process", timeout)
                 break
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    del bufs[fd]
-                    continue
-                bufs[fd] += chunk
-                *lines, bufs[fd] = bufs[fd].split(b"\n")
-                for ln in lines:
-                    i, _, err = ln.decode(errors="replace").partition("\t")
-                    reported += 1
-                    if err:
-                        failed[int(i)] = err
+            chunk = os.read(res_r, 65536)
+            if not chunk:  # every worker has exited
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for ln in lines:
+                i, _, err = ln.decode(errors="replace").partition("\t")
+                reported += 1
+                if err:
+                    failed[int(i)] = err
     except OSError as e:  # no fork / pipe: the caller compiles everything
         log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
                   type(e).__name__, e)
     finally:
-        for fd in (task_r, task_w):
+        for fd in (task_r, task_w, res_r, res_w):
             if fd >= 0:
                 os.close(fd)
-        for fd, pid in children.items():
-            os.close(fd)
-            try:
-                if os.waitpid(pid, os.WNOHANG) == (0, 0):
-                    os.kill(pid, signal.SIGKILL)  # still compiling after a timeout
-                    os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+        if root:
+            if reported < n:  # a timeout or an error here: stop every worker still compiling
+                try:
+                    os.killpg(root, signal.SIGKILL)
+                except OSError:
+                    pass
+            # the others are reaped by init when their parents exit; in a process that adopts
+            # orphans (PID 1 of a container, a subreaper) they are its children: reaped here
+            for target in (root, -root):
+                try:
+                    while True:
+                        os.waitpid(target, 0)
+                        if target > 0:
+                            break
+                except ChildProcessError:
+                    pass
         _FORKED_JOBS = None
     return failed
 
