@@ -218,15 +218,8 @@ _FORK_SCRIPT = textwrap.dedent('''
     futs = [ex.submit(job(xb, w)) for xb, w in [(128, 4), (256, 4), (1024, 8)]]
     futs.append(ex.submit(job(2 ** 21, 4)))   # over Triton's tensor size limit: fails to compile
     hits = []
-    import tilefuse.runtime as R
-    workers = R.compile_in_forked_workers
-
-    def then_listen(*a, **k):
-        out = workers(*a, **k)
-        triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
-        return out
-
-    R.compile_in_forked_workers = then_listen
+    # the forked workers append to their own copies of the list: this records this process only
+    triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
     ex.run_jobs()
     for f in futs[:3]:
         assert f.result().asm["cubin"], f
@@ -256,8 +249,12 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
                 raise ValueError("job five fails")
         return run
 
-    failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5)
+    seen = []
+    failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5,
+                                         on_result=lambda i, err: seen.append((i, err)))
     assert set(failed) == {5} and "ValueError: job five fails" in failed[5]
+    assert sorted(i for i, _ in seen) == list(range(12))  # each report handed over as it arrives
+    assert [i for i, err in seen if err is not None] == [5]
     done = sorted(p.name.split(".") for p in tmp_path.iterdir())
     assert sorted(int(i) for i, _ in done) == list(range(12))  # each job once
     pids = {pid for _, pid in done}

@@ -78,8 +78,9 @@ def cache_dir() -> str:
     return _CACHE_DIR
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
-AUTOTUNE_WARMUP_MS = 2
-AUTOTUNE_REP_MS = 10
+# (each timed run follows an L2 flush of ~70 us, so 4 ms is still ~50 runs of a 10 us kernel)
+AUTOTUNE_WARMUP_MS = 1
+AUTOTUNE_REP_MS = 4
 # a forked compile worker that gives no result for this long is given up on (its jobs are then
 # compiled in this process)
 FORKED_COMPILE_TIMEOUT_S = 300.0
@@ -618,7 +619,8 @@ def _forked_worker(task_r: int, res_w: int) -> None:
 
 
 def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
-                              timeout: float = FORKED_COMPILE_TIMEOUT_S) -> dict[int, str]:
+                              timeout: float = FORKED_COMPILE_TIMEOUT_S,
+                              on_result: Callable[[int, str | None], None] | None = None) -> dict[int, str]:
     """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
     for their side effect on Triton's on-disk cache. The workers inherit the jobs; nothing is
     pickled. This process forks one worker, in a process group of its own, which forks the others
@@ -627,7 +629,9 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
     ``os.fork`` and pipes, not a ``multiprocessing.Pool``: its helper threads and shutdown cost up
     to half a second per graph. Returns ``{job index: error}`` for the jobs that raised. When no
     worker can be started, or none reports for ``timeout`` seconds, the workers are killed and
-    the remaining jobs are simply not run here (the caller compiles whatever is left itself)."""
+    the remaining jobs are simply not run here (the caller compiles whatever is left itself).
+    ``on_result(index, error or None)``, when given, is called in this process as each job's
+    report arrives, while the other jobs still compile."""
     global _FORKED_JOBS
     import select
     import signal
@@ -689,6 +693,8 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
                 reported += 1
                 if err:
                     failed[int(i)] = err
+                if on_result is not None:
+                    on_result(int(i), err or None)
     except OSError as e:  # no fork / pipe: the caller compiles everything
         log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
                   type(e).__name__, e)
@@ -733,17 +739,27 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         return fut
 
     def run_jobs(self) -> None:
-        """Compile every collected job (in parallel) and resolve every future."""
+        """Compile every collected job (in parallel) and resolve every future: each as soon as
+        its worker reports it, while the others still compile; any job no worker reported is
+        then run in this process."""
         jobs, self.jobs = self.jobs, []
-        failed = compile_in_forked_workers([j for j, _ in jobs], self.workers) if len(jobs) > 1 else {}
-        for i, (job, fut) in enumerate(jobs):
-            if i in failed:
-                fut.set_exception(RuntimeError(f"compiling in a worker failed: {failed[i]}"))
-                continue
+
+        def resolve(i: int, err: str | None) -> None:
+            job, fut = jobs[i]
+            if fut.done():
+                return
+            if err is not None:
+                fut.set_exception(RuntimeError(f"compiling in a worker failed: {err}"))
+                return
             try:
                 fut.set_result(job())
             except BaseException as e:  # noqa: BLE001 - handed to the JIT through the future
                 fut.set_exception(e)
+
+        if len(jobs) > 1:
+            compile_in_forked_workers([j for j, _ in jobs], self.workers, on_result=resolve)
+        for i in range(len(jobs)):
+            resolve(i, None)
 
 
 def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, pool: str | None = None) -> float:
