@@ -390,6 +390,25 @@ def test_extern_input_that_is_a_view_of_a_computed_value_reads_its_buffer(tmp_pa
     assert ", (12, 48), (1, 12), " in src and "reinterpret_tensor(" in src  # a view of the one buffer
 
 
+def test_matrix_products_write_into_pooled_buffers(tmp_path):
+    # mm / addmm / bmm results go into buffers the wrapper allocates (out=): no stride check after
+    # them, and a dead product's storage is handed to a later product of the same size
+    a, w1, w2, w3, b = torch.randn(32, 16), torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16), torch.randn(16)
+    x3, y3 = torch.randn(4, 8, 16), torch.randn(4, 16, 8)
+
+    def f(x, p, q, r, bias, u, v):
+        h = torch.relu(x @ p)
+        h = torch.tanh(torch.addmm(bias, h, q, beta=0.5))
+        return torch.sigmoid(h @ r), torch.bmm(u, v) * 2
+
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, a, w1, w2, w3, b, x3, y3, atol=1e-4, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert src.count("torch.mm(") == 2 and "torch.addmm(" in src and "beta=0.5" in src and "torch.bmm(" in src
+    assert src.count(", out=buf") == 4 and "ensure_strides(buf" not in src
+    assert "# reused" in src  # x @ p's storage, dead after relu, taken by a later allocation
+
+
 def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
     # three identical LayerNorm+GELU layers: three launches of one kernel definition
     def f(x, w, b):

@@ -452,4 +452,5 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
         one(x, out, n)
         torch.testing.assert_close(out, x * n)
     assert {k[2] for k in one._direct} == {((True, False, True),), ((False, False, True),)}
+    assert all(k[1] is True for k in one._direct)  # every pointer aligned: one flag, not one per pointer
     assert any(keep is not None for _, _, keep in one._direct.values())

@@ -59,6 +59,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import operator
 import os
 import sys
 import tempfile
@@ -437,9 +438,15 @@ class KernelLauncher:
         import torch
 
         dev = torch._C._cuda_getDevice()
-        key = (dev, tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos),
-               tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
-                     for v in (args[i] for i in self._int_pos)))
+        # pointers: True when all are 16-byte aligned (one OR over them: the common case), else
+        # each one's alignment
+        m = 0
+        for p in map(torch.Tensor.data_ptr, self._ptrs(args)):
+            m |= p
+        ptrs = True if m & 15 == 0 else tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos)
+        ints = tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
+                     for v in (args[i] for i in self._int_pos)) if self._int_pos else ()
+        key = (dev, ptrs, ints)
         entry = self._direct.get(key)
         if entry is None:
             k = self.fn[grid](*args, **kwargs)
@@ -459,6 +466,14 @@ class KernelLauncher:
                    (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra), stream)
         else:
             k.run(gx, gy, gz, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
+
+    @functools.cached_property
+    def _ptrs(self) -> Callable[[tuple], tuple]:
+        """The pointer (tensor) arguments of a launch's arguments, as a tuple."""
+        pos = self._ptr_pos
+        if len(pos) >= 2:
+            return operator.itemgetter(*pos)
+        return lambda args: tuple(args[i] for i in pos)
 
     @functools.cached_property
     def _axis_pos(self) -> list:
