@@ -140,6 +140,18 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     assert "50264" not in plain
 
 
+def test_slices_of_padded_products_are_returned_with_eager_strides():
+    """A slice of a padded product returned by the graph: eager's row stride (50257), not the
+    padded one (50264): a copy into a buffer with eager's (gapped) strides."""
+    src = _cuda_source(lambda h, w: ((h @ w.t())[:, :5], (h @ w.t())[3:]),
+                       ((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16))
+    call = src[src.index("def call"):]
+    assert "(768, 50264), (50264, 1)" in call  # the products ran padded
+    ret = call[call.index("return"):]
+    assert "reinterpret_tensor" not in ret  # no view of a padded product is returned
+    assert "empty_strided((512, 5), (50257, 1)" in call and "empty_strided((509, 50257), (50257, 1)" in call
+
+
 def test_small_or_aligned_matrix_products_are_not_padded():
     src = _cuda_source(lambda a, b: a @ b, ((64, 100), torch.bfloat16), ((100, 30), torch.bfloat16))
     assert "empty_strided((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS

@@ -42,17 +42,36 @@ def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
     return lay
 
 
-def _is_dense_non_overlapping(size, stride, sv: SV.SizeVars | None = None) -> bool:
-    """Whether (size, stride) is a permutation of a contiguous layout. Symbolic strides are ordered
-    by their hints and must match exactly (structurally), so no guard is added."""
-    key = (lambda st: st) if sv is None else sv.hint
-    dims = sorted(((st, s) for s, st in zip(size, stride) if s != 1), key=lambda p: key(p[0]))
-    acc = 1
-    for st, s in dims:
-        if st != acc:
-            return False
-        acc = acc * s
-    return True
+def _strides_match(size, stride, want, sv: SV.SizeVars) -> bool:
+    """Whether ``stride`` equals ``want`` on every dim of ``size`` other than 1 (the strides torch
+    compares; an empty tensor's never matter). Symbolic strides must be provably equal: no guard
+    is taken, and a stride not proven equal counts as different (a copy, correct for every size)."""
+    if any(isinstance(s, int) and s == 0 for s in size):
+        return True
+    return len(stride) == len(want) and all(
+        s == 1 or sv.statically_known_equals(a, b) for s, a, b in zip(size, stride, want))
+
+
+def _broadcast_dims(size, stride) -> list[bool]:
+    """Per dim: stride 0 on a dim longer than 1 (an expanded dim: every element along it is the
+    same memory)."""
+    return [s != 1 and isinstance(st, int) and st == 0 for s, st in zip(size, stride)]
+
+
+def _lazy_view_base(v: Any) -> Any:
+    """The StorageBox under a chain of lazy views (``GenericView``) when ``v`` is such a chain and
+    that box still holds an unrealized value; else None."""
+    x, viewed = v, False
+    while True:
+        if isinstance(x, ir.TensorBox):
+            x = x.data
+        elif isinstance(x, ir.GenericView):
+            x, viewed = x.data, True
+        else:
+            break
+    if viewed and isinstance(x, ir.StorageBox) and isinstance(x.data, (ir.Pointwise, ir.Reduction)):
+        return x
+    return None
 
 
 def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.device:
@@ -118,6 +137,11 @@ class GraphLowering(torch.fx.Interpreter):
         # size symbol name -> where the call's arguments hold it: (argument position, "size" |
         # "stride" | "int", dim)
         self.symbol_sources: dict[str, tuple[int, str, int]] = {}
+        # the FX nodes whose values the graph returns: their values are given eager's strides
+        self._output_nodes: set[torch.fx.Node] = set()
+        for n in gm.graph.nodes:
+            if n.op == "output":
+                self._output_nodes |= {a for a in pytree.tree_leaves(n.args[0]) if isinstance(a, torch.fx.Node)}
 
     # ---------------------------------------------------------------- registry
     def new_buffer_name(self) -> str:
@@ -144,6 +168,10 @@ class GraphLowering(torch.fx.Interpreter):
         self.current_target = n.target
         out = super().run_node(n)
         if n.op == "call_function" and isinstance(out, ir.TensorBox):
+            if n in self._output_nodes:
+                # before any consumer realizes it (an extern kernel, a view, reuse): the value's
+                # buffer gets eager's strides, so no copy is needed at the output
+                self._prefer_eager_strides(out, self._eager_layout(n.meta.get("val")))
             self._maybe_realize_on_reuse(n, out)
         return out
 
@@ -219,9 +247,16 @@ class GraphLowering(torch.fx.Interpreter):
         metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None
                  for n in pytree.tree_leaves(self.current_node.args[0])]
         leaves = pytree.tree_leaves(result)
-        for i, v in enumerate(leaves):
-            meta = metas[i] if i < len(metas) else None
-            self.outputs.append(self._realize_output(v, meta))
+        outs: list[Any] = [None] * len(leaves)
+        # a lazy view of an unrealized value the graph also returns comes after that value, so it
+        # reads the value's buffer (a view of it, as in eager) instead of computing it again
+        returned = {id(v.data) for v in leaves if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.StorageBox)}
+        later = [id(_lazy_view_base(v)) in returned if _lazy_view_base(v) is not None else False for v in leaves]
+        for second in (False, True):
+            for i, v in enumerate(leaves):
+                if later[i] == second:
+                    outs[i] = self._realize_output(v, metas[i] if i < len(metas) else None)
+        self.outputs.extend(outs)
         return result
 
     def _size_arithmetic(self, target, args):
@@ -265,47 +300,161 @@ class GraphLowering(torch.fx.Interpreter):
                           or data.data.op_count() > config.realize_opcount_threshold):
             data.realize()
 
+    # ---------------------------------------------------------------- graph outputs: eager's strides
+    def _eager_layout(self, meta: Any) -> tuple[list, list] | None:
+        """(sizes, strides) of a graph output's FX meta value, as the IR's ints / Exprs (the meta's
+        SymInts are never compared directly: that would specialize the sizes); None for a
+        non-tensor."""
+        if not isinstance(meta, torch.Tensor):
+            return None
+        return self.sizevars.sizes(meta.shape), self.sizevars.sizes(meta.stride())
+
+    def _same_sizes(self, a, b) -> bool:
+        return len(a) == len(b) and all(self.sizevars.statically_known_equals(x, y) for x, y in zip(a, b))
+
+    def _prefer_eager_strides(self, box: ir.TensorBox, want: tuple[list, list] | None) -> None:
+        """Give a graph output's value, while it is still unrealized (its layout free), eager's
+        strides: set as the StorageBox's ``exact_stride``, used when whoever comes first (an extern
+        kernel, a view, the output itself) realizes it. Nothing is set when eager's layout is
+        contiguous (what realizing gives anyway), expands a dim (stride 0: handled at the output)
+        or has other sizes."""
+        if want is None or not isinstance(box.data, ir.StorageBox):
+            return
+        sb = box.data
+        if not isinstance(sb.data, (ir.Pointwise, ir.Reduction)) or sb.exact_stride is not None:
+            return
+        msize, mstride = want
+        size = list(sb.data.get_size())
+        if not self._same_sizes(size, msize) or any(_broadcast_dims(msize, mstride)):
+            return
+        if _strides_match(size, ir.contiguous_strides(size), mstride, self.sizevars):
+            return
+        sb.exact_stride = list(mstride)
+
     def _realize_output(self, v: Any, meta: Any) -> Any:
+        """A graph output as a runtime node (a Buffer, or a ReinterpretView of one) with the
+        strides of its FX meta value on every dim longer than 1 (Inductor's
+        ``keep_output_stride``): callers see eager's strides (``.view`` works or fails as in
+        eager; AOTAutograd regenerates aliased outputs from them). In order of preference: the
+        value's own buffer, laid out so before it was realized; a strided view of a buffer that
+        exists anyway (``softmax(x).diagonal()`` of a stored softmax, views of graph inputs keep
+        aliasing them); a copy into a buffer with eager's exact strides (dims eager expands are
+        stored once and viewed with stride 0)."""
         if not isinstance(v, ir.IRNode):
             return v
+        want = self._eager_layout(meta)
+        if want is not None and (not self._same_sizes(list(v.get_size()), want[0])
+                                 or any(isinstance(s, int) and s == 0 for s in want[0])):
+            want = None  # other sizes (not expected), or empty: returned as computed
+        node = self._output_node(v, want)
+        layout = getattr(node, "layout", None)
+        if want is None or layout is None or _strides_match(list(layout.size), list(layout.stride), want[1],
+                                                            self.sizevars):
+            return node
+        return self._copy_with_strides(node, *want)
+
+    def _output_node(self, v: Any, want: tuple[list, list] | None) -> Any:
+        """``v`` realized: a Buffer or a ReinterpretView; eager's strides where this is free."""
         if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.StorageBox):
             sb = v.data
             if isinstance(sb.data, (ir.Pointwise, ir.Reduction)):
+                if want is not None and any(_broadcast_dims(*want)):
+                    return self._copy_with_strides(v, *want)  # computed once per broadcast row
+                self._prefer_eager_strides(v, want)
                 sb.realize()
-                buf = sb.data
-                # the strides eager gives this output, when dense (never touching the meta's SymInts
-                # directly: comparing them would specialize the sizes)
-                msize = self.sizevars.sizes(meta.shape) if isinstance(meta, torch.Tensor) else None
-                mstride = self.sizevars.sizes(meta.stride()) if isinstance(meta, torch.Tensor) else None
-                if msize is not None and msize == list(buf.get_size()) \
-                        and _is_dense_non_overlapping(msize, mstride, self.sizevars):
-                    buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, list(buf.get_size()),
-                                                mstride, 0)
-                else:
-                    buf.freeze_layout()
+            sb.data.freeze_layout()
             return sb.data
         if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.ReinterpretView):
-            return self._dense_as_eager(v.data, meta)
-        # a lazy view: compute it into a fresh buffer
+            return v.data
+        # a lazy view
+        if want is not None:
+            view = self._view_of_stored(v, *want)
+            if view is not None:
+                return view
+            if not self._strided_after_realize(v, want[1]):
+                return self._copy_with_strides(v, *want)
         node = ir.realize_input(v)
         if isinstance(node, ir.Buffer):
             node.freeze_layout()
-        return self._dense_as_eager(node, meta)
+        return node
 
-    def _dense_as_eager(self, node: Any, meta: Any) -> Any:
-        """A view output with gaps (a row of a zero-padded matrix product) where eager's output is
-        dense: copied into a buffer with eager's strides, so ``.view`` on it works as in eager."""
-        if not isinstance(node, ir.ReinterpretView) or not isinstance(meta, torch.Tensor):
-            return node
-        size, stride = list(node.get_size()), list(node.layout.stride)
-        msize, mstride = self.sizevars.sizes(meta.shape), self.sizevars.sizes(meta.stride())
-        if msize != size or _is_dense_non_overlapping(size, stride, self.sizevars) \
-                or not _is_dense_non_overlapping(msize, mstride, self.sizevars):
-            return node
-        box = ir.StorageBox(ir.Pointwise(node.get_device(), node.get_dtype(), node.make_loader(), size))
+    def _view_of_stored(self, v: Any, size: list, stride: list) -> ir.ReinterpretView | None:
+        """``v``, a chain of lazy views of a stored buffer (a realized value, a graph input, a
+        ReinterpretView), as a ReinterpretView with strides ``stride`` of that buffer when the
+        views' index map is exactly that strided layout (the offset is the map's); else None."""
+        x, reindexes = v, []
+        while True:
+            if isinstance(x, ir.TensorBox):
+                x = x.data
+            elif isinstance(x, ir.GenericView):
+                reindexes.append(x.reindex)
+                x = x.data
+            else:
+                break
+        if isinstance(x, ir.StorageBox):
+            x = x.data
+        if isinstance(x, ir.ReinterpretView):
+            buf, layout = ir.unwrap_storage(x.data), x.layout
+        elif isinstance(x, ir.Buffer) and x.layout is not None:
+            buf, layout = x, x.layout
+        else:
+            return None
+        if not isinstance(buf, ir.Buffer) or any(isinstance(s, int) and s == 0 for s in size):
+            return None
+        idx = [S.sym(f"i{d}") for d in range(len(size))]
+        index = list(idx)
+        for fn in reindexes:
+            index = fn(index)
+        expr = S.simplify_with_ranges(layout.make_indexer()(index), list(zip(idx, size)))
+        strides = S.stride_vars(expr, idx)
+        offset = S.offset_var(expr, idx)
+        linear = offset
+        for i, st in zip(idx, strides):
+            linear = linear + i * st
+        if linear != expr:
+            return None
+        strides = [SV.static_or_expr(st) for st in strides]
+        if not _strides_match(size, strides, stride, self.sizevars):
+            return None
+        buf.freeze_layout()
+        return ir.ReinterpretView(buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride),
+                                                      SV.static_or_expr(offset)))
+
+    def _strided_after_realize(self, v: Any, stride: list) -> bool:
+        """Whether ``v``, strided lazy views of an unrealized value, gets strides ``stride`` when
+        that value is realized and the views become a ReinterpretView of it (``ir.realize_input``:
+        the value's buffer is then shared with any other output of it)."""
+        chain = ir._strided_view_chain(v.data if isinstance(v, ir.TensorBox) else v)
+        if chain is None:
+            return False
+        box, fns = chain
+        if not isinstance(box.data, (ir.Pointwise, ir.Reduction)):
+            return False
+        size = list(box.data.get_size())
+        base = box.exact_stride if box.exact_stride is not None else ir.contiguous_strides(size)
+        layout: Any = ir.FixedLayout(box.get_device(), box.get_dtype(), size, list(base))
+        for fn in fns:
+            layout = fn(layout) if layout is not None else None
+        return layout is not None and _strides_match(list(layout.size), list(layout.stride), stride, self.sizevars)
+
+    def _copy_with_strides(self, x: Any, size: list, stride: list) -> Any:
+        """``x`` computed into a new buffer with exactly ``stride``: a ComputedBuffer, or, when
+        ``stride`` expands dims (0 on a dim longer than 1), a ComputedBuffer holding one element
+        along them and a ReinterpretView of it with eager's strides."""
+        bcast = _broadcast_dims(size, stride)
+        loader = x.make_loader()
+        if any(bcast):
+            def inner(index, _load=loader, _b=bcast):
+                return _load([S.Integer(0) if b else i for b, i in zip(_b, index)])
+        else:
+            inner = loader
+        bsize = [1 if b else s for b, s in zip(bcast, size)]
+        box = ir.StorageBox(ir.Pointwise(x.get_device(), x.get_dtype(), inner, bsize))
+        box.exact_stride = list(stride)
         box.realize()
         buf = box.data
-        buf.layout = ir.FixedLayout(buf.layout.device, buf.layout.dtype, size, mstride, 0)
+        if any(bcast):
+            return ir.ReinterpretView(buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), 0))
         return buf
 
     def fallback(self, target, args, kwargs, meta=None):

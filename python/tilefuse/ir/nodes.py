@@ -908,12 +908,21 @@ class MutableBox(IRNode):
 
 
 class StorageBox(MutableBox):
-    """Holds a value that may be realized into a buffer in place (all users see the buffer)."""
+    """Holds a value that may be realized into a buffer in place (all users see the buffer).
+
+    ``exact_stride``: strides the buffer must have once realized (set by GraphLowering on a graph
+    output's value, to eager's strides, before any consumer realizes it); None: a FlexibleLayout,
+    contiguous."""
+
+    exact_stride: list | None = None
 
     def realize(self) -> str | None:
         if isinstance(self.data, (Pointwise, Reduction)):
             size = list(self.data.get_size())
-            layout = FlexibleLayout(self.data.get_device(), self.data.get_dtype(), size, contiguous_strides(size))
+            if self.exact_stride is not None:
+                layout = FixedLayout(self.data.get_device(), self.data.get_dtype(), size, list(self.exact_stride))
+            else:
+                layout = FlexibleLayout(self.data.get_device(), self.data.get_dtype(), size, contiguous_strides(size))
             buf = ComputedBuffer(G.graph().new_buffer_name(), layout, self.data)
             G.graph().register_buffer(buf)
             self.data = buf

@@ -1060,6 +1060,9 @@ for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.
 # A product at least this large (m*n*k multiply-adds) is padded when a leading dimension is off
 # alignment: below it the padding copies cost about what the aligned kernel saves.
 PAD_MM_MIN_MACS = 1 << 27
+# Device types whose products are padded: cuBLAS's (tests add "cpu" to run the padded path, with
+# PAD_MM_MIN_MACS lowered, under Triton's interpreter)
+PAD_MM_DEVICE_TYPES = ("cuda",)
 
 
 def _mm_padding(a, b) -> tuple[tuple[int, int, int] | None, Any, Any]:
@@ -1071,11 +1074,11 @@ def _mm_padding(a, b) -> tuple[tuple[int, int, int] | None, Any, Any]:
     multiple of 8 (16-bit dtypes) or 4 (fp32) elements: a GPT-2 LM head (vocabulary 50257) ran
     its 3 products 5-8x slower than aligned. Padded: ``n`` (the output's rows), ``k`` when ``a``
     is row-major or ``b`` column-major, ``m`` when ``a`` is column-major (a transposed view).
-    Only CUDA, float dtypes, static sizes, products of at least ``PAD_MM_MIN_MACS``;
-    ``config.pad_mm`` switches it off."""
+    Only CUDA (``PAD_MM_DEVICE_TYPES``), float dtypes, static sizes, products of at least
+    ``PAD_MM_MIN_MACS``; ``config.pad_mm`` switches it off."""
     from .. import config
 
-    if not config.pad_mm or a.get_device().type != "cuda":
+    if not config.pad_mm or a.get_device().type not in PAD_MM_DEVICE_TYPES:
         return None, a, b
     dtype = a.get_dtype()
     if dtype not in (torch.float16, torch.bfloat16, torch.float32) or b.get_dtype() != dtype:

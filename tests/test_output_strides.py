@@ -1,0 +1,243 @@
+"""Graph outputs come back with eager's strides (Inductor's ``keep_output_stride``).
+
+Every output of a compiled graph must have the strides of its FX meta value on each dim longer
+than 1: callers (and AOTAutograd, which regenerates aliased outputs from them) see what eager
+gives. Checked here against eager, values and ``.stride()``: values a matrix product also reads,
+views of intermediates, slices of zero-padded matrix products, broadcasts; outputs aliasing graph
+inputs keep aliasing them; and the common case (strides already eager's) costs no copy kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tilefuse.lowering as lowering
+from _tf_testutil import DEVICE, GPU_MARKS
+from tilefuse import config, metrics
+
+pytestmark = GPU_MARKS
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    torch._dynamo.reset()
+    prev = torch.get_default_device()
+    torch.set_default_device(DEVICE)
+    try:
+        with config.patch(fallback_on_error=False):
+            yield
+    finally:
+        torch.set_default_device(prev)
+        torch._dynamo.reset()
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def compile_and_compare(fn, *args, kernels=None, atol=1e-5, rtol=1e-5, **compile_kw):
+    """``fn`` compiled vs eager on copies of ``args``: every output's values and strides equal
+    (shapes only for an empty output); returns (compiled outputs, eager outputs, compiled args)."""
+    metrics.reset()
+    cargs = [a.clone() for a in args]
+    eargs = [a.clone() for a in args]
+    got = _as_tuple(torch.compile(fn, backend="tilefuse", **compile_kw)(*cargs))
+    want = _as_tuple(fn(*eargs))
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g, w, atol=atol, rtol=rtol, msg=lambda m: f"output {i}: {m}")
+        if w.numel():  # an empty tensor's strides are not compared (as torch and Inductor do)
+            assert g.stride() == w.stride(), (i, g.stride(), w.stride())
+        else:
+            assert g.shape == w.shape
+    if kernels is not None:
+        assert metrics.generated_kernel_count == kernels, metrics.generated_kernel_count
+    assert metrics.fallback_kernel_count == 0
+    return got, want, cargs
+
+
+def test_output_also_read_by_a_matmul_keeps_transposed_strides():
+    # eager: y has x.t()'s column-major strides; the matmul must not make tilefuse store it row-major
+    def f(x, w):
+        y = x.t() * 2
+        return y, y @ w
+
+    got, _, _ = compile_and_compare(f, torch.randn(6, 7), torch.randn(6, 5), kernels=1)
+    assert got[0].stride() == (1, 7)
+    assert metrics.extern_kernel_count == 1  # y is stored once, with eager's strides: no copy kernel
+
+
+def test_output_also_read_by_a_batched_matmul_3d():
+    def f(x, w):
+        y = torch.relu(x.permute(0, 2, 1))
+        return y, torch.bmm(y, w)
+
+    compile_and_compare(f, torch.randn(3, 5, 4), torch.randn(3, 5, 2), kernels=1)
+
+
+def test_diagonal_of_softmax_is_a_strided_view():
+    n = 8
+    got, _, _ = compile_and_compare(lambda x: torch.softmax(x, -1).diagonal(), torch.randn(n, n))
+    assert got[0].stride() == (n + 1,)
+
+
+def test_view_outputs_of_a_returned_value_share_its_buffer():
+    def f(x):
+        y = torch.softmax(x, -1)
+        return y.diagonal(), y, y.t(), y[1:, ::2]
+
+    got, _, _ = compile_and_compare(f, torch.randn(6, 6), kernels=1)
+    storage = got[1].untyped_storage().data_ptr()
+    assert all(g.untyped_storage().data_ptr() == storage for g in got)  # views of y, as in eager
+
+
+def test_views_of_intermediates():
+    def f(x):
+        a = (x * 2).diagonal()          # lazy, not strided: computed into eager's gapped layout
+        b = (x + 1).t()                 # strided view of a realized value
+        c = torch.exp(x)[:, 1:4]        # a slice
+        d = (x - 1).unsqueeze(1).expand(6, 3, 6)   # a broadcast: stride 0
+        e = x.sum(0, keepdim=True).expand(4, 6)    # a broadcast reduction
+        return a, b, c, d, e
+
+    compile_and_compare(f, torch.randn(6, 6))
+
+
+def test_outputs_aliasing_graph_inputs_keep_aliasing_them():
+    def f(x):
+        return x.t(), x[::2], x.diagonal(), x[1:, 2:]
+
+    x = torch.randn(6, 6)
+    got, want, cargs = compile_and_compare(f, x, kernels=0)
+    base = cargs[0].untyped_storage().data_ptr()
+    for g, w in zip(got, want):
+        assert g.untyped_storage().data_ptr() == base
+        assert g.storage_offset() == w.storage_offset()
+    cargs[0].add_(1)  # the outputs are views of the input, as eager's are
+    torch.testing.assert_close(got[1], cargs[0][::2])
+    torch.testing.assert_close(got[2], cargs[0].diagonal())
+
+
+@pytest.mark.parametrize("view", ["none", "t", "slice"])
+def test_inplace_mutation_returned(view):
+    def f(x, y):
+        x.add_(1)
+        out = x if view == "none" else (x.t() if view == "t" else x[::2])
+        return out, y * 2
+
+    x = torch.randn(4, 6)
+    got, want, cargs = compile_and_compare(f, x, torch.randn(3))
+    torch.testing.assert_close(cargs[0], x + 1)  # the input was mutated
+    assert got[0].untyped_storage().data_ptr() == cargs[0].untyped_storage().data_ptr()
+    if view == "none":
+        assert got[0] is cargs[0]
+
+
+def test_training_outputs_and_grads_keep_the_graphs_strides():
+    """Forward outputs have eager's strides; the backward graph's outputs (the gradients) have its
+    FX meta values' strides, which are AOTAutograd's, as ``aot_eager`` and Inductor return them
+    (eager's autograd engine gives x's gradient other strides here: (7, 1))."""
+    x = torch.randn(5, 7, requires_grad=True)
+    w = torch.randn(5, 3, requires_grad=True)
+
+    def f(a, b):
+        y = torch.tanh(a.t())
+        return y, y @ b
+
+    def grads(out):
+        return torch.autograd.grad(out[0].sum() + out[1].pow(2).sum(), (x, w))
+
+    got = torch.compile(f, backend="tilefuse")(x, w)
+    want = f(x, w)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+        assert g.stride() == e.stride()
+    torch._dynamo.reset()
+    ref = torch.compile(f, backend="aot_eager")(x, w)
+    for g, e, r in zip(grads(got), grads(want), grads(ref)):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
+        assert g.stride() == r.stride()
+
+
+def test_padded_matrix_product_slices_get_eager_strides(monkeypatch):
+    """pad_mm (forced on this device, at any size): a slice of a product computed on zero-padded
+    operands is a view with the padded row stride (28 here); as an output it comes back with
+    eager's (27)."""
+    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    a, b, c = torch.randn(16, 9), torch.randn(9, 27), torch.randn(27)
+
+    def f(a, b, c):
+        p = a @ b
+        return p[:, :5], p, p.t(), torch.addmm(c, a, b)[2:]
+
+    with config.patch(pad_mm=True):
+        got, _, _ = compile_and_compare(f, a, b, c, atol=1e-4, rtol=1e-4)
+    assert got[0].stride() == (27, 1)
+    assert metrics.extern_kernel_count == 2
+    with config.patch(pad_mm=False):
+        compile_and_compare(f, a, b, c, atol=1e-4, rtol=1e-4, kernels=0)
+
+
+def test_dynamic_shapes_outputs_keep_eager_strides():
+    def f(x, w):
+        y = x.t() * 2
+        s = torch.softmax(x, -1)
+        return y, y @ w, torch.softmax(x * 2, -1).diagonal(), x[::2], s, s.diagonal(), x.diagonal()
+
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (6, 9):
+        x, w = torch.randn(n, n), torch.randn(n, 3)
+        got = cf(x, w)
+        want = f(x, w)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+            assert g.stride() == e.stride()
+    assert metrics.specialized_graph_count == 0
+
+
+@pytest.mark.parametrize("case, kernels, externs", [("mlp_inference", 1, 2), ("mlp_training", 4, 6),
+                                                     ("layer_norm_inference", 1, 0),
+                                                     ("layer_norm_training", 3, 0)])
+def test_no_copy_kernels_when_strides_already_match(case, kernels, externs):
+    """Contiguous graphs: the same kernels as before outputs were checked against eager's
+    strides (forward + backward counted together for training)."""
+    torch.manual_seed(0)
+    if case.startswith("mlp"):
+        model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+        x = torch.randn(8, 12)
+    else:
+        model = torch.nn.LayerNorm(48)
+        x = torch.randn(6, 48)
+    metrics.reset()
+    cm = torch.compile(model, backend="tilefuse")
+    if case.endswith("inference"):
+        with torch.no_grad():
+            out = cm(x)
+            want = model(x)
+    else:
+        x.requires_grad_(True)
+        out = cm(x)
+        want = model(x)
+        out.pow(2).sum().backward()
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+    assert out.stride() == want.stride()
+    assert (metrics.generated_kernel_count, metrics.extern_kernel_count) == (kernels, externs)
+    assert metrics.fallback_kernel_count == 0
+
+
+def test_layer_norm_softmax_block_outputs():
+    def f(x, w, b):
+        h = F.layer_norm(x, (16,), w, b)
+        return h, h.softmax(-1).transpose(0, 1), h.mean(-1)
+
+    compile_and_compare(f, torch.randn(4, 5, 16), torch.randn(16), torch.randn(16))
+
+
+def test_empty_outputs():
+    def f(x):
+        return x[:, 3:3].t(), (x * 2)[2:2], torch.softmax(x, -1)[:0].diagonal()
+
+    compile_and_compare(f, torch.randn(4, 5))
