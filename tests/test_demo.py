@@ -22,7 +22,7 @@ if DEVICE == "cuda" and not torch.cuda.is_available():
 
 def _assert_all_compiled(res: demo.Result) -> None:
     assert not res.failures, f"{len(res.failures)} graph(s) ran eagerly: {res.failures}"
-    assert res.compiled_graphs >= 1
+    assert res.tilefuse_graphs >= 1
     assert res.generated_kernels >= 1
 
 
@@ -80,3 +80,54 @@ def test_demo_main_exit_status(monkeypatch):
 def test_symbolic_section_runs(capsys):
     assert demo.main(["--symbolic"]) == 0
     assert "all checks passed" in capsys.readouterr().out
+
+
+def _result(**kw) -> demo.Result:
+    base = dict(device="cpu", size="tiny", config=dict(demo.SIZES["tiny"]), logits_close=True, max_abs_err=0.0,
+                compile_s=0.1, eager_ms=1.0, compiled_ms=1.0)
+    return demo.Result(**{**base, **kw})
+
+
+def test_report_counts_graphs_reused_from_the_graph_cache(capsys):
+    demo.report(_result(compiled_graphs=0, cached_graphs=2, generated_kernels=5))
+    out = capsys.readouterr().out
+    assert "graphs compiled by tilefuse: 0 (2 reused from the graph cache)" in out
+    assert "every graph Dynamo captured was compiled by tilefuse, 2 of them" in out and "no eager fallback" in out
+    demo.report(_result(compiled_graphs=3))
+    out = capsys.readouterr().out
+    assert "graphs compiled by tilefuse: 3\n" in out and "reused from the graph cache" not in out
+    assert "every graph Dynamo captured was compiled by tilefuse (no eager fallback)" in out
+
+
+def test_main_counts_cached_graphs_as_compiled(monkeypatch, capsys):
+    """A run whose only tilefuse graphs came from the graph cache is not "trivially" OK: those
+    graphs ran tilefuse's code."""
+    failure = "tilefuse: compiling forward graph 'forward_1' failed (X: y); running that graph eagerly"
+    for cached, trivial in ((1, False), (0, True)):
+        monkeypatch.setattr(demo, "run_gpt2", lambda **kw: _result(cached_graphs=cached, failures=[failure]))
+        assert demo.main(["--device", "cpu", "--size", "tiny", "--reps", "1"]) == 0
+        out = capsys.readouterr().out
+        assert ("OK only trivially" in out) == trivial
+        assert "WARNING: 1 graph(s) could not be compiled" in out
+
+
+def test_demo_second_run_reuses_graphs_from_the_graph_cache(tmp_path, monkeypatch, capsys):
+    from tilefuse import config, runtime
+    from tilefuse.runtime import graph_cache
+
+    monkeypatch.setattr(runtime, "_CACHE_DIR", str(tmp_path / "tfcache"))
+    graph_cache.clear()
+    try:
+        with config.patch(graph_cache=True):
+            first = demo.run_gpt2(device=DEVICE, size="tiny", reps=1, n_layer=1)
+            second = demo.run_gpt2(device=DEVICE, size="tiny", reps=1, n_layer=1)
+    finally:
+        graph_cache.clear()
+    assert first.logits_close and second.logits_close
+    assert first.compiled_graphs >= 1 and first.cached_graphs == 0
+    assert second.compiled_graphs == 0 and second.cached_graphs == first.compiled_graphs
+    assert not second.failures and second.generated_kernels == first.generated_kernels
+    demo.report(second)
+    out = capsys.readouterr().out
+    assert f"graphs compiled by tilefuse: 0 ({second.cached_graphs} reused from the graph cache)" in out
+    assert "no eager fallback" in out

@@ -9,11 +9,13 @@ eager PyTorch. On a CUDA device it uses a GPT-2-small-sized model (12 layers, 76
 batch 2 × 16 tokens) on the CPU, the kernels executing in Triton's interpreter.
 
 It prints: the largest absolute difference of the logits from eager (and fails when they are not
-close), how many Triton kernels tilefuse generated, how many aten ops ran as fallback kernels (and
-which), how many extern calls (matmuls, attention) there were, the compile time (the first call),
-and eager vs compiled time per call. When tilefuse cannot compile one of the graphs Dynamo hands it,
-it warns and runs that graph eagerly (``tilefuse.config.fallback_on_error``); the demo counts those
-warnings and prints them, so a run that was partly eager says so.
+close), how many graphs tilefuse compiled and how many it reused from its graph cache (compiled
+by an earlier run: ``tilefuse.metrics.graph_cache_hits``), how many Triton kernels tilefuse
+generated, how many aten ops ran as fallback kernels (and which), how many extern calls (matmuls,
+attention) there were, the compile time (the first call), and eager vs compiled time per call.
+When tilefuse cannot compile one of the graphs Dynamo hands it, it warns and runs that graph
+eagerly (``tilefuse.config.fallback_on_error``); the demo counts those warnings and prints them,
+so a run that was partly eager says so.
 
 Options:
     --train        also run one training step (cross-entropy loss, backward) and compare every
@@ -130,7 +132,8 @@ class Result:
     generated_kernels: int = 0
     fallback_kernels: int = 0
     extern_kernels: int = 0
-    compiled_graphs: int = 0
+    compiled_graphs: int = 0  # graphs tilefuse lowered and generated in this run
+    cached_graphs: int = 0  # graphs whose compiled module came from tilefuse's graph cache
     failures: list[str] = field(default_factory=list)  # graphs tilefuse could not compile (ran eagerly)
     fallback_ops: list[str] = field(default_factory=list)
     other_warnings: list[str] = field(default_factory=list)
@@ -142,6 +145,12 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.logits_close and self.grads_close is not False
+
+    @property
+    def tilefuse_graphs(self) -> int:
+        """Graphs that ran tilefuse-compiled code: compiled in this run or reused from the graph
+        cache (``tilefuse.metrics.graph_cache_hits``)."""
+        return self.compiled_graphs + self.cached_graphs
 
 
 def build_gpt2(size: str = "tiny", device: str = "cpu", seed: int = 0, **overrides: int):
@@ -215,6 +224,7 @@ def run_gpt2(device: str | None = None, size: str | None = None, train: bool = F
         res.fallback_kernels = metrics.fallback_kernel_count
         res.extern_kernels = metrics.extern_kernel_count
         res.compiled_graphs = metrics.generated_graph_count
+        res.cached_graphs = metrics.graph_cache_hits
         res.failures += cap.failures
         res.fallback_ops += cap.fallback_ops
         res.other_warnings += cap.other_warnings
@@ -242,8 +252,8 @@ def _train_step(res: Result, model, ids, tol: dict[str, float], sync) -> None:
     loss_ref = eager_m(ids, labels=labels).loss
     loss_ref.backward()
     torch._dynamo.reset()
-    k0, f0, e0, g0 = (metrics.generated_kernel_count, metrics.fallback_kernel_count,
-                      metrics.extern_kernel_count, metrics.generated_graph_count)
+    k0, f0, e0, g0, h0 = (metrics.generated_kernel_count, metrics.fallback_kernel_count,
+                          metrics.extern_kernel_count, metrics.generated_graph_count, metrics.graph_cache_hits)
     compiled = torch.compile(comp_m, backend="tilefuse")
     with _Capture() as cap:
         sync()
@@ -256,6 +266,7 @@ def _train_step(res: Result, model, ids, tol: dict[str, float], sync) -> None:
     res.fallback_kernels += metrics.fallback_kernel_count - f0
     res.extern_kernels += metrics.extern_kernel_count - e0
     res.compiled_graphs += metrics.generated_graph_count - g0
+    res.cached_graphs += metrics.graph_cache_hits - h0
     res.failures += cap.failures
     res.fallback_ops += cap.fallback_ops
     res.other_warnings += cap.other_warnings
@@ -304,7 +315,8 @@ def report(res: Result, out=None) -> None:
             p(f"      {m}")
         if len(res.grad_mismatches) > 10:
             p(f"      ... and {len(res.grad_mismatches) - 10} more")
-    p(f"  graphs compiled by tilefuse: {res.compiled_graphs}")
+    cached = f" ({res.cached_graphs} reused from the graph cache)" if res.cached_graphs else ""
+    p(f"  graphs compiled by tilefuse: {res.compiled_graphs}{cached}")
     p(f"  generated Triton kernels:    {res.generated_kernels}")
     p(f"  fallback kernels (aten):     {res.fallback_kernels}")
     if res.fallback_ops:
@@ -321,6 +333,9 @@ def report(res: Result, out=None) -> None:
           "(their results above are eager's):")
         for f in res.failures:
             p(f"    - {f.splitlines()[0][:400]}")
+    elif res.cached_graphs:
+        p(f"  every graph Dynamo captured was compiled by tilefuse, {res.cached_graphs} of them by an earlier "
+          "compile reused from the graph cache (no eager fallback)")
     else:
         p("  every graph Dynamo captured was compiled by tilefuse (no eager fallback)")
     if res.other_warnings:
@@ -420,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and res.failures:
         print(f"\nFAILED (--strict): {len(res.failures)} graph(s) ran eagerly", file=sys.stderr)
         return 3
-    if res.failures and res.compiled_graphs == 0:
+    if res.failures and res.tilefuse_graphs == 0:
         print("\nOK only trivially: results match eager, but tilefuse compiled NO graph (all ran eagerly; see above)")
     else:
         print("\nOK: compiled results match eager" + (" (partly eager: see the warning above)" if res.failures else ""))
