@@ -1,7 +1,9 @@
 """tilefuse configuration.
 
 Every option has a default, can be overridden by an environment variable (read at import), and can
-be overridden per compile through ``torch.compile(m, backend="tilefuse", options={...})``.
+be overridden per compile through ``torch.compile(m, backend="tilefuse", options={...})``. An
+environment variable that is empty (``TILEFUSE_PAD_MM=``) or only blanks counts as not set: the
+option keeps its default.
 
 Options:
     fallback_on_error (bool, env TILEFUSE_FALLBACK_ON_ERROR, default True): an exception while
@@ -42,6 +44,10 @@ Options:
         process, or in any process sharing ``TILEFUSE_CACHE_DIR``) with the same code, input
         metadata and options reuses that compile's module instead of being lowered and generated
         again (``tilefuse.runtime.graph_cache``; guards on symbolic sizes are checked and replayed).
+    pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
+        a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
+        (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
+        with eager's strides.
 """
 
 from __future__ import annotations
@@ -52,13 +58,21 @@ from typing import Any, Iterator
 
 
 _TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _env_value(name: str) -> str | None:
+    """The environment variable ``name``, or None when it is unset or empty (only blanks):
+    ``TILEFUSE_PAD_MM=`` means "not set", the option keeps its default, for every option."""
+    v = os.environ.get(name)
+    return v if v is not None and v.strip() else None
 
 
 def _env_bool(name: str, default: bool) -> bool:
-    """A bool option from the environment; ValueError naming the variable for anything but
-    1/0, true/false, yes/no, on/off (a typo must not silently mean "on")."""
-    v = os.environ.get(name)
+    """A bool option from the environment (``default`` when unset or empty); ValueError naming the
+    variable for anything but 1/0, true/false, yes/no, on/off (a typo must not silently mean
+    "on")."""
+    v = _env_value(name)
     if v is None:
         return default
     w = v.strip().lower()
@@ -71,8 +85,9 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 def _env_int(name: str, default: int) -> int:
-    """An int option from the environment; ValueError naming the variable when it is not one."""
-    v = os.environ.get(name)
+    """An int option from the environment (``default`` when unset or empty); ValueError naming the
+    variable when it is not an integer."""
+    v = _env_value(name)
     if v is None:
         return default
     try:
@@ -83,7 +98,7 @@ def _env_int(name: str, default: int) -> int:
 
 
 fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
-debug_dir: str | None = os.environ.get("TILEFUSE_DEBUG_DIR") or None
+debug_dir: str | None = _env_value("TILEFUSE_DEBUG_DIR")
 persistent_reduction_threshold: int = _env_int("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", 4096)
 realize_reads_threshold: int = 4
 realize_opcount_threshold: int = 30
@@ -100,7 +115,7 @@ def _usable_cores() -> int:
 
 
 compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
-compile_pool: str = os.environ.get("TILEFUSE_COMPILE_POOL", "process")
+compile_pool: str = (_env_value("TILEFUSE_COMPILE_POOL") or "process").strip()
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are

@@ -1,0 +1,83 @@
+"""tilefuse.config: options from the environment. An empty variable means "not set" (the default),
+for every option read from the environment; a value that does not parse is an error naming it."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from tilefuse import config
+
+# every option read from the environment: (variable, option, a value that sets it, what it parses to)
+_ENV_OPTIONS = [
+    ("TILEFUSE_FALLBACK_ON_ERROR", "fallback_on_error", "0", False),
+    ("TILEFUSE_DEBUG_DIR", "debug_dir", "/tmp/tf_debug", "/tmp/tf_debug"),
+    ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "persistent_reduction_threshold", "1024", 1024),
+    ("TILEFUSE_AUTOTUNE", "autotune", "off", False),
+    ("TILEFUSE_TILING", "tiling", "no", False),
+    ("TILEFUSE_COMPILE_WORKERS", "compile_workers", "3", 3),
+    ("TILEFUSE_COMPILE_POOL", "compile_pool", "thread", "thread"),
+    ("TILEFUSE_SYMBOLIC_SHAPES", "symbolic_shapes", "false", False),
+    ("TILEFUSE_GRAPH_CACHE", "graph_cache", "1", True),
+    ("TILEFUSE_PAD_MM", "pad_mm", "0", False),
+]
+
+
+@pytest.fixture
+def reload_config(monkeypatch):
+    """``load(**env)``: tilefuse.config re-read with those environment variables (and every other
+    TILEFUSE_ option variable unset); the module is re-read from the real environment afterwards."""
+
+    def load(**env):
+        for var, *_ in _ENV_OPTIONS:
+            monkeypatch.delenv(var, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return importlib.reload(config)
+
+    try:
+        yield load
+    finally:
+        monkeypatch.undo()
+        importlib.reload(config)
+
+
+def test_empty_values_keep_the_defaults(reload_config):
+    defaults = reload_config()
+    want = {opt: getattr(defaults, opt) for _, opt, _, _ in _ENV_OPTIONS}
+    for blank in ("", "  "):
+        cfg = reload_config(**{var: blank for var, *_ in _ENV_OPTIONS})
+        for _, opt, _, _ in _ENV_OPTIONS:
+            assert getattr(cfg, opt) == want[opt], (opt, blank)
+    assert want["pad_mm"] is True and want["fallback_on_error"] is True and want["debug_dir"] is None
+    assert want["compile_pool"] == "process" and want["persistent_reduction_threshold"] == 4096
+
+
+@pytest.mark.parametrize("var, opt, value, parsed", _ENV_OPTIONS)
+def test_set_values_are_read(reload_config, var, opt, value, parsed):
+    cfg = reload_config(**{var: value})
+    assert getattr(cfg, opt) == parsed
+
+
+@pytest.mark.parametrize("var, value", [("TILEFUSE_PAD_MM", "maybe"), ("TILEFUSE_COMPILE_WORKERS", "four"),
+                                        ("TILEFUSE_COMPILE_POOL", "fibers"),
+                                        ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "0")])
+def test_values_that_do_not_parse_are_errors_naming_the_variable(reload_config, var, value):
+    with pytest.raises(ValueError, match=var):
+        reload_config(**{var: value})
+
+
+def test_helpers_directly(monkeypatch):
+    for v in ("", " ", "\t"):
+        monkeypatch.setenv("TILEFUSE_TEST_OPT", v)
+        assert config._env_value("TILEFUSE_TEST_OPT") is None
+        assert config._env_bool("TILEFUSE_TEST_OPT", True) is True
+        assert config._env_bool("TILEFUSE_TEST_OPT", False) is False
+        assert config._env_int("TILEFUSE_TEST_OPT", 7) == 7
+    monkeypatch.setenv("TILEFUSE_TEST_OPT", " Off ")
+    assert config._env_bool("TILEFUSE_TEST_OPT", True) is False
+    monkeypatch.setenv("TILEFUSE_TEST_OPT", " 12 ")
+    assert config._env_int("TILEFUSE_TEST_OPT", 7) == 12
+    monkeypatch.delenv("TILEFUSE_TEST_OPT")
+    assert config._env_value("TILEFUSE_TEST_OPT") is None and config._env_bool("TILEFUSE_TEST_OPT", True) is True
