@@ -238,6 +238,22 @@ def test_forked_compile_workers_fill_tritons_cache():
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
 
 
+def test_compiler_warm_up_compiles_even_when_cached(fresh_triton_cache):
+    """The warm-up compile exists for its one-time set-up: it must really compile (no cache hit)
+    each time, and leave Triton's always_compile knob as it found it."""
+    from triton.backends.compiler import GPUTarget
+
+    events = []
+    triton.knobs.compilation.listener = lambda **kw: events.append(kw["cache_hit"])
+    try:
+        for _ in range(2):
+            R._warm_compiler(GPUTarget("cuda", 90, 32))  # compiling for a device needs no device
+    finally:
+        triton.knobs.compilation.listener = None
+    assert events == [False, False]
+    assert not triton.knobs.compilation.always_compile
+
+
 def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
     """Plain callables as jobs: every job runs exactly once, in several worker processes (the
     first worker forks the others), a raising job is reported with its error, the rest succeed."""
