@@ -470,3 +470,22 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
     assert {k[2] for k in one._direct} == {((True, False, True),), ((False, False, True),)}
     assert all(k[1] is True for k in one._direct)  # every pointer aligned: one flag, not one per pointer
     assert any(keep is not None for _, _, keep in one._direct.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_launches_build_no_triton_c_launcher(fresh_triton_cache):
+    """Autotuning and the later direct launches go through torch's static launcher: no compiled
+    kernel in the JIT's cache has Triton's per-signature C launcher (``CompiledKernel._run``,
+    built with gcc) after several launches, and the results are right."""
+    fn = triton.jit(_scale_kernel)
+    ln = R.KernelLauncher(fn, [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}, {"XBLOCK": 1024, "num_warps": 4}],
+                          (torch.float32, torch.float32))
+    x = torch.randn(5000, device="cuda")
+    for _ in range(3):
+        out = torch.zeros(5000, device="cuda")
+        ln(x, out)
+        torch.testing.assert_close(out, x * 2)
+    assert ln.best_config is not None and ln.timings
+    kernels = list(fn.device_caches[torch.cuda.current_device()][0].values())
+    assert len(kernels) == 2 and all(getattr(k, "_run", "missing") is None for k in kernels), kernels

@@ -34,10 +34,10 @@ job to an executor and files the results in the JIT's in-memory kernel cache. Tr
 (Python AST to TTIR) and part of its pipeline hold the GIL, so threads gain little; the default
 executor therefore runs the jobs in forked worker processes (they inherit the jobs, nothing is
 pickled, and they never touch CUDA: each job compiles for an explicit target), which write the
-binaries to Triton's on-disk cache and also build each kernel's C launcher there (Triton compiles
-one with ``gcc`` per argument signature at a kernel's first launch, about 0.3 s each, one after
-another); each job then runs again in this process, where it is a cache hit that only loads the
-binary, and the first launch only loads the launcher. Triton's driver helper module (also built
+binaries to Triton's on-disk cache; each job then runs again in this process, where it is a
+cache hit that only loads the binary. Kernels are launched with torch's static CUDA launcher
+(also while autotuning: ``_StaticLaunchJIT``), so Triton's per-signature C launcher (``gcc``,
+about 0.3 s each) is built only for a binary that launcher does not take, by the worker. Triton's driver helper module (also built
 with ``gcc`` on first use) is initialized by a background thread started when the backend is
 entered (``start_warmup``), overlapping Dynamo's and AOTAutograd's tracing. A job a worker could not compile is reported to the JIT as failed
 and compiled again at the first launch (where its error surfaces, or the autotuner skips that
@@ -272,6 +272,93 @@ def _hook_set(hook: Any) -> bool:
     return bool(calls) if calls is not None else True
 
 
+def _static_ok(kernel: Any) -> bool:
+    """Whether torch's static CUDA launcher takes this compiled kernel (``_direct_entry`` then
+    launches it without Triton's per-signature C launcher): no launch attributes, no global or
+    profile scratch memory, one CTA, CUDA rather than ROCm, and a torch that has the launcher.
+    Reads the kernel's metadata only (no CUDA), so forked compile workers can ask too."""
+    try:
+        import torch
+
+        md = kernel.metadata
+        if torch.version.hip is not None or not hasattr(torch._C, "_StaticCudaLauncher"):
+            return False
+        if getattr(md, "launch_pdl", False) or getattr(md, "launch_cooperative_grid", False):
+            return False
+        if getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0):
+            return False
+        if getattr(md, "num_ctas", 1) != 1 or getattr(getattr(md, "target", None), "backend", None) != "cuda":
+            return False
+        from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel  # noqa: F401
+    except Exception:  # noqa: BLE001 - anything unexpected: Triton's own launcher
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _max_shared_mem(device: int) -> int:
+    """The device's shared memory per block (bytes), as Triton's loader checks it."""
+    from triton.runtime import driver
+
+    return int(driver.active.utils.get_device_properties(device)["max_shared_mem"])
+
+
+def _static_launch(entry: tuple, grid: tuple, args: tuple, device: int) -> None:
+    """Launch a ``_direct_entry`` with a static launcher on the current stream."""
+    import torch
+
+    _, (launch, function, num_warps, shared, tys, extra), keep = entry
+    launch(function, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, num_warps, shared,
+           tys, (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra),
+           torch._C._cuda_getCurrentRawStream(device))
+
+
+class _StaticLaunchJIT:
+    """Stands in for a ``JITFunction`` inside Triton's autotuner: compiles through the JIT
+    function (``run(..., warmup=True)``: its cache, its specialization, no launch) and launches
+    the binary with torch's static CUDA launcher, so timing the candidate configs builds no
+    per-signature ``gcc`` launcher (about 0.3 s per signature on a cold cache). Falls back to the
+    JIT function's own launch for a binary the static launcher does not take, with Triton's
+    launch hooks set, or when the static launch fails (Triton's launch then reports resource
+    errors as ``OutOfResources``, which the autotuner skips). Everything else is forwarded."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+        self.arg_names = fn.arg_names
+        self._entries: dict = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        k = self.fn.run(*args, grid=grid, warmup=True, **kwargs)
+        if warmup or k is None:
+            return k
+        if hasattr(k, "result"):
+            k = k.result()
+        import torch
+        import triton
+        from triton.runtime.errors import OutOfResources
+
+        rt = triton.knobs.runtime
+        dev = torch._C._cuda_getDevice()
+        entry = self._entries.get((id(k), dev))
+        if entry is None and _static_ok(k):
+            if k.metadata.shared > _max_shared_mem(dev):  # as Triton's loader would refuse it
+                raise OutOfResources(k.metadata.shared, _max_shared_mem(dev), "shared memory")
+            entry = self._entries[(id(k), dev)] = _direct_entry(k, dev, len(args))
+        if entry is None or entry[1] is None or _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook):
+            return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+        if callable(grid):
+            grid = grid({**dict(zip(self.arg_names, args)), **kwargs})
+        try:
+            _static_launch(entry, tuple(grid), args, dev)
+        except RuntimeError as e:
+            log.debug("tilefuse: static launch of %s failed (%s); through Triton's launcher", k.name, e)
+            return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+        return k
+
+
 def _direct_entry(kernel: Any, device: int, n_args: int) -> tuple:
     """``(kernel, static, keep)`` for ``KernelLauncher._launch``: ``static`` is torch's static
     CUDA launcher for the compiled ``kernel`` (``StaticallyLaunchedCudaKernel``, as Inductor's
@@ -372,7 +459,7 @@ class KernelLauncher:
             import triton
 
             self.autotuner = triton.autotune(self._triton_configs, key=[], restore_value=self.mutated or None,
-                                             do_bench=_time_config, cache_results=True)(fn)
+                                             do_bench=_time_config, cache_results=True)(_StaticLaunchJIT(fn))
         else:
             self._use(0)
 
@@ -423,12 +510,12 @@ class KernelLauncher:
         """Launch without ``JITFunction.run``'s argument binding and cache lookup (about 11 us of
         Python per launch). The binary depends on what Triton specializes on: each pointer's
         16-byte alignment, and each integer's being 1, a multiple of 16 and within int32, plus the
-        current device; the key records exactly those, and a new key goes once through
-        ``JITFunction.run``, whose binary is kept for it (``_direct_entry``). Later launches with
-        that key go through torch's static CUDA launcher when it takes the binary (what Inductor
-        launches with: C++, no per-signature ``gcc`` launcher), else through the compiled
-        kernel's own Triton launcher. With Triton's launch hooks set (a profiler) every launch
-        goes through ``run``."""
+        current device; the key records exactly those, and a new key's binary comes from
+        ``JITFunction.run(..., warmup=True)`` (the JIT's cache and specialization, no launch) and
+        is kept for it (``_direct_entry``). Launches go through torch's static CUDA launcher when
+        it takes the binary (what Inductor launches with: C++ argument parsing, and no
+        per-signature ``gcc`` launcher is ever built), else through Triton's own launch. With
+        Triton's launch hooks set (a profiler) every launch goes through ``run``."""
         import triton
 
         rt = triton.knobs.runtime
@@ -449,23 +536,33 @@ class KernelLauncher:
         key = (dev, ptrs, ints)
         entry = self._direct.get(key)
         if entry is None:
-            k = self.fn[grid](*args, **kwargs)
-            if not all(hasattr(k, a) for a in ("run", "function", "packed_metadata")):
+            # compiled (or found in the JIT's cache) without launching: a binary the static
+            # launcher takes never builds Triton's per-signature C launcher
+            k = self.fn.run(*args, grid=grid, warmup=True, **kwargs)
+            if hasattr(k, "result"):
+                k = k.result()
+            # (``run`` looked up on the class: on the instance it is a property that builds the
+            # C launcher)
+            if getattr(type(k), "run", None) is None or not all(hasattr(k, a) for a in ("packed_metadata", "metadata")):
                 self._direct = None  # a Triton without these: always through run
-            else:
-                if len(self._direct) >= 64:
-                    self._direct.clear()
-                self._direct[key] = _direct_entry(k, dev, len(args))
+                self.fn[grid](*args, **kwargs)
+                return
+            ok = _static_ok(k) and k.metadata.shared <= _max_shared_mem(dev)
+            entry = _direct_entry(k, dev, len(args)) if ok else (k, None, None)
+            if len(self._direct) >= 64:
+                self._direct.clear()
+            self._direct[key] = entry
+            if entry[1] is None:
+                # Triton's own launch (its loader checks the kernel's resources and reports them)
+                self.fn[grid](*args, **kwargs)
+                return
+        if entry[1] is not None:
+            _static_launch(entry, grid, args, dev)
             return
-        k, static, keep = entry
-        stream = torch._C._cuda_getCurrentRawStream(dev)
-        gx, gy, gz = grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1
-        if static is not None:
-            launch, function, num_warps, shared, tys, extra = static
-            launch(function, gx, gy, gz, num_warps, shared, tys,
-                   (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra), stream)
-        else:
-            k.run(gx, gy, gz, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
+        k = entry[0]
+        k.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+              torch._C._cuda_getCurrentRawStream(dev), k.function, k.packed_metadata, None, None, None,
+              *args, *self._tail)
 
     @functools.cached_property
     def _ptrs(self) -> Callable[[tuple], tuple]:
@@ -530,13 +627,14 @@ _FORKED_JOBS: list[Callable[[], Any]] | None = None
 
 def _run_forked_job(i: int) -> tuple[int, str | None]:
     """In a forked worker: run compile job ``i`` (its binary lands in Triton's on-disk cache),
-    then build the compiled kernel's launcher (``_build_launcher``); returns ``(i, None)`` or
-    ``(i, error message)``."""
+    then, for a binary torch's static launcher does not take, build Triton's C launcher
+    (``_build_launcher``); returns ``(i, None)`` or ``(i, error message)``."""
     try:
         kernel = _FORKED_JOBS[i]()  # type: ignore[index]
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         return i, f"{type(e).__name__}: {e}"
-    _build_launcher(kernel)
+    if not _static_ok(kernel):  # launched statically, it never needs Triton's C launcher
+        _build_launcher(kernel)
     return i, None
 
 
