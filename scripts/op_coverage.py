@@ -110,6 +110,7 @@ class Worker:
 def sweep(names: list[str], families: dict[str, str], jsonl: str, timeout: float, max_samples: int,
           ops_per_worker: int) -> None:
     """Run every op of ``names`` in worker processes, appending each verdict to ``jsonl``."""
+    from tilefuse.testing import opinfo
     worker = None
     t0 = time.time()
     with open(jsonl, "a") as out:
@@ -126,7 +127,7 @@ def sweep(names: list[str], families: dict[str, str], jsonl: str, timeout: float
                 note = f"worker died (exit code {code})" if died else f"timeout: no verdict after {timeout:.0f} s"
                 res = {"name": name, "family": families[name], "status": "fail", "note": note, "dtypes": [],
                        "samples": 0, "fallback_ops": [], "seconds": time.time() - t}
-            res["device"] = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")  # where it was judged
+            res["device"] = opinfo.DEVICE  # where it was judged
             out.write(json.dumps(res) + "\n")
             out.flush()
             print(f"[{i + 1}/{len(names)} {time.time() - t0:7.0f}s] {name}: {res['status']} "

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import tilefuse  # noqa: F401  (registers the backend, enables the interpreter)
 from tilefuse import config, metrics
+from tilefuse.testing import opinfo
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +33,7 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16:
 
 
 # TILEFUSE_TEST_DEVICE=cuda runs this module's checks on the GPU (real Triton, libdevice math)
-DEVICE = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")
+DEVICE = opinfo.DEVICE  # TILEFUSE_TEST_DEVICE (empty means cpu)
 
 
 def to_device(a):

@@ -54,8 +54,9 @@ import torch.utils._pytree as pytree
 
 from .. import config, metrics
 
-# device the samples are made on: "cpu" (Triton interpreter) or "cuda"; TILEFUSE_TEST_DEVICE as the tests
-DEVICE = os.environ.get("TILEFUSE_TEST_DEVICE", "cpu")
+# device the samples are made on: "cpu" (Triton interpreter) or "cuda"; TILEFUSE_TEST_DEVICE (empty or
+# unset: cpu), also read by tests/test_backend_ops.py and scripts/op_coverage.py
+DEVICE = (os.environ.get("TILEFUSE_TEST_DEVICE") or "").strip() or "cpu"
 MAX_SAMPLES = 3              # samples compared per op and dtype (the first that are small enough)
 MAX_SAMPLE_NUMEL = 4096      # a sample whose tensors hold more elements in all is passed over
 SAMPLE_TIMEOUT_S = 90        # one sample (compile + run) taking longer counts as a failure
