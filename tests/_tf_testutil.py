@@ -19,6 +19,26 @@ GPU_MARKS = ([] if DEVICE == "cpu" else
              [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")])
 
 
+@pytest.fixture(autouse=True)
+def strict_on_device():
+    """Autouse (in every test module that imports it): the test runs with ``DEVICE`` as torch's
+    default device, with a fresh Dynamo state and counters, tilefuse's metrics zeroed, and
+    compile errors raised instead of falling back to eager (``config.fallback_on_error``)."""
+    from tilefuse import config, metrics
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    metrics.reset()
+    prev = torch.get_default_device()
+    torch.set_default_device(DEVICE)
+    try:
+        with config.patch(fallback_on_error=False):
+            yield
+    finally:
+        torch.set_default_device(prev)
+        torch._dynamo.reset()
+
+
 def scheduled(fn, *args):
     """(scheduled items, graph): ``fn`` traced to an aten graph, lowered and scheduled."""
     from tilefuse.graph import GraphLowering

@@ -12,6 +12,7 @@ import torch
 
 import tilefuse
 from tilefuse import config, metrics
+from _tf_testutil import strict_on_device  # noqa: F401 (autouse fixture)
 
 torch.manual_seed(0)
 
@@ -19,19 +20,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
 DEVICE = "cpu" if INTERPRET else "cuda"
 if DEVICE == "cuda":
     pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
-
-
-@pytest.fixture(autouse=True)
-def _raise_on_compile_errors():
-    torch._dynamo.reset()
-    prev = torch.get_default_device()
-    torch.set_default_device(DEVICE)
-    try:
-        with config.patch(fallback_on_error=False):
-            yield
-    finally:
-        torch.set_default_device(prev)
-        torch._dynamo.reset()
 
 
 def _devices():

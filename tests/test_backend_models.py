@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import tilefuse  # noqa: F401
-from _tf_testutil import DEVICE, GPU_MARKS
+from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
 from tilefuse import config, metrics
 
 
@@ -22,19 +22,6 @@ from tilefuse import config, metrics
 # (then every test carries the ``gpu`` marker); tensors and parameters are created on the default
 # device, set per test
 pytestmark = GPU_MARKS
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    torch._dynamo.reset()
-    prev = torch.get_default_device()
-    torch.set_default_device(DEVICE)
-    try:
-        with config.patch(fallback_on_error=False):
-            yield
-    finally:
-        torch.set_default_device(prev)
-        torch._dynamo.reset()
 
 
 class Block(torch.nn.Module):

@@ -18,27 +18,12 @@ import torch
 import torch.nn.functional as F
 
 import tilefuse  # noqa: F401
-from _tf_testutil import DEVICE, GPU_MARKS
+from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
 from tilefuse import config, metrics
 from tilefuse import symbolic as S
 from tilefuse.sizevars import SizeVars
 
 pytestmark = GPU_MARKS
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    metrics.reset()
-    prev = torch.get_default_device()
-    torch.set_default_device(DEVICE)
-    try:
-        with config.patch(fallback_on_error=False):
-            yield
-    finally:
-        torch.set_default_device(prev)
-        torch._dynamo.reset()
 
 
 def _frames() -> int:
@@ -293,7 +278,6 @@ def test_integer_arguments_of_any_sign_stay_symbolic():
         x = torch.randn(n)
         _close(cg(x, k), g(x, k))
     assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
-
 
 
 def test_transposed_access_is_tiled_with_symbolic_extents(tmp_path):

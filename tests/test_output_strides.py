@@ -14,23 +14,10 @@ import torch
 import torch.nn.functional as F
 
 import tilefuse.lowering as lowering
-from _tf_testutil import DEVICE, GPU_MARKS
+from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
 from tilefuse import config, metrics
 
 pytestmark = GPU_MARKS
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    torch._dynamo.reset()
-    prev = torch.get_default_device()
-    torch.set_default_device(DEVICE)
-    try:
-        with config.patch(fallback_on_error=False):
-            yield
-    finally:
-        torch.set_default_device(prev)
-        torch._dynamo.reset()
 
 
 def _as_tuple(x):
