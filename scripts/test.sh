@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: the Rust core's cargo tests (unit, integration and
 # property tests) and the Python suite (pytest; Triton kernels run on the CPU through
-# TRITON_INTERPRET=1; tests marked `gpu` are skipped without a CUDA device).
+# TRITON_INTERPRET=1; tests marked `gpu` are skipped without a CUDA device). Arguments go to pytest
+# in place of the whole suite: `bash scripts/test.sh tests/test_config.py -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,4 +10,9 @@ bash scripts/setup.sh
 echo "== cargo test"
 cargo test --release
 echo "== pytest"
-python -m pytest -q tests "$@"
+# arguments, when given, say what to run instead of the whole suite (test files, -k, -x, ...)
+if [ $# -gt 0 ]; then
+    python -m pytest -q "$@"
+else
+    python -m pytest -q tests
+fi

@@ -81,3 +81,12 @@ def test_helpers_directly(monkeypatch):
     assert config._env_int("TILEFUSE_TEST_OPT", 7) == 12
     monkeypatch.delenv("TILEFUSE_TEST_OPT")
     assert config._env_value("TILEFUSE_TEST_OPT") is None and config._env_bool("TILEFUSE_TEST_OPT", True) is True
+
+
+def test_blank_debug_dir_option_means_off():
+    """options={"debug_dir": "  "} is off, as an empty TILEFUSE_DEBUG_DIR (no directory named
+    by blanks is created)."""
+    assert config.validate({"debug_dir": "   "}) == {"debug_dir": None}
+    assert config.validate({"debug_dir": ""}) == {"debug_dir": None}
+    with config.patch(debug_dir="  "):
+        assert config.debug_dir is None

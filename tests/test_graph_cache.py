@@ -66,6 +66,47 @@ def test_same_graph_hits_in_process_and_replays_counters():
         assert torch.equal(got[1], want[1])
 
 
+def test_a_hit_names_the_fallback_ops_as_a_compile_does(caplog):
+    """The fallback ops are logged ("no lowering for ...", what the demo lists) on a hit too."""
+    x, y = torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE)
+    with caplog.at_level("DEBUG", logger="tilefuse"):
+        torch.compile(_f, backend="tilefuse")(x, y)
+        compiled = [r.getMessage() for r in caplog.records if "no lowering for" in r.getMessage()]
+        caplog.clear()
+        _fresh()
+        torch.compile(_f, backend="tilefuse")(x, y)
+        hit = [r.getMessage() for r in caplog.records if "no lowering for" in r.getMessage()]
+    assert metrics.graph_cache_hits == 1
+    assert compiled and any("argsort" in m or "sort" in m for m in compiled)
+    assert [m.split(";")[0] for m in hit] == [m.split(";")[0] for m in compiled]
+
+
+def test_a_damaged_module_file_is_rewritten(tmp_path, monkeypatch):
+    """A generated module file damaged outside tilefuse is rewritten from the source, not imported."""
+    import tilefuse.runtime as R
+
+    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    src = "X = 41 + 1\n"
+    R.load_module(src, {})
+    (path,) = list(tmp_path.glob("tf_*.py"))
+    path.write_text("def broken(((\n")
+    assert R.load_module(src, {}).X == 42
+    assert path.read_text() == src
+
+
+def test_cache_dir_that_is_a_file_or_blank(tmp_path, monkeypatch):
+    import tilefuse.runtime as R
+
+    f = tmp_path / "not_a_dir"
+    f.write_text("x")
+    with pytest.raises(RuntimeError, match="is not a directory; point TILEFUSE_CACHE_DIR"):
+        R.make_cache_dir(str(f))
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", "   ")
+    assert R._cache_dir_from_env().strip() and "tilefuse_" in R._cache_dir_from_env()
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "c"))
+    assert R._cache_dir_from_env() == str(tmp_path / "c")
+
+
 def test_different_shapes_dtypes_and_options_miss():
     cf = torch.compile(_f, backend="tilefuse")
     cf(torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE))

@@ -230,6 +230,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
             if rel not in guards:
                 guards.append(rel)
         delta = {k: after[k] - before[k] for k in _REPLAYED_COUNTERS}
+        delta["fallback_ops"] = [str(op) for op in graph.fallback_ops]  # named again on a hit
         graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
                                                       compiled.symbol_sources, guards, delta, compiled.module))
     return compiled
@@ -259,6 +260,11 @@ def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
         metrics.add_phase("precompile", pre_s)
         entry.module = module
     for k, v in entry.metrics.items():
+        if k == "fallback_ops":  # as lowering logs them, so a reader of the log sees them on a hit too
+            for op in v:
+                log.debug("tilefuse: no lowering for %s; it runs as a fallback kernel (graph '%s' from the "
+                          "graph cache)", op, name)
+            continue
         setattr(metrics, k, getattr(metrics, k) + v)
     metrics.graph_cache_hits += 1
     log.info("tilefuse: graph '%s' reused from the graph cache", name)

@@ -153,6 +153,8 @@ def validate(options: dict[str, Any] | None) -> dict[str, Any]:
         if k == "debug_dir":
             ok = v is None or isinstance(v, (str, os.PathLike))
             want = "a directory path (str) or None"
+            if isinstance(v, str) and not v.strip():
+                options[k] = None  # empty or blank: off, as the environment variable
         elif isinstance(default, bool):
             ok, want = isinstance(v, bool), "True or False"
         elif isinstance(default, int):
@@ -193,7 +195,7 @@ for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTI
 @contextlib.contextmanager
 def patch(**overrides: Any) -> Iterator[None]:
     """Temporarily set options (``with config.patch(fallback_on_error=False): ...``)."""
-    validate(overrides)
+    overrides = validate(overrides)
     g = globals()
     old = {k: g[k] for k in overrides}
     g.update(overrides)

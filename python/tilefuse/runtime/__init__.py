@@ -70,7 +70,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger("tilefuse")
 
-_CACHE_DIR = os.environ.get("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+def _cache_dir_from_env() -> str:
+    """``TILEFUSE_CACHE_DIR``, else ``<tmp>/tilefuse_<uid>``; empty or blank counts as unset (as
+    for every option)."""
+    v = os.environ.get("TILEFUSE_CACHE_DIR")
+    return v if v and v.strip() else os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+
+
+_CACHE_DIR = _cache_dir_from_env()
 
 
 def cache_dir() -> str:
@@ -149,9 +156,9 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     ``constants`` as module globals, and return the module."""
     wait_warmup()  # nothing below races the driver warm-up thread on Triton's lazily made driver
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    os.makedirs(_CACHE_DIR, exist_ok=True)
+    make_cache_dir(_CACHE_DIR)
     path = os.path.join(_CACHE_DIR, f"tf_{digest}.py")
-    if not os.path.exists(path):
+    if not _holds(path, source):  # absent, or damaged outside tilefuse: (re)written atomically
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(source)
@@ -166,6 +173,28 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     spec.loader.exec_module(mod)
     mod.__dict__.update(constants)
     return mod
+
+
+def _holds(path: str, source: str) -> bool:
+    """Whether the file at ``path`` exists and holds exactly ``source``."""
+    try:
+        with open(path) as f:
+            return f.read() == source
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def make_cache_dir(path: str) -> None:
+    """Create ``path`` (a cache directory) if needed; RuntimeError saying what to do when it
+    cannot be one (it is a file, or not writable)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        raise RuntimeError(f"tilefuse: cache directory {path!r} exists and is not a directory; point "
+                           f"TILEFUSE_CACHE_DIR at a directory (or unset it)") from None
+    except PermissionError as e:
+        raise RuntimeError(f"tilefuse: cannot create cache directory {path!r} ({e}); point TILEFUSE_CACHE_DIR "
+                           f"at a writable directory") from None
 
 
 def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") -> str:
