@@ -251,7 +251,8 @@ class GraphLowering(torch.fx.Interpreter):
         # a lazy view of an unrealized value the graph also returns comes after that value, so it
         # reads the value's buffer (a view of it, as in eager) instead of computing it again
         returned = {id(v.data) for v in leaves if isinstance(v, ir.TensorBox) and isinstance(v.data, ir.StorageBox)}
-        later = [id(_lazy_view_base(v)) in returned if _lazy_view_base(v) is not None else False for v in leaves]
+        bases = [_lazy_view_base(v) for v in leaves]
+        later = [b is not None and id(b) in returned for b in bases]
         for second in (False, True):
             for i, v in enumerate(leaves):
                 if later[i] == second:

@@ -70,15 +70,9 @@ def _same_layout(a: Any, b: Any) -> bool:
 
 
 def _contiguous(L: Any) -> bool:
-    """Whether a layout is static, row-major contiguous and starts at offset 0."""
-    if not all(isinstance(v, int) for v in (*L.size, *L.stride, L.offset)) or L.offset:
-        return False
-    want = 1
-    for n, st in zip(reversed(L.size), reversed(L.stride)):
-        if n > 1 and st != want:
-            return False
-        want *= n
-    return True
+    """Whether a layout is static, row-major contiguous (``Layout.is_contiguous``) and starts at
+    offset 0."""
+    return all(isinstance(v, int) for v in (*L.size, *L.stride, L.offset)) and not L.offset and L.is_contiguous()
 
 
 # extern matrix products written into a buffer the wrapper allocates (``out=``, as Inductor's

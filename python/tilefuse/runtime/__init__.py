@@ -73,8 +73,9 @@ log = logging.getLogger("tilefuse")
 def _cache_dir_from_env() -> str:
     """``TILEFUSE_CACHE_DIR``, else ``<tmp>/tilefuse_<uid>``; empty or blank counts as unset (as
     for every option)."""
-    v = os.environ.get("TILEFUSE_CACHE_DIR")
-    return v if v and v.strip() else os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+    from .. import config
+
+    return config._env_value("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
 
 
 _CACHE_DIR = _cache_dir_from_env()
@@ -351,10 +352,10 @@ class _StaticLaunchJIT:
     launch hooks set, or when the static launch fails (Triton's launch then reports resource
     errors as ``OutOfResources``, which the autotuner skips). Everything else is forwarded."""
 
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, entries: dict):
         self.fn = fn
         self.arg_names = fn.arg_names
-        self._entries: dict = {}
+        self._entries = entries  # the KernelLauncher's (``_direct_entry``'s cache)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.fn, name)
@@ -371,12 +372,10 @@ class _StaticLaunchJIT:
 
         rt = triton.knobs.runtime
         dev = torch._C._cuda_getDevice()
-        entry = self._entries.get((id(k), dev))
-        if entry is None and _static_ok(k):
-            if k.metadata.shared > _max_shared_mem(dev):  # as Triton's loader would refuse it
-                raise OutOfResources(k.metadata.shared, _max_shared_mem(dev), "shared memory")
-            entry = self._entries[(id(k), dev)] = _direct_entry(k, dev, len(args))
-        if entry is None or entry[1] is None or _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook):
+        if k.metadata.shared > _max_shared_mem(dev):  # as Triton's loader would refuse it, before any launcher
+            raise OutOfResources(k.metadata.shared, _max_shared_mem(dev), "shared memory")
+        entry = _direct_entry(k, dev, len(args), self._entries)
+        if entry[1] is None or _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook):
             return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
         if callable(grid):
             grid = grid({**dict(zip(self.arg_names, args)), **kwargs})
@@ -388,23 +387,25 @@ class _StaticLaunchJIT:
         return k
 
 
-def _direct_entry(kernel: Any, device: int, n_args: int) -> tuple:
-    """``(kernel, static, keep)`` for ``KernelLauncher._launch``: ``static`` is torch's static
-    CUDA launcher for the compiled ``kernel`` (``StaticallyLaunchedCudaKernel``, as Inductor's
-    ``StaticTritonCompileResult``: its cubin loaded on ``device``), unpacked to
-    ``(launch, function, num_warps, shared, arg types, trailing None arguments)``, or None when it
-    does not take this binary (launch attributes, scratch memory, several CTAs, an older torch);
+def _direct_entry(kernel: Any, device: int, n_args: int, cache: dict | None = None) -> tuple:
+    """``(kernel, static, keep)`` for ``KernelLauncher._launch`` and ``_StaticLaunchJIT``:
+    ``static`` is torch's static CUDA launcher for the compiled ``kernel``
+    (``StaticallyLaunchedCudaKernel``, as Inductor's ``StaticTritonCompileResult``: its cubin
+    loaded on ``device``), unpacked to ``(launch, function, num_warps, shared, arg types,
+    trailing None arguments)``, or None when it does not take this binary (``_static_ok``) or the
+    binary needs more shared memory than the device has (Triton's own launch reports that);
     ``keep``: the positions of the runtime arguments the binary still takes (Triton turns an
-    integer equal to 1 into a constant), None for all of them."""
+    integer equal to 1 into a constant), None for all of them. ``cache``: a dict keeping each
+    binary's entry, so it is loaded once per device."""
+    ck = (id(kernel), device)
+    if cache is not None and ck in cache:
+        return cache[ck]
     static = keep = None
     try:
-        md = kernel.metadata
-        if getattr(md, "launch_pdl", False) or getattr(md, "launch_cooperative_grid", False):
-            raise NotImplementedError("launch attributes")
-        import torch
-
-        if torch.version.hip is not None:
-            raise NotImplementedError("ROCm (its kernels take two more scratch arguments)")
+        if not _static_ok(kernel):
+            raise NotImplementedError("not a binary the static launcher takes")
+        if kernel.metadata.shared > _max_shared_mem(device):
+            raise NotImplementedError("more shared memory than the device has")
         from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
 
         if not hasattr(kernel, "_cubin_path"):
@@ -432,7 +433,10 @@ def _direct_entry(kernel: Any, device: int, n_args: int) -> tuple:
         log.debug("tilefuse: static launch of %s unavailable (%s: %s); Triton's launcher is used",
                   getattr(kernel, "name", kernel), type(e).__name__, e)
         static = keep = None
-    return kernel, static, keep
+    entry = (kernel, static, keep)
+    if cache is not None:
+        cache[ck] = entry  # the kernel object lives in the JIT's cache: its id stays its own
+    return entry
 
 
 class KernelLauncher:
@@ -479,6 +483,8 @@ class KernelLauncher:
         self._kwargs: dict[str, Any] | None = None
         # direct launches (see _launch): compiled kernel per specialization key; None when off
         self._direct: dict | None = {} if self.cuda else None
+        # (binary, device) -> its static-launch entry, shared by the autotuner's stand-in
+        self._entries: dict = {}
         self._ptr_pos = [i for i, d in enumerate(self.arg_dtypes) if d is not int]
         self._int_pos = [i for i, d in enumerate(self.arg_dtypes) if d is int]
         self._tail: tuple = ()
@@ -488,7 +494,8 @@ class KernelLauncher:
             import triton
 
             self.autotuner = triton.autotune(self._triton_configs, key=[], restore_value=self.mutated or None,
-                                             do_bench=_time_config, cache_results=True)(_StaticLaunchJIT(fn))
+                                             do_bench=_time_config, cache_results=True)(
+                                                 _StaticLaunchJIT(fn, self._entries))
         else:
             self._use(0)
 
@@ -576,8 +583,7 @@ class KernelLauncher:
                 self._direct = None  # a Triton without these: always through run
                 self.fn[grid](*args, **kwargs)
                 return
-            ok = _static_ok(k) and k.metadata.shared <= _max_shared_mem(dev)
-            entry = _direct_entry(k, dev, len(args)) if ok else (k, None, None)
+            entry = _direct_entry(k, dev, len(args), self._entries)
             if len(self._direct) >= 64:
                 self._direct.clear()
             self._direct[key] = entry
