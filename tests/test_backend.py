@@ -432,3 +432,30 @@ def test_misaligned_matrix_products_match_eager():
         torch.testing.assert_close(x, y, atol=2e-2, rtol=2e-2)
         assert x.stride() == y.stride()
     assert metrics.fallback_kernel_count == 0
+
+
+def test_decomposition_table_keeps_what_tilefuse_lowers():
+    from tilefuse.lowering import decompositions, lowerings
+
+    aten = torch.ops.aten
+    table = decompositions()
+    assert not [k for k in table if k in lowerings]  # lowered ops reach the lowering whole
+    for op in (aten.transpose.int, aten.split.Tensor, aten._unsafe_view.default, aten.t.default):
+        assert op in lowerings and op not in table
+    # still decomposed: what export's core table adds besides composite ops, and tilefuse's own picks
+    for op in (aten.upsample_nearest2d.default, aten.native_layer_norm.default, aten.gelu.default):
+        assert op in table
+    assert decompositions() is table  # built once per process
+
+
+def test_views_the_table_no_longer_decomposes_match_eager():
+    """transpose / t / split / unbind / squeeze / _unsafe_view reach tilefuse's own view lowerings
+    (they used to be rewritten by torch's core decompositions first)."""
+    x = torch.randn(6, 1, 10)
+
+    def f(x):
+        a, b = x.squeeze(1).split([4, 6], dim=1)
+        p, *_ = x.transpose(0, 2).unbind(0)
+        return a.t() * 2, b.reshape(3, 2, 6).sum(1), p + 1, torch.ops.aten._unsafe_view(x, [60]).cumsum(0)
+
+    compile_and_check(f, x.to(DEVICE), atol=1e-4, rtol=1e-4)

@@ -125,6 +125,38 @@ def test_different_shapes_dtypes_and_options_miss():
     assert len(graph_cache._memory) == len(keys) + 4
 
 
+def test_graphs_that_differ_in_a_scalar_argument_or_an_op_miss():
+    x = torch.randn(4, 9, device=DEVICE)
+    fns = [lambda t: t * 2.0 + 1, lambda t: t * 2.5 + 1, lambda t: t * 2.0 - 1, lambda t: (t * 2.0 + 1).sum(1)]
+    for i, f in enumerate(fns):
+        _fresh()
+        torch.testing.assert_close(torch.compile(f, backend="tilefuse")(x), f(x))
+        assert metrics.graph_cache_hits == 0, i
+    _fresh()
+    torch.testing.assert_close(torch.compile(lambda t: t * 2.5 + 1, backend="tilefuse")(x), x * 2.5 + 1)
+    assert metrics.graph_cache_hits == 1  # the same graph as the second one: a hit
+
+
+def test_graph_key_reads_nodes_not_generated_code():
+    from torch.fx._lazy_graph_module import _LazyGraphModule, _make_graph_module, _use_lazy_graph_module
+
+    def f(x):
+        return torch.ops.aten.mul.Tensor(x, 3.0).sin()
+
+    gm = torch.fx.symbolic_trace(f)
+    with _use_lazy_graph_module(True):  # AOTAutograd's kind: Python code generated on demand
+        lazy = _make_graph_module(gm, gm.graph)
+    assert isinstance(lazy, _LazyGraphModule) and lazy._needs_recompile()
+    x = torch.randn(3)
+    key = graph_cache.graph_key(lazy, [x], None, {})
+    assert lazy._needs_recompile()  # the key did not generate (and exec) the graph's code
+    text = graph_cache._graph_text(lazy.graph)
+    assert "aten.mul.Tensor" in text and "3.0" in text and "sin" in text
+    assert key == graph_cache.graph_key(torch.fx.symbolic_trace(f), [x], None, {})  # the same nodes
+    other = torch.fx.symbolic_trace(lambda x: torch.ops.aten.mul.Tensor(x, 4.0).sin())
+    assert key != graph_cache.graph_key(other, [x], None, {})
+
+
 def test_options_that_do_not_change_code_share_entries():
     x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
     torch.compile(_f, backend="tilefuse")(x, y)

@@ -397,10 +397,35 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
 def test_backend_entry_warms_up_tritons_driver():
     x = torch.randn(100, device="cuda")
     torch.testing.assert_close(torch.compile(lambda t: t * 2 + 1, backend="tilefuse")(x), x * 2 + 1)
-    assert R._WARMUP is not None and not R._WARMUP.is_alive()  # started at entry, joined before use
+    assert R._WARMUP and not any(t.is_alive() for t in R._WARMUP)  # started, joined before use
     from triton.backends.nvidia.driver import CudaUtils
 
     assert hasattr(CudaUtils, "instance")
+
+
+_WARMUP_PROBE = """
+import sys, torch
+f = torch.compile(lambda t: t * 2, backend="tilefuse")  # looks the backend up: imports tilefuse.backend
+import tilefuse.runtime as R
+threads = list(R._WARMUP)
+R.wait_warmup()
+from triton.runtime.cache import triton_key
+from triton.backends.nvidia.driver import CudaUtils
+print(len(threads), triton_key.cache_info().currsize, hasattr(CudaUtils, "instance"))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+@pytest.mark.parametrize("env", ["", "0"])
+def test_looking_the_backend_up_starts_tritons_warm_up_unless_switched_off(env):
+    # a fresh process: this one's warm-up ran long ago
+    r = subprocess.run([sys.executable, "-c", _WARMUP_PROBE], capture_output=True, text=True,
+                       env=dict(os.environ, TILEFUSE_WARMUP=env), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # on: the driver thread and the compiler thread ran (key memoized, CudaUtils made); off: neither
+    want = "2 1 True" if env == "" else "0 0 False"
+    assert r.stdout.split("\n")[-2] == want, r.stdout
 
 
 @pytest.mark.gpu

@@ -44,6 +44,12 @@ Options:
         process, or in any process sharing ``TILEFUSE_CACHE_DIR``) with the same code, input
         metadata and options reuses that compile's module instead of being lowered and generated
         again (``tilefuse.runtime.graph_cache``; guards on symbolic sizes are checked and replayed).
+    warmup (bool, env TILEFUSE_WARMUP, default True): on a CUDA machine, Triton's one-time set-up
+        (its driver's helper module, its install's cache key, its compiler's initialization) runs
+        in background threads from the moment the backend is looked up (``torch.compile(...,
+        backend="tilefuse")`` imports ``tilefuse.backend``), overlapping Dynamo's tracing
+        (``runtime.start_warmup``); False leaves it to the first kernel compile. The environment
+        variable decides for the import; the option, per compile, for the backend's entry.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -121,6 +127,7 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
 # run on zero-padded operands (lowering._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
+warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -136,6 +143,7 @@ _OPTIONS = (
     "symbolic_shapes",
     "graph_cache",
     "pad_mm",
+    "warmup",
 )
 
 

@@ -1186,11 +1186,24 @@ def _addmm(bias, a, b, *, beta=1, alpha=1):
 def decompositions() -> dict:
     """The decomposition table AOTAutograd traces with: torch's core aten decompositions plus the
     torch decompositions of composite ops that tilefuse fuses better as primitives (softmax,
-    layer norm, GELU, …). Built once per process (torch's table takes ~0.2 s to assemble) and
-    shared: callers must not modify it."""
+    layer norm, GELU, …). Built once per process and shared: callers must not modify it.
+
+    torch's core table for export (``core_aten_decompositions``) also lists every
+    CompositeImplicitAutograd op, which it finds by walking all registered ops (0.14-0.2 s, on the
+    critical path of a first compile); those decompose on their own while AOTAutograd traces, so
+    the table here is the core decompositions proper (``_core_aten_decompositions_post_autograd``,
+    2.5 ms) plus the six non-composite ops the export table adds (nearest upsampling)."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
-    table = dict(core_aten_decompositions())
+    try:
+        from torch._decomp import _core_aten_decompositions_post_autograd
+    except ImportError:  # another torch: the export table, slower to build, the same traces
+        table = dict(core_aten_decompositions())
+    else:
+        table = dict(_core_aten_decompositions_post_autograd())
+        table.update(get_decompositions([
+            aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d,
+            aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d, aten._upsample_nearest_exact3d]))
     table.update(get_decompositions([
         aten.native_layer_norm, aten.gelu, aten.gelu_backward,
         aten.native_dropout,
@@ -1218,6 +1231,13 @@ def decompositions() -> dict:
         for k in list(table):
             if getattr(k, "overloadpacket", None) is op:
                 del table[k]
+    # an op tilefuse lowers itself is not decomposed either (Inductor's rule): the core table
+    # rewrites views (transpose, split, _unsafe_view, squeeze, …) through torch's Python
+    # references, whose stride and contiguity reasoning is slow under symbolic sizes (about 0.5 s
+    # of a transformer block's trace with dynamic=True)
+    for k in list(table):
+        if k in lowerings:
+            del table[k]
     return table
 
 
