@@ -2,21 +2,22 @@
 
 Every measurement runs in a fresh Python process with empty caches (its own ``TRITON_CACHE_DIR``,
 ``TILEFUSE_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR``, and ``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1``)
-and times ``torch.compile(...)`` (Dynamo's import, the backend's lookup) plus the first call of
-the compiled workload (forward, or forward + backward for training workloads), synchronized. ``aot_eager`` is Dynamo + AOTAutograd with eager kernels, so
+and times the first call of the compiled workload (forward, or forward + backward for training
+workloads), synchronized. ``aot_eager`` is Dynamo + AOTAutograd with eager kernels, so
 
     backend time = first call (backend) - first call (aot_eager)
 
 is what the backend itself adds: lowering, scheduling, codegen and kernel compilation (plus one
 run of the kernels, negligible against compiling). Before compiling, each process runs the
 workload once eagerly (not timed), so the one-time initialization of eager kernels (CUDA's lazy
-loading of their modules, cuBLAS handles: about 1 s for attention's backward) is not counted for
-whichever backend happens to call them and not for the baseline; that initialization is the
-same whatever compiles the graph. ``--cold-eager`` skips that run (the first call then pays it:
-backend time can come out negative for a backend that calls fewer eager kernels than aot_eager). Printed per workload and mode: each backend's
-first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse / Inductor; the
-issue's target is <= 0.25). With ``--warm`` a second process per backend re-runs the same
-workload with the caches the cold process filled (warm-cache recompile).
+loading of their modules, cuBLAS handles) is counted neither for the baseline nor for whichever
+backend happens to call them: without that run, block_fwd_bwd's aot_eager first call (it runs
+the eager attention backward) came out 1 s longer than tilefuse's whole first call, a negative
+backend time. ``--cold-eager`` skips the eager run. Printed per workload and mode: each
+backend's first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse /
+Inductor; the issue's target is <= 0.25), then tilefuse's phases. With ``--warm`` a second
+process per backend re-runs the same workload with the caches the cold process filled
+(warm-cache recompile).
 
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).
@@ -119,13 +120,13 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
         from tilefuse import metrics
 
         metrics.reset()
+    # not timed: torch.compile's first call imports Dynamo (3-5 s on the H200, with a spread of
+    # seconds between processes, the same for every backend) and looks the backend up
+    compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
     sync()
     if prof is not None:
         prof.enable()
     t0 = time.perf_counter()
-    # torch.compile itself is timed: it imports Dynamo and looks the backend up (importing it),
-    # and a backend may start work there that overlaps what follows
-    compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
     out = compiled(*args)
     if train and name != "gpt12_train":
         out = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]

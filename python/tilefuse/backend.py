@@ -42,16 +42,6 @@ _graph_ids = itertools.count()
 if "triton" not in sys.modules and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-# torch.compile(..., backend="tilefuse") imports this module when it looks the backend up, before
-# Dynamo traces: Triton's one-time set-up starts now, in background threads, and overlaps the
-# tracing (runtime.start_warmup; off with TILEFUSE_WARMUP=0).
-try:
-    from .runtime import start_warmup as _start_warmup
-
-    _start_warmup()
-except Exception as _e:  # noqa: BLE001 - an optimization only; compiling reports any real problem
-    log.debug("tilefuse: warm-up not started: %s", _e)
-
 
 class CompiledGraph:
     """A compiled aten graph: call with the graph's inputs (boxed: one list, which the call
@@ -322,7 +312,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     from .runtime import start_warmup
 
     with config.patch(**opts):
-        start_warmup()  # a no-op when the import below already started it
+        start_warmup()  # Triton's one-time set-up, in background threads, while AOTAutograd traces
 
     from .lowering import decompositions
 

@@ -46,10 +46,8 @@ Options:
         again (``tilefuse.runtime.graph_cache``; guards on symbolic sizes are checked and replayed).
     warmup (bool, env TILEFUSE_WARMUP, default True): on a CUDA machine, Triton's one-time set-up
         (its driver's helper module, its install's cache key, its compiler's initialization) runs
-        in background threads from the moment the backend is looked up (``torch.compile(...,
-        backend="tilefuse")`` imports ``tilefuse.backend``), overlapping Dynamo's tracing
-        (``runtime.start_warmup``); False leaves it to the first kernel compile. The environment
-        variable decides for the import; the option, per compile, for the backend's entry.
+        in background threads from backend entry on, overlapping AOTAutograd's tracing
+        (``runtime.start_warmup``); False leaves it to the first kernel compile.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
