@@ -459,3 +459,23 @@ def test_views_the_table_no_longer_decomposes_match_eager():
         return a.t() * 2, b.reshape(3, 2, 6).sum(1), p + 1, torch.ops.aten._unsafe_view(x, [60]).cumsum(0)
 
     compile_and_check(f, x.to(DEVICE), atol=1e-4, rtol=1e-4)
+
+
+def test_a_fallback_node_without_meta_value_is_an_error_not_a_none_output():
+    """A node tilefuse runs as an aten/Python call needs its meta value (the output's shape and
+    dtype); a hand-built graph without one fails to compile (eager fallback, or the error under
+    ``fallback_on_error=False``) instead of returning None."""
+    from tilefuse.backend import compile_graph
+
+    def scale(t):
+        return t * 2
+
+    g = torch.fx.Graph()
+    g.output((g.call_function(scale, (g.placeholder("x"),)),))
+    gm = torch.fx.GraphModule({}, g)
+    x = torch.rand(5, device=DEVICE)
+    with config.patch(fallback_on_error=False), pytest.raises(Exception, match="has no meta value"):
+        compile_graph(gm, [x])
+    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="has no meta value"):
+        out = compile_graph(gm, [x])([x])
+    torch.testing.assert_close(out[0], x * 2)  # the graph ran eagerly

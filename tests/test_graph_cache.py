@@ -157,6 +157,34 @@ def test_graph_key_reads_nodes_not_generated_code():
     assert key != graph_cache.graph_key(other, [x], None, {})
 
 
+def test_closures_with_one_name_never_share_an_entry():
+    """Two Python-function targets with the same module and name (closures of one factory) are
+    different functions: such a graph is compiled uncached, never handed the other's module."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    from tilefuse.backend import compile_graph
+
+    def make(c):
+        def scale(t):
+            return t * c
+
+        return scale
+
+    x = torch.rand(7, device=DEVICE)
+    for c in (2.0, 3.0):
+        g = torch.fx.Graph()
+        inp = g.placeholder("x")
+        g.output((g.call_function(make(c), (inp,)),))
+        gm = torch.fx.GraphModule({}, g)
+        FakeTensorProp(gm).propagate(x)  # meta values, as AOTAutograd's graphs carry
+        metrics.reset()
+        got = compile_graph(gm, [x])([x.clone()])
+        torch.testing.assert_close(got[0], x * c)
+        assert metrics.graph_cache_hits == 0
+    with pytest.raises(graph_cache.Uncacheable, match="not a module-level function"):
+        graph_cache.graph_key(gm, [x], None, {})
+
+
 def test_options_that_do_not_change_code_share_entries():
     x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
     torch.compile(_f, backend="tilefuse")(x, y)

@@ -463,7 +463,10 @@ class GraphLowering(torch.fx.Interpreter):
         ``meta``: the (fake) result when it is not the current node's (a lowering calling an op on
         operands it changed, e.g. padded matrix products)."""
         if meta is None:
-            meta = self.current_node.meta.get("val")
+            if "val" not in self.current_node.meta:  # AOTAutograd's nodes always carry one
+                raise NotImplementedError(f"fallback for {target}: node {self.current_node.name} has no meta "
+                                          f"value, so its outputs' shapes and dtypes are unknown")
+            meta = self.current_node.meta["val"]
         flat, spec = pytree.tree_flatten((args, kwargs))
         inputs: list = []
         new_flat = []

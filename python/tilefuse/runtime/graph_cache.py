@@ -124,26 +124,44 @@ def _graph_text(graph: Any) -> str:
     (an argument that is a node prints as its name). It says what the graph's Python code says,
     without generating that code: AOTAutograd hands over lazily recompiled GraphModules, whose
     ``.code`` would generate and ``exec`` it (0.37 s over a 12-layer GPT-2 training step's
-    graphs)."""
-    return "\n".join(f"{n.op} {n.name} {_target_text(n.target)} {(n.args, n.kwargs)!r}" for n in graph.nodes)
+    graphs). Raises ``Uncacheable`` for a target or an argument the text cannot name for certain
+    (a lambda or closure, an object printed with its address): two different ones could share a
+    text and a cache entry."""
+    lines = []
+    for n in graph.nodes:
+        args = repr((n.args, n.kwargs))
+        if " at 0x" in args:
+            raise Uncacheable(f"node {n.name}: an argument without a stable text form")
+        lines.append(f"{n.op} {n.name} {_target_text(n.target)} {args}")
+    return "\n".join(lines)
 
 
 def _target_text(target: Any) -> str:
-    """A node's target as text that is the same in every process: an op overload's name
-    (``aten.add.Tensor``), a string target itself, a function's module and qualified name
-    (``_operator.getitem``; a default repr holds an address)."""
+    """A node's target as text that names it for certain in every process: an op overload's name
+    (``aten.add.Tensor``), a higher-order op's name, a string target itself, a module-level
+    function's module and name (``_operator.getitem``). Raises ``Uncacheable`` for any other
+    callable (a lambda, a closure, a bound method): its name does not identify it."""
     import torch
 
     if isinstance(target, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return str(target)
-    qualname = getattr(target, "__qualname__", None)
-    if isinstance(qualname, str):
-        return f"{getattr(target, '__module__', None)}.{qualname}"
-    return str(target)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    module = sys.modules.get(getattr(target, "__module__", None) or "")
+    qualname, name = getattr(target, "__qualname__", None), getattr(target, "__name__", None)
+    if module is not None and isinstance(qualname, str):
+        obj: Any = module
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is target:
+            return f"{module.__name__}.{qualname}"
+        if isinstance(name, str) and getattr(module, name, None) is target:  # torch.sin and the like
+            return f"{module.__name__}.{name}"
+    raise Uncacheable(f"a node target that is not a module-level function: {target!r}")
 
 
 def _graph_part(gm: Any) -> list:
-    """The code of ``gm`` and of every GraphModule nested in it (``torch.cond`` branches, …), and
+    """The nodes of ``gm`` and of every GraphModule nested in it (``torch.cond`` branches, …), and
     every tensor constant any of them reads (``get_attr``), by content."""
     import torch
 
