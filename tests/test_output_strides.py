@@ -168,6 +168,32 @@ def test_padded_matrix_product_slices_get_eager_strides(monkeypatch):
         compile_and_compare(f, a, b, c, atol=1e-4, rtol=1e-4, kernels=0)
 
 
+def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_path):
+    """An LM-head-like product (vocabulary 97, off the 4-element fp32 alignment) in training: the
+    logits' gradient ``g`` feeds ``g @ W`` (padded along its columns) and ``g.t() @ h`` (padded
+    along the rows of the transposed view, the same columns of ``g``): one padded copy serves
+    both, the second as its transposed view. Gradients are eager's."""
+    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    torch.manual_seed(0)
+    h = torch.randn(32, 16, device=DEVICE, requires_grad=True)
+    w = torch.randn(97, 16, device=DEVICE, requires_grad=True)
+
+    def f(h, w):
+        return (h @ w.t()).square().mean()
+
+    with config.patch(pad_mm=True, debug_dir=str(tmp_path)):
+        torch.compile(f, backend="tilefuse")(h, w).backward()
+    got = h.grad.clone(), w.grad.clone()
+    h.grad = w.grad = None
+    f(h, w).backward()
+    torch.testing.assert_close(got[0], h.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got[1], w.grad, atol=1e-5, rtol=1e-4)
+    bwd = "".join(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("backward"))
+    assert bwd.count("empty_strided((32, 100)") == 1, bwd  # g padded to 100 columns, once
+    assert "reinterpret_tensor(buf" in bwd and "(100, 32), (1, 100)" in bwd  # ... and used transposed
+
+
 def test_dynamic_shapes_outputs_keep_eager_strides():
     def f(x, w):
         y = x.t() * 2

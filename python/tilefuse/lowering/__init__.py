@@ -1119,6 +1119,35 @@ def _extern_operand(x):
     return x, (st if st is not None and all(isinstance(v, int) for v in st) else None)
 
 
+def _stored_name(x) -> str | None:
+    """The name of the buffer ``x`` is exactly (a box around a realized buffer, or a view of a
+    whole buffer in its own layout), else None."""
+    inner = x.data if isinstance(x, TensorBox) else x
+    if isinstance(inner, ir.StorageBox) and isinstance(inner.data, ir.Buffer):
+        return inner.data.get_name()
+    if isinstance(inner, ir.ReinterpretView) and inner.data.layout is not None:
+        own = inner.data.layout
+        lay = inner.layout
+        if (list(lay.size), list(lay.stride), lay.offset) == (list(own.size), list(own.stride), own.offset):
+            return inner.data.get_name()
+    return None
+
+
+def _transposed_stored_base(x):
+    """``y`` (a view of a whole row-major 2-D buffer) when ``x`` is ``y.t()``, else None."""
+    inner = x.data if isinstance(x, TensorBox) else x
+    if not isinstance(inner, ir.ReinterpretView) or inner.data.layout is None:
+        return None
+    lay, own = inner.layout, inner.data.layout
+    if len(lay.size) != 2 or len(own.size) != 2:
+        return None
+    r, c = lay.size
+    if list(own.size) == [c, r] and list(own.stride) == [r, 1] and list(lay.stride) == [1, r] \
+            and lay.offset == own.offset:
+        return TensorBox(ir.ReinterpretView(inner.data, own))
+    return None
+
+
 def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     """``op`` (mm or addmm) on operands zero-padded by ``pads = (pm, pk, pn)``, the result sliced
     back to ``[m, n]`` (a view with a padded row stride that later kernels read in place)."""
@@ -1126,14 +1155,25 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
 
     pm, pk, pn = pads
     (m, k), n = a.get_size(), b.get_size()[1]
-    # one padded copy per (operand, padding) in a graph: a weight used by two products is padded once
-    memo = G.graph().__dict__.setdefault("_padded_operands", {})
+    # one padded copy per (operand, padding) in a graph: a weight used by two products is padded
+    # once, and so is a gradient used as ``g`` by one product and as ``g.t()`` by another (the
+    # transposed view's padding is the same padding of its base, viewed transposed)
+    memo: list = G.graph().__dict__.setdefault("_padded_operands", [])
+
+    def padded(x, amounts):
+        name = _stored_name(x)
+        for orig, amts, res in memo:
+            if amts == amounts and (orig is x or (name is not None and _stored_name(orig) == name)):
+                return res
+        res = _constant_pad_nd(x, list(amounts))
+        memo.append((x, amounts, res))
+        return res
 
     def pad(x, amounts):
-        hit = memo.get((id(x), tuple(amounts)))
-        if hit is None:
-            hit = memo[(id(x), tuple(amounts))] = (x, _constant_pad_nd(x, amounts))
-        return hit[1]
+        base = _transposed_stored_base(x)
+        if base is not None:  # x = base.t(): pad base's dims the other way round, view it transposed
+            return ir.permute_view(padded(base, (0, amounts[3], 0, amounts[1])), [1, 0])
+        return padded(x, tuple(amounts))
 
     if pm or pk:
         a = pad(a, [0, pk, 0, pm])
