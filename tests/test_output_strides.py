@@ -172,7 +172,8 @@ def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_pa
     """An LM-head-like product (vocabulary 97, off the 4-element fp32 alignment) in training: the
     logits' gradient ``g`` feeds ``g @ W`` (padded along its columns) and ``g.t() @ h`` (padded
     along the rows of the transposed view, the same columns of ``g``): one padded copy serves
-    both, the second as its transposed view. Gradients are eager's."""
+    both, the second as its transposed view, and ``g`` is computed straight into it (no unpadded
+    copy). Gradients are eager's."""
     monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
     monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
     torch.manual_seed(0)
@@ -191,6 +192,7 @@ def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_pa
     torch.testing.assert_close(got[1], w.grad, atol=1e-5, rtol=1e-4)
     bwd = "".join(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("backward"))
     assert bwd.count("empty_strided((32, 100)") == 1, bwd  # g padded to 100 columns, once
+    assert "empty_strided((32, 97)" not in bwd  # computed straight into its padded buffer
     assert "reinterpret_tensor(buf" in bwd and "(100, 32), (1, 100)" in bwd  # ... and used transposed
 
 

@@ -649,7 +649,10 @@ def permute_view(x: IRNode, dims: Sequence[int]) -> "TensorBox":
     def layout_fn(L: Layout):
         return FixedLayout(L.device, L.dtype, new_size, [L.stride[d] for d in dims], L.offset)
 
-    return _view(x, new_size, reindex, layout_fn)
+    out = _view(x, new_size, reindex, layout_fn)
+    if isinstance(out.data, GenericView):
+        out.data.permutation = list(dims)  # read by lowerings that treat transposes specially
+    return out
 
 
 def expand_view(x: IRNode, size: Sequence[int]) -> "TensorBox":

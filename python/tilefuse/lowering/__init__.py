@@ -1087,7 +1087,14 @@ def _mm_padding(a, b) -> tuple[tuple[int, int, int] | None, Any, Any]:
     if not all(isinstance(d, int) for d in (m, k, n, k2)) or m * n * k < PAD_MM_MIN_MACS:
         return None, a, b
     align = 16 // dtype.itemsize
-    (a, sa), (b, sb) = _extern_operand(a), _extern_operand(b)
+    if _lazy_transpose_base(a) is not None:
+        # a = y.t() of a value not computed yet: y will be stored row-major, so a is column-major;
+        # not realized here, so that when a is padded, y is computed straight into its padded
+        # copy (no unpadded copy of y; realized below only if no padding is needed after all)
+        sa = [1, m]
+    else:
+        a, sa = _extern_operand(a)
+    b, sb = _extern_operand(b)
 
     def col_major(st):
         return st is not None and st[0] == 1 and st[1] != 1
@@ -1098,7 +1105,9 @@ def _mm_padding(a, b) -> tuple[tuple[int, int, int] | None, Any, Any]:
     pn = up(n)
     pk = up(k) if (not col_major(sa) or col_major(sb)) else 0
     pm = up(m) if col_major(sa) else 0
-    return ((pm, pk, pn) if pm or pk or pn else None), a, b
+    if not (pm or pk or pn):
+        return None, _extern_operand(a)[0], b
+    return (pm, pk, pn), a, b
 
 
 def _extern_operand(x):
@@ -1148,6 +1157,18 @@ def _transposed_stored_base(x):
     return None
 
 
+def _lazy_transpose_base(x):
+    """``y`` when ``x`` is the lazy view ``y.t()`` of a 2-D value ``y`` not computed (stored) yet,
+    else None."""
+    inner = x.data if isinstance(x, TensorBox) else x
+    if not isinstance(inner, ir.GenericView) or getattr(inner, "permutation", None) != [1, 0]:
+        return None
+    y = inner.data
+    if not isinstance(y, ir.StorageBox) or isinstance(y.data, ir.Buffer):
+        return None
+    return TensorBox(y)
+
+
 def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     """``op`` (mm or addmm) on operands zero-padded by ``pads = (pm, pk, pn)``, the result sliced
     back to ``[m, n]`` (a view with a padded row stride that later kernels read in place)."""
@@ -1160,10 +1181,16 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     # transposed view's padding is the same padding of its base, viewed transposed)
     memo: list = G.graph().__dict__.setdefault("_padded_operands", [])
 
-    def padded(x, amounts):
+    def same(x, y) -> bool:
+        if ir.unwrap_storage(x) is ir.unwrap_storage(y) or (isinstance(x, TensorBox) and isinstance(y, TensorBox)
+                                                           and x.data is y.data):
+            return True
         name = _stored_name(x)
+        return name is not None and _stored_name(y) == name
+
+    def padded(x, amounts):
         for orig, amts, res in memo:
-            if amts == amounts and (orig is x or (name is not None and _stored_name(orig) == name)):
+            if amts == amounts and same(orig, x):
                 return res
         res = _constant_pad_nd(x, list(amounts))
         memo.append((x, amounts, res))
@@ -1171,6 +1198,8 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
 
     def pad(x, amounts):
         base = _transposed_stored_base(x)
+        if base is None:
+            base = _lazy_transpose_base(x)
         if base is not None:  # x = base.t(): pad base's dims the other way round, view it transposed
             return ir.permute_view(padded(base, (0, amounts[3], 0, amounts[1])), [1, 0])
         return padded(x, tuple(amounts))
