@@ -479,3 +479,41 @@ def test_a_fallback_node_without_meta_value_is_an_error_not_a_none_output():
     with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="has no meta value"):
         out = compile_graph(gm, [x])([x])
     torch.testing.assert_close(out[0], x * 2)  # the graph ran eagerly
+
+
+def test_training_partition_recomputes_pointwise_chains_in_the_backward(monkeypatch):
+    """With the min-cut partitioner (default, Inductor's) the forward saves fewer tensors for the
+    backward than AOTAutograd's default partitioner (a tanh-GELU's intermediates are recomputed
+    from its input); gradients are eager's either way."""
+    import tilefuse.backend as B
+
+    saved = {}
+    real = B.compile_graph
+
+    def spy(gm, example_inputs, kind="forward", *a, **k):
+        if kind == "forward":
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            saved["n"] = len(out.args[0])
+        return real(gm, example_inputs, kind, *a, **k)
+
+    monkeypatch.setattr(B, "compile_graph", spy)
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(16, 32, requires_grad=True), torch.randn(32, 8, requires_grad=True)
+    x = torch.randn(4, 16)
+
+    def f(x, w1, w2):
+        return torch.nn.functional.gelu(x @ w1, approximate="tanh").mul(1.5).sin().matmul(w2).sum()
+
+    results = {}
+    for mc in (True, False):
+        torch._dynamo.reset()
+        a, b = w1.detach().to(DEVICE).requires_grad_(), w2.detach().to(DEVICE).requires_grad_()
+        cf = torch.compile(f, backend="tilefuse", options={"min_cut_partition": mc})
+        cf(x.to(DEVICE), a, b).backward()
+        results[mc] = (saved["n"], a.grad, b.grad)
+    a, b = w1.detach().to(DEVICE).requires_grad_(), w2.detach().to(DEVICE).requires_grad_()
+    f(x.to(DEVICE), a, b).backward()
+    for mc in (True, False):
+        torch.testing.assert_close(results[mc][1], a.grad, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(results[mc][2], b.grad, atol=1e-4, rtol=1e-4)
+    assert results[True][0] < results[False][0], results  # fewer forward outputs saved

@@ -323,9 +323,20 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
 
         return compiler
 
+    extra = {}
+    with config.patch(**opts):
+        if config.min_cut_partition:
+            # Inductor's partitioner: values the backward can recompute cheaply from what it
+            # saves anyway (pointwise chains such as GELU's intermediates) are recomputed inside
+            # the backward's fused kernels instead of being written out by the forward and read
+            # back (torch's min-cut rematerialization; default_partition saves every one)
+            from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+            extra["partition_fn"] = min_cut_rematerialization_partition
     return aot_autograd(
         fw_compiler=make_compiler("forward"),
         bw_compiler=make_compiler("backward"),
         inference_compiler=make_compiler("inference"),
         decompositions=decompositions(),
+        **extra,
     )(gm, example_inputs)

@@ -48,6 +48,11 @@ Options:
         (its driver's helper module, its install's cache key, its compiler's initialization) runs
         in background threads from backend entry on, overlapping AOTAutograd's tracing
         (``runtime.start_warmup``); False leaves it to the first kernel compile.
+    min_cut_partition (bool, env TILEFUSE_MIN_CUT_PARTITION, default True): training graphs are split
+        into forward and backward by torch's min-cut rematerialization partitioner, as Inductor
+        does: a value the backward can recompute cheaply (a pointwise chain over tensors it saves
+        anyway) is recomputed in the backward's kernels instead of being saved by the forward.
+        False: AOTAutograd's default partitioner (saves every intermediate the backward uses).
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -126,6 +131,7 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # run on zero-padded operands (lowering._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
+min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -142,6 +148,7 @@ _OPTIONS = (
     "graph_cache",
     "pad_mm",
     "warmup",
+    "min_cut_partition",
 )
 
 
