@@ -128,9 +128,14 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     call = src[src.index("def call"):]
     calls = [ln for ln in call.splitlines() if "aten.mm" in ln or "aten.addmm" in ln]
     assert len(calls) == 4, call
-    # padded operands and results (n and k padded, the transposed g padded along m)
-    assert "(768, 50264), (50264, 1)" in call and "(512, 50264), (50264, 1)" in call
-    assert "(50264, 768), (768, 1)" in call and "(50264, 512), (512, 1)" in call
+    # padded operands (n and k padded, the transposed g along m), each padded once: w's rows
+    # serve w.t() (n) and w (k), g's columns serve g (k) and g.t() (m), read as transposed views
+    assert call.count("empty_strided((50264, 768), (768, 1)") == 1  # padded w
+    assert call.count("empty_strided((512, 50264), (50264, 1)") == 3  # padded g, two padded products
+    assert "(768, 50264), (1, 768)" in call and "(50264, 512), (1, 50264)" in call
+    # kernels: the pads of w, the bias and g, then one copy of both outputs to eager's strides
+    # (padding w.t() and g.t() as separate transposed copies took two more)
+    assert call.count("_launcher(") == 4, call
     # the outputs: eager's dense strides, not views of the padded results
     ret = call[call.index("return"):]
     assert "(512, 50257), (50264, 1)" not in ret
@@ -146,7 +151,7 @@ def test_slices_of_padded_products_are_returned_with_eager_strides():
     src = _cuda_source(lambda h, w: ((h @ w.t())[:, :5], (h @ w.t())[3:]),
                        ((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16))
     call = src[src.index("def call"):]
-    assert "(768, 50264), (50264, 1)" in call  # the products ran padded
+    assert "(50264, 768), (768, 1)" in call and "(768, 50264), (1, 768)" in call  # the products ran padded
     ret = call[call.index("return"):]
     assert "reinterpret_tensor" not in ret  # no view of a padded product is returned
     assert "empty_strided((512, 5), (50257, 1)" in call and "empty_strided((509, 50257), (50257, 1)" in call

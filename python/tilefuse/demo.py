@@ -323,7 +323,7 @@ def report(res: Result, out=None) -> None:
         p(f"    ops without a lowering, as logged while lowering (graphs that then failed included): "
           f"{_ops_summary(res.fallback_ops)}")
     p(f"  extern kernels (mm, attn):   {res.extern_kernels}")
-    p(f"  compile time (first call):   {res.compile_s:.2f} s"
+    p(f"  first call (Dynamo + AOTAutograd + tilefuse): {res.compile_s:.2f} s"
       + (f"; training step (fw+bw compile): {res.train_compile_s:.2f} s" if res.train_compile_s is not None else ""))
     speed = res.eager_ms / res.compiled_ms if res.compiled_ms > 0 else float("nan")
     note = "" if res.device == "cuda" else "  (interpreter: not a performance figure)"

@@ -4,7 +4,8 @@ compiled for it, without lowering, scheduling or codegen (the role of Inductor's
 Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
 extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
 torch, Triton and Python, the tilefuse options that change generated code (all but ``debug_dir``,
-``compile_workers``, ``compile_pool``, ``graph_cache``, ``fallback_on_error`` and ``warmup``), the graph's nodes (with every nested
+``compile_workers``, ``compile_pool``, ``graph_cache``, ``fallback_on_error`` and ``warmup``) and the
+lowering's module-level pad_mm switches (``PAD_MM_DEVICE_TYPES``, ``PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
 input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
 ShapeEnv expressions, with the value range of every symbol they use. Hints are not in the key:
@@ -237,6 +238,11 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
 
     parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version]
     parts.append(sorted((k, repr(v)) for k, v in options.items() if k not in _KEY_EXCLUDED_OPTIONS))
+    from .. import lowering
+
+    # module-level switches of the lowering that change generated code (set by tests and
+    # experiments, not options)
+    parts.append((tuple(lowering.PAD_MM_DEVICE_TYPES), lowering.PAD_MM_MIN_MACS))
     parts.append(_graph_part(gm))
     parts.append([_input_part(a, shape_env) for a in example_inputs])
     if shape_env is not None:
