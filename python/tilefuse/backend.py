@@ -309,12 +309,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     opts = config.validate(options)
     from torch._dynamo.backends.common import aot_autograd
 
-    from .runtime import start_warmup
-
-    with config.patch(**opts):
-        start_warmup()  # Triton's one-time set-up, in background threads, while AOTAutograd traces
-
     from .lowering import decompositions
+    from .runtime import start_warmup
 
     def make_compiler(kind: str):
         def compiler(g: torch.fx.GraphModule, ex: list):
@@ -325,6 +321,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
 
     extra = {}
     with config.patch(**opts):
+        start_warmup()  # Triton's one-time set-up, in background threads, while AOTAutograd traces
         if config.min_cut_partition:
             # Inductor's partitioner: values the backward can recompute cheaply from what it
             # saves anyway (pointwise chains such as GELU's intermediates) are recomputed inside

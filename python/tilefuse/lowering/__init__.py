@@ -1182,8 +1182,7 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     memo: list = G.graph().__dict__.setdefault("_padded_operands", [])
 
     def same(x, y) -> bool:
-        if ir.unwrap_storage(x) is ir.unwrap_storage(y) or (isinstance(x, TensorBox) and isinstance(y, TensorBox)
-                                                           and x.data is y.data):
+        if ir.unwrap_storage(x) is ir.unwrap_storage(y):
             return True
         name = _stored_name(x)
         return name is not None and _stored_name(y) == name
@@ -1296,16 +1295,12 @@ def decompositions() -> dict:
             aten._scaled_dot_product_flash_attention_for_cpu_backward,
             aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
             aten._scaled_dot_product_cudnn_attention)
-    for op in keep:
-        for k in list(table):
-            if getattr(k, "overloadpacket", None) is op:
-                del table[k]
-    # an op tilefuse lowers itself is not decomposed either (Inductor's rule): the core table
-    # rewrites views (transpose, split, _unsafe_view, squeeze, …) through torch's Python
+    # ... and an op tilefuse lowers itself is not decomposed either (Inductor's rule): the core
+    # table rewrites views (transpose, split, _unsafe_view, squeeze, …) through torch's Python
     # references, whose stride and contiguity reasoning is slow under symbolic sizes (about 0.5 s
     # of a transformer block's trace with dynamic=True)
     for k in list(table):
-        if k in lowerings:
+        if k in lowerings or getattr(k, "overloadpacket", None) in keep:
             del table[k]
     return table
 
