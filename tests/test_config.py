@@ -15,6 +15,7 @@ _ENV_OPTIONS = [
     ("TILEFUSE_DEBUG_DIR", "debug_dir", "/tmp/tf_debug", "/tmp/tf_debug"),
     ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "persistent_reduction_threshold", "1024", 1024),
     ("TILEFUSE_AUTOTUNE", "autotune", "off", False),
+    ("TILEFUSE_AUTOTUNE_POINTWISE", "autotune_pointwise", "on", True),
     ("TILEFUSE_TILING", "tiling", "no", False),
     ("TILEFUSE_COMPILE_WORKERS", "compile_workers", "3", 3),
     ("TILEFUSE_COMPILE_POOL", "compile_pool", "thread", "thread"),

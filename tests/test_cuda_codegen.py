@@ -90,6 +90,8 @@ _CASES = {
                                     ((8,), torch.int64)]),
     "pointwise_tiles_scans_atomics_random": (_pointwise_mix, {}, [((64, 48), torch.float32), ((48, 64), torch.float32),
                                                                   ((64,), torch.int64)]),
+    "pointwise_autotuned": (_pointwise_mix, {"autotune_pointwise": True},
+                            [((64, 48), torch.float32), ((48, 64), torch.float32), ((64,), torch.int64)]),
 }
 
 
@@ -110,6 +112,34 @@ def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
                        timeout=600)
     assert r.returncode == 0 and "COMPILED" in r.stdout, r.stdout[-2000:] + r.stderr[-6000:]
     assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_kernel")
+
+
+def _launcher_configs(src: str) -> list[list[dict]]:
+    """The candidate configs of each ``make_launcher`` call in a generated module."""
+    import ast
+
+    out = []
+    for line in src.splitlines():
+        if "= make_launcher(tf_kernel" in line:
+            call = ast.parse(line.split("=", 1)[1].strip()).body[0].value
+            out.append(ast.literal_eval(call.args[2]))
+    return out
+
+
+def test_pointwise_kernels_get_one_config_unless_autotune_pointwise():
+    """Inductor's pointwise rule: a 1-D pointwise kernel launches with one config (1024 elements
+    per program, 4 warps) unless max_autotune_pointwise; reductions and 2-D tiles keep several."""
+    big = ((4096, 4096), torch.float32)
+    assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, big)) == [[{"XBLOCK": 1024, "num_warps": 4}]]
+    with config.patch(autotune_pointwise=True):
+        tuned = _launcher_configs(_cuda_source(lambda a: a.sin() + 1, big))
+    assert tuned == [[{"XBLOCK": 1024, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4},
+                      {"XBLOCK": 2048, "num_warps": 8}]]
+    # a small tensor: the block never exceeds the next power of two of the extent
+    assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, ((5, 7), torch.float32))) == [
+        [{"XBLOCK": 64, "num_warps": 4}]]
+    assert all(len(c) > 1 for c in _launcher_configs(_cuda_source(lambda a: a.t() + a, big)))
+    assert all(len(c) > 1 for c in _launcher_configs(_cuda_source(lambda a: a.sum(-1), ((64, 100000), torch.float32))))
 
 
 def _lm_head(h, w, b, g):

@@ -429,6 +429,30 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     assert (rest[1].backend, rest[1].arch, rest[1].warp_size) == ("cuda", 90, 32)
 
 
+def test_backend_lookup_starts_the_warm_up_only_once_dynamo_is_loaded(monkeypatch):
+    """``tilefuse.backend`` imported by Dynamo's lookup (torch.compile) starts the warm-up; imported
+    before Dynamo (or while it is half-imported), it must not (its threads would import Triton
+    while the main thread does)."""
+    import tilefuse.backend as B
+
+    started = []
+    monkeypatch.setattr(R, "start_warmup", lambda: started.append(1))
+    monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
+    B._start_warmup_at_lookup()
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.ModuleType("torch._dynamo"))  # half-imported
+    B._start_warmup_at_lookup()
+    assert started == []
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.SimpleNamespace(optimize=lambda *a: None))
+    B._start_warmup_at_lookup()
+    assert started == [1]
+
+    def broken():
+        raise RuntimeError("no driver")
+
+    monkeypatch.setattr(R, "start_warmup", broken)
+    B._start_warmup_at_lookup()  # an optimization only: never raises
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 def test_backend_entry_warms_up_tritons_driver():
@@ -441,12 +465,15 @@ def test_backend_entry_warms_up_tritons_driver():
 
 
 _WARMUP_PROBE = """
+import sys
 import torch
-import tilefuse.backend  # before Dynamo: nothing may start here (see start_warmup's docstring)
+if sys.argv[1] == "backend_first":
+    import tilefuse.backend  # before Dynamo: nothing may start here (see start_warmup's docstring)
 import tilefuse.runtime as R
 print(len(R._WARMUP))
 import torch._inductor.utils  # imports Triton from this thread, as a user's script may
-f = torch.compile(lambda t: t * 2, backend="tilefuse")
+f = torch.compile(lambda t: t * 2, backend="tilefuse")  # Dynamo's lookup imports tilefuse.backend
+print(len(R._WARMUP))
 assert (f(torch.ones(8, device="cuda")) == 2).all()
 print(len(R._WARMUP), all(not t.is_alive() for t in R._WARMUP))
 """
@@ -454,15 +481,20 @@ print(len(R._WARMUP), all(not t.is_alive() for t in R._WARMUP))
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+@pytest.mark.parametrize("order", ["backend_first", "dynamo_first"])
 @pytest.mark.parametrize("env", ["", "0"])
-def test_backend_entry_starts_tritons_warm_up_unless_switched_off(env):
+def test_backend_lookup_or_entry_starts_tritons_warm_up_unless_switched_off(env, order):
     # a fresh process: this one's warm-up ran long ago
-    r = subprocess.run([sys.executable, "-c", _WARMUP_PROBE], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", _WARMUP_PROBE, order], capture_output=True, text=True,
                        env=dict(os.environ, TILEFUSE_WARMUP=env), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    # nothing at import; at backend entry the driver thread and the compiler thread (joined
-    # before the kernels compiled), or none when switched off
-    assert r.stdout.split("\n")[-3:-1] == ["0", "2 True" if env == "" else "0 True"], r.stdout
+    # nothing at a plain import; the driver thread and the compiler thread at torch.compile when
+    # Dynamo's lookup imports the backend, else at backend entry; joined before the kernels
+    # compiled; none when switched off
+    on = env == ""
+    at_lookup = "2" if on and order == "dynamo_first" else "0"
+    want = ["0", at_lookup, "2 True" if on else "0 True"]
+    assert r.stdout.split("\n")[-4:-1] == want, r.stdout
 
 
 @pytest.mark.gpu

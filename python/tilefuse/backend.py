@@ -321,7 +321,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
 
     extra = {}
     with config.patch(**opts):
-        start_warmup()  # Triton's one-time set-up, in background threads, while AOTAutograd traces
+        start_warmup()  # Triton's one-time set-up in background threads (if the lookup has not started it)
         if config.min_cut_partition:
             # Inductor's partitioner: values the backward can recompute cheaply from what it
             # saves anyway (pointwise chains such as GELU's intermediates) are recomputed inside
@@ -337,3 +337,27 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
         decompositions=decompositions(),
         **extra,
     )(gm, example_inputs)
+
+
+def _start_warmup_at_lookup() -> None:
+    """Start Triton's warm-up (``runtime.start_warmup``) when this module is imported by Dynamo's
+    backend lookup, i.e. at ``torch.compile(..., backend="tilefuse")`` (the entry point is loaded
+    there), so the warm-up also overlaps Dynamo's tracing of the first call, not only
+    AOTAutograd's. Only once Dynamo is fully imported (which imports Triton): threads importing
+    Triton while the main thread imports Dynamo, and so Triton, can leave a half-initialized
+    module behind. Imported earlier (``import tilefuse.backend`` before Dynamo), nothing starts
+    here and the warm-up starts at backend entry. Options given to ``torch.compile`` are not
+    known yet: ``TILEFUSE_WARMUP=0`` switches this one off."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not hasattr(dynamo, "optimize"):
+        return
+    try:
+        from .runtime import start_warmup
+
+        start_warmup()
+    except Exception as e:  # noqa: BLE001 - an optimization only: backend entry tries again
+        log.debug("tilefuse: starting Triton's warm-up at lookup failed: %s", e)
+
+
+_start_warmup_at_lookup()
+

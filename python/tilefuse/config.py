@@ -28,6 +28,11 @@ Options:
         kernel's candidate launch configs (block sizes, warps) at its first launch and keeps the
         fastest (timings cached on disk); False launches the heuristic's first choice. Under the
         interpreter one config is used either way.
+    autotune_pointwise (bool, env TILEFUSE_AUTOTUNE_POINTWISE, default False): 1-D pointwise
+        kernels get autotuning candidates too (512 and 2048 elements per program besides 1024);
+        by default they launch with the one heuristic config, as Inductor's pointwise kernels do
+        unless ``max_autotune_pointwise``: fewer kernels to compile and time on the first call.
+        Reductions and 2-D tiled kernels are autotuned either way (when ``autotune`` is on).
     compile_workers (int, env TILEFUSE_COMPILE_WORKERS, default: the CPU cores this process may
         use): on the GPU, every kernel of a graph (every candidate config) is compiled right after
         the graph's module is loaded, by this many worker processes; 1 compiles them one after
@@ -113,6 +118,7 @@ realize_reads_threshold: int = 4
 realize_opcount_threshold: int = 30
 max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
+autotune_pointwise: bool = _env_bool("TILEFUSE_AUTOTUNE_POINTWISE", False)
 tiling: bool = _env_bool("TILEFUSE_TILING", True)
 
 
@@ -141,6 +147,7 @@ _OPTIONS = (
     "realize_opcount_threshold",
     "max_inline_ops",
     "autotune",
+    "autotune_pointwise",
     "tiling",
     "compile_workers",
     "compile_pool",

@@ -515,7 +515,10 @@ class TritonKernelCodegen:
         """Candidate GPU configs, the heuristic's choice first (Inductor's pointwise / reduction
         config heuristics by hint):
 
-        * pointwise: 1024 elements per program, 4 warps (plus 512 and 2048);
+        * pointwise: 1024 elements per program, 4 warps; with ``config.autotune_pointwise`` also
+          512 and 2048 (Inductor likewise gives a 1-D pointwise kernel one config unless
+          ``max_autotune_pointwise``): each extra config is one more compile, and one more timing,
+          on the first call (the A/B on the H200 is in docs/benchmarks.md);
         * persistent inner: RBLOCK = next_pow2(rnumel), XBLOCK filling ~4096 elements (≥ 1), warps
           growing with the block (2048 elements per 4 warps, 2–16);
         * persistent outer (rnumel ≤ OUTER_PERSISTENT_MAX): up to 128 columns per program;
@@ -539,8 +542,9 @@ class TritonKernelCodegen:
 
         if not self.reduction:
             add(1024, w=4)
-            add(512, w=4)
-            add(2048, w=8)
+            if config.autotune_pointwise:
+                add(512, w=4)
+                add(2048, w=8)
         elif self.persistent and self.hint == "outer":
             rb = rp
             add(max(1, 4096 // rb), rb, 8)

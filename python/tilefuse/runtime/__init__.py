@@ -712,8 +712,10 @@ def start_warmup() -> None:
     Measured on the H200 (block_fwd, cold caches), one thread doing both took 1.47 s (0.70 s
     driver, 0.56 s key, 0.21 s compiler); two take about the longer part. ``wait_warmup`` joins them before this process uses
     Triton's driver itself and before compile workers are forked (which then inherit the key
-    and the initialized compiler). Called at backend entry, after Dynamo (which imports Triton)
-    has traced; the Triton modules the threads use are imported here, in the calling thread,
+    and the initialized compiler). Called when Dynamo's backend lookup imports
+    ``tilefuse.backend`` (at ``torch.compile``, so the threads overlap Dynamo's tracing too) and
+    again at backend entry (a no-op once started); only after Dynamo (which imports Triton) is
+    loaded. The Triton modules the threads use are imported here, in the calling thread,
     first: a background thread importing a package while the main thread imports another that
     needs it can hand the main thread a half-initialized module (seen when the warm-up was
     started at ``import tilefuse.backend``, before Dynamo was imported). Does nothing after the
@@ -734,6 +736,8 @@ def start_warmup() -> None:
     import triton.runtime.cache  # noqa: F401
     import triton.runtime.driver  # noqa: F401
     import triton.runtime.jit  # noqa: F401
+    import triton.runtime.build  # noqa: F401 - the driver's helper module is built with it
+    import triton.compiler.code_generator  # noqa: F401 - the warm compile's front end
 
     def driver_work():
         try:
