@@ -140,7 +140,10 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     if backend == "tilefuse":
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
                    specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
-                   phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()})
+                   phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()},
+                   graphs=metrics.generated_graph_count, jobs=len(metrics.precompile_job_seconds),
+                   job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
+                   job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3))
     return res
 
 
@@ -293,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             # compiled ahead) and, on the GPU, autotune; rest = Dynamo + AOTAutograd + running
             print("#   tilefuse phases (s): " + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
                   + f" rest={tf - sum(ph.values()):.2f}", flush=True)
+            if extra.get("jobs"):
+                # compile jobs (kernel x config) run by the forked workers: their summed and
+                # longest times, against the precompile wall time above
+                print(f"#   tilefuse precompile: {extra.get('graphs')} graphs, {extra['jobs']} jobs in workers, "
+                      f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s", flush=True)
     return 1 if failed else 0
 
 

@@ -266,10 +266,15 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
                 raise ValueError("job five fails")
         return run
 
+    from tilefuse import metrics
+
     seen = []
+    metrics.reset()
     failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5,
                                          on_result=lambda i, err: seen.append((i, err)))
     assert set(failed) == {5} and "ValueError: job five fails" in failed[5]
+    # each job's time in its worker (each sleeps 0.05 s)
+    assert len(metrics.precompile_job_seconds) == 12 and all(0.04 <= t < 5 for t in metrics.precompile_job_seconds)
     assert sorted(i for i, _ in seen) == list(range(12))  # each report handed over as it arrives
     assert [i for i, err in seen if err is not None] == [5]
     done = sorted(p.name.split(".") for p in tmp_path.iterdir())
@@ -398,12 +403,12 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     import triton.runtime.cache as tcache
     from triton.backends.compiler import GPUTarget
 
-    calls = []
+    calls, intervals = [], []
     monkeypatch.setattr(R, "_WARMUP", [])
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    monkeypatch.setattr(tcache, "triton_key", lambda: calls.append("key"))
+    monkeypatch.setattr(tcache, "triton_key", lambda: calls.append("key") or intervals.append(sys.getswitchinterval()))
     monkeypatch.setattr(R, "_warm_compiler", lambda target=None: calls.append(target))
 
     class Active:
@@ -415,18 +420,53 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     with config.patch(warmup=False):
         R.start_warmup()
     assert R._WARMUP == []  # switched off
+    before = sys.getswitchinterval()
     R.start_warmup()
     threads = list(R._WARMUP)
     R.start_warmup()  # once per process
     assert R._WARMUP == threads and len(threads) == 2
     R.wait_warmup()
     assert not any(t.is_alive() for t in threads)
+    # the GIL changes hands every 0.2 ms while the threads run (their I/O waits are short), and
+    # the interpreter's interval is back afterwards
+    assert intervals and abs(intervals[0] - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6
+    assert sys.getswitchinterval() == before
     # the driver in one thread; in the other the key, then the compiler, for the target torch
     # reports (sm_90, 32-wide warps)
     assert sorted(map(str, calls)).count("driver") == 1 and len(calls) == 3
     rest = [c for c in calls if c != "driver"]
     assert rest[0] == "key" and isinstance(rest[1], GPUTarget)
     assert (rest[1].backend, rest[1].arch, rest[1].warp_size) == ("cuda", 90, 32)
+
+
+def test_switch_interval_is_lowered_while_warm_up_threads_run_and_restored_by_the_last():
+    before = sys.getswitchinterval()
+    try:
+        low = R._SwitchIntervalLowered(2)
+        a, b = low.wrap(lambda: None), low.wrap(lambda: None)
+        assert abs(sys.getswitchinterval() - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6
+        a()
+        assert abs(sys.getswitchinterval() - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6  # one still runs
+        b()
+        assert sys.getswitchinterval() == before
+        # changed by someone else meanwhile: left as they set it
+        low = R._SwitchIntervalLowered(1)
+        sys.setswitchinterval(0.01)
+        low.wrap(lambda: None)()
+        assert abs(sys.getswitchinterval() - 0.01) < 1e-6
+        # already below ours: untouched
+        sys.setswitchinterval(1e-4)
+        low = R._SwitchIntervalLowered(1)
+        assert abs(sys.getswitchinterval() - 1e-4) < 1e-6
+
+        def boom():
+            raise ValueError("x")
+
+        with pytest.raises(ValueError):
+            low.wrap(boom)()
+        assert abs(sys.getswitchinterval() - 1e-4) < 1e-6
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_backend_lookup_starts_the_warm_up_only_once_dynamo_is_loaded(monkeypatch):

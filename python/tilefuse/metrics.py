@@ -19,6 +19,9 @@ and are compiled per concrete input shape instead (``backend.SpecializingGraph``
 and extern counts its graph had when compiled, but not ``generated_graph_count``.
 ``precompile_seconds``: wall seconds spent compiling CUDA kernels ahead of their first launch
 (``tilefuse.runtime.precompile``; 0 on the CPU).
+``precompile_job_seconds``: the seconds each compile job (one kernel, one config) took in its
+forked worker, in the order they finished: their sum against ``precompile_seconds`` times the
+worker count tells whether compiling ahead is bound by the number of jobs or by the slowest one.
 """
 
 generated_kernel_count: int = 0
@@ -31,13 +34,16 @@ specialized_graph_count: int = 0
 graph_cache_hits: int = 0
 precompile_seconds: float = 0.0
 phase_seconds: dict = {}
+precompile_job_seconds: list = []
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
+    global precompile_job_seconds
     phase_seconds = {}
+    precompile_job_seconds = []
     graph_cache_hits = 0
     symbolic_graph_count = 0
     specialized_graph_count = 0
