@@ -51,8 +51,10 @@ Options:
         again (``tilefuse.runtime.graph_cache``; guards on symbolic sizes are checked and replayed).
     warmup (bool, env TILEFUSE_WARMUP, default True): on a CUDA machine, Triton's one-time set-up
         (its driver's helper module, its install's cache key, its compiler's initialization) runs
-        in background threads from backend entry on, overlapping AOTAutograd's tracing
-        (``runtime.start_warmup``); False leaves it to the first kernel compile.
+        in background threads from ``torch.compile``'s backend lookup on (or backend entry, when
+        ``tilefuse.backend`` was imported before Dynamo), overlapping Dynamo's and AOTAutograd's
+        tracing (``runtime.start_warmup``); False leaves it to the first kernel compile. At the
+        lookup only the environment variable is known, not ``torch.compile``'s options.
     min_cut_partition (bool, env TILEFUSE_MIN_CUT_PARTITION, default True): training graphs are split
         into forward and backward by torch's min-cut rematerialization partitioner, as Inductor
         does: a value the backward can recompute cheaply (a pointwise chain over tensors it saves

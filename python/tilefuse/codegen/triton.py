@@ -518,7 +518,8 @@ class TritonKernelCodegen:
         * pointwise: 1024 elements per program, 4 warps; with ``config.autotune_pointwise`` also
           512 and 2048 (Inductor likewise gives a 1-D pointwise kernel one config unless
           ``max_autotune_pointwise``): each extra config is one more compile, and one more timing,
-          on the first call (the A/B on the H200 is in docs/benchmarks.md);
+          on the first call, and on the H200 the first config was the fastest for 7 of 9
+          pointwise kernels and within 4.8% for the others (docs/benchmarks.md, fifth session);
         * persistent inner: RBLOCK = next_pow2(rnumel), XBLOCK filling ~4096 elements (≥ 1), warps
           growing with the block (2048 elements per 4 warps, 2–16);
         * persistent outer (rnumel ≤ OUTER_PERSISTENT_MAX): up to 128 columns per program;
