@@ -56,6 +56,53 @@ def test_split_happens_only_for_few_programs():
     assert [(g.numel, g.rnumel) for g in gs] == [(1, 16384)]
 
 
+def _decomposed_groups(fn, *args) -> list[tuple[int, int]]:
+    """(numel, rnumel) of each kernel group of ``fn`` traced with tilefuse's decomposition table
+    on meta tensors (sizes only, nothing runs)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.graph import GraphLowering
+    from tilefuse.lowering import decompositions
+    from tilefuse.scheduler import KernelGroup, schedule
+
+    gm = make_fx(fn, decomposition_table=decompositions())(*args)
+    graph = GraphLowering(gm, list(args), "test")
+    graph.run()
+    with G.set_graph(graph):
+        return [(i.numel, i.rnumel) for i in schedule(graph.buffers) if isinstance(i, KernelGroup)]
+
+
+def test_gathering_reductions_split_into_short_chunks():
+    """A reduction whose elements are gathered (one random access each) is split down to
+    SPLIT_MIN_CHUNK_GATHER-long chunks; a plain one of the same length keeps SPLIT_MIN_CHUNK."""
+    from tilefuse.ir.nodes import SPLIT_MIN_CHUNK, SPLIT_MIN_CHUNK_GATHER
+
+    x = torch.empty(8192, 32000, device="meta", dtype=torch.bfloat16)
+    t = torch.empty(8192, dtype=torch.int64, device="meta")
+    groups = _decomposed_groups(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t)
+    n = 8192
+    # the row log-sum-exp (not split: 8192 programs); the count of non-ignored targets (plain:
+    # 2048-long chunks) and the sum of the gathered target log-probabilities (256-long chunks),
+    # each with its final reduction over the partials
+    assert sorted(groups) == sorted([(8192, 32000), (n // SPLIT_MIN_CHUNK, SPLIT_MIN_CHUNK),
+                                     (1, n // SPLIT_MIN_CHUNK), (n // SPLIT_MIN_CHUNK_GATHER, SPLIT_MIN_CHUNK_GATHER),
+                                     (1, n // SPLIT_MIN_CHUNK_GATHER)])
+    # gathered sums are split from 2 x SPLIT_MIN_CHUNK_GATHER elements on; plain ones from 4096
+    idx = torch.empty(1000, dtype=torch.int64, device="meta")
+    y = torch.empty(50, 1000, device="meta")
+    assert _decomposed_groups(lambda a, i: a[i, torch.arange(1000, device="meta")].sum(), y, idx) == [(2, 500), (1, 2)]
+    assert _decomposed_groups(lambda a: a.sum(), torch.empty(1000, device="meta")) == [(1, 1000)]
+
+
+@pytest.mark.parametrize("rows", [600, 1000, 8192])
+def test_split_gathering_reductions_match_eager(rows):
+    x = torch.randn(rows, 37, device=DEVICE)
+    t = torch.randint(0, 37, (rows,), device=DEVICE)
+    t[::7] = -100  # ignored targets
+    check(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t)
+    check(lambda a, b: a.gather(1, b.clamp(min=0)[:, None]).sum(), x, t)
+
+
 def check(fn, *args, tol=1e-4, kernels=None):
     metrics.reset()
     got = torch.compile(fn, backend="tilefuse")(*args)
