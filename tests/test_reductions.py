@@ -201,6 +201,19 @@ def test_gpu_config_candidates(shape, dim):
                 assert not cg.persistent
 
 
+def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
+    """The H200 timing of an online log-sum-exp over 32000-wide rows (docs/backend.md): 2048 /
+    4 warps beat every other chunk and warp count, so it is the heuristic's first choice."""
+    gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(1024, 8192))
+    with G.set_graph(graph):
+        (g,) = gs
+        cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
+        gk = cg.generate()
+    assert not cg.persistent and cg.hint == "inner"
+    assert gk.configs == [{"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 4}, {"XBLOCK": 1, "RBLOCK": 1024, "num_warps": 4},
+                          {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8}, {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8}]
+
+
 def test_reduction_hint_simplifies_reshaped_indices_and_ignores_broadcast_loads():
     from tilefuse import symbolic as S
     from tilefuse.ir.loop_body import LoopBody
