@@ -183,7 +183,8 @@ def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: boo
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
-    ap.add_argument("--modes", default="static,dynamic", help="static, dynamic or both (default)")
+    ap.add_argument("--modes", default="static,dynamic",
+                    help="static, dynamic, or static,dynamic (default: both, comma-separated)")
     ap.add_argument("--backends", default=",".join(BACKENDS),
                     help=f"subset of {BACKENDS} (aot_eager is always run: it is the baseline)")
     ap.add_argument("--warm", action="store_true",
@@ -202,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     if not modes or [m for m in modes if m not in MODES]:
         ap.error(f"--modes {args.modes!r}: give one or more of {MODES}, comma-separated")
     chosen = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if [b for b in chosen if b not in BACKENDS]:
-        ap.error(f"--backends {args.backends!r}: choose from {BACKENDS}")
+    if not chosen or [b for b in chosen if b not in BACKENDS]:
+        ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}, comma-separated")
+    if args.top < 1:
+        ap.error(f"--top {args.top}: give a positive number of profile entries")
     known = workload_names()
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else known
     for n in names + ([args.profile] if args.profile else []):
@@ -218,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--device cuda: no CUDA GPU is usable here; use --device cpu (tiny sizes) or a GPU machine")
     if args.cold_eager:
         os.environ["CT_COLD_EAGER"] = "1"  # read by the child processes
+    if args.profile and not args.device and not args.child:
+        import torch
+
+        if not torch.cuda.is_available():  # as the table mode: the CPU only when asked for
+            ap.error("--profile measures a GPU compile and no CUDA GPU is usable here; add --device cpu "
+                     "to profile the same code path at tiny sizes")
     if args.profile and args.warm:
         # fill fresh caches with a cold first call, then profile a warm one in another fresh process
         import torch
@@ -262,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     cols = "| workload | mode | aot_eager s | Inductor s | tilefuse s | Inductor backend s | tilefuse backend s | ratio |"
     if args.warm:
         cols += " Inductor warm s | tilefuse warm s | warm ratio |"
+    skipped = [b for b in BACKENDS if b not in backends]
+    if skipped:
+        print(f"# not run (--backends): {', '.join(skipped)}; their columns and the ratio read nan")
     print(cols)
     print("|" + "---|" * (cols.count("|") - 1))
     failed = 0
@@ -291,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
                 line += f" {iw:.2f} | {tw:.2f} | {tw / iw if iw > 0 else float('nan'):.2f} |"
             print(line, flush=True)
+            if "tilefuse" not in backends or not extra:
+                continue
             ph = extra.get("phases", {})
             # lower, schedule, codegen, load (module; waits for the warm-up), precompile (kernels
             # compiled ahead) and, on the GPU, autotune; rest = Dynamo + AOTAutograd + running

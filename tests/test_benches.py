@@ -22,7 +22,9 @@ def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--backends", "tilefsue"), "--backends 'tilefsue': choose from"),
+    (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
+    (("--backends", ""), "--backends '': choose one or more of"),
+    (("--top", "0"), "--top 0: give a positive number"),
     (("--modes", ","), "give one or more of"),
     (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
     (("--profile", "nosuch"), "unknown workload 'nosuch'"),
@@ -33,6 +35,15 @@ def test_compile_time_refuses_bad_arguments(args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
 
 
+def test_compile_time_profile_asks_for_the_cpu_explicitly():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is the default device here")
+    r = _run("--profile", "softmax", timeout=120)
+    assert r.returncode == 2 and "add --device cpu" in r.stderr, r.stderr[-2000:]
+
+
 def test_compile_time_cpu_row():
     r = _run("--device", "cpu", "--only", "softmax,", "--modes", "static", "--backends", "tilefuse")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -40,3 +51,18 @@ def test_compile_time_cpu_row():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert float(cells[2]) > 0 and float(cells[4]) > 0  # aot_eager's and tilefuse's first calls, s
     assert re.search(r"tilefuse phases \(s\): lower=\d", r.stdout)
+    assert "# not run (--backends): inductor;" in r.stdout
+
+
+def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
+    import torch
+
+    script = os.path.join(ROOT, "benches", "autotune_report.py")
+    r = subprocess.run([sys.executable, script, "--only", "softmax,nosuch"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "choose one or more of" in r.stderr, r.stderr[-2000:]
+    if not torch.cuda.is_available():
+        r = subprocess.run([sys.executable, script, "--only", "softmax"], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
+
