@@ -310,8 +310,8 @@ class Reduction(Loops):
         # exact for every size
         sv = SV.current()
         numel, rnumel = sv.hint(numel), sv.hint(rnumel)
-        if rnumel < 2 * SPLIT_MIN_CHUNK_GATHER:
-            return 1
+        if rnumel < 2 * SPLIT_MIN_CHUNK_GATHER or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
+            return 1  # too short to split, or enough programs whichever the hint: no body trace
         iv = [S.sym(f"i{k}") for k in range(len(ranges))]
         rv = [S.sym(f"r{k}") for k in range(len(reduction_ranges))]
         var_ranges = dict(zip(iv, ranges)) | dict(zip(rv, reduction_ranges))
