@@ -143,7 +143,9 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
                    phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()},
                    graphs=metrics.generated_graph_count, jobs=len(metrics.precompile_job_seconds),
                    job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
-                   job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3))
+                   job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
+                   slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels),
+                                       reverse=True)[:3])
     return res
 
 
@@ -315,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 # longest times, against the precompile wall time above
                 print(f"#   tilefuse precompile: {extra.get('graphs')} graphs, {extra['jobs']} jobs in workers, "
                       f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s", flush=True)
+                print("#   slowest jobs: " + "; ".join(f"{t:.2f} s {lab}" for t, lab in extra.get("slowest_jobs", [])),
+                      flush=True)
     return 1 if failed else 0
 
 

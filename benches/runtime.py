@@ -28,6 +28,7 @@ Exit status: 0 when every checked output matched eager, 1 otherwise; without a G
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import time
@@ -433,7 +434,13 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
 
 def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str = "inductor", top: int = 12) -> int:
     """Per workload and backend: the ``top`` GPU kernels by total CUDA time over 10 calls
-    (torch.profiler), to see where one backend loses time to the other."""
+    (torch.profiler), to see where one backend loses time to the other; then the wall time per
+    call (ms, without the profiler) against the GPU time, and the ``top`` Python functions by own
+    time over those calls (cProfile): a wall time well above the GPU time means the host (Python
+    and launch overhead) bounds the step, and the listing says where it goes."""
+    import cProfile
+    import pstats
+
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile
 
@@ -459,6 +466,27 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
             print(f"\n== {w.name} / {label}: {total / 1e3:.3f} ms GPU per call")
             for e in rows[:top]:
                 print(f"  {e.device_time_total / 10 / 1e3:8.3f} ms  x{e.count // 10:<3} {e.key[:110]}")
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(10):
+                fn(*args)
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - t0) / 10 * 1e3
+            print(f"   wall {wall:.3f} ms per call (GPU {total / 1e3:.3f} ms: "
+                  f"{'host-bound' if wall > 1.1 * total / 1e3 else 'GPU-bound'})")
+            host = cProfile.Profile()
+            host.enable()
+            for _ in range(10):
+                fn(*args)
+            torch.cuda.synchronize()
+            host.disable()
+            buf = io.StringIO()
+            pstats.Stats(host, stream=buf).sort_stats("tottime").print_stats(top)
+            lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+            start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
+            print(f"   host, 10 calls under cProfile (top {top} by own time):")
+            for ln in lines[start:start + top + 1]:
+                print("   " + ln[:150])
         del args
         torch.cuda.empty_cache()
     return 0

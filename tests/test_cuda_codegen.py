@@ -82,7 +82,15 @@ def _pointwise_mix(a, b, i):
             torch.where(a > 0, a.exp2(), a.erf()), torch.rand_like(a) * a, a.to(torch.bfloat16).sigmoid())
 
 
+def _layer_norm_formula(x, w, b):
+    """LayerNorm as torch's decomposition computes it (float32 rsqrt of the variance)."""
+    mean = x.mean(-1, keepdim=True)
+    return (x - mean) * torch.rsqrt((x - mean).square().mean(-1, keepdim=True) + 1e-5) * w + b
+
+
 _CASES = {
+    "layer_norm_ptx_rsqrt": (_layer_norm_formula, {}, [((64, 300), torch.bfloat16), ((300,), torch.float32),
+                                                     ((300,), torch.float32)]),
     "softmax_family_persistent": (_softmax_family, {}, [((64, 300), torch.float32), ((300,), torch.float32),
                                                         ((300,), torch.float32), ((64,), torch.int64)]),
     "softmax_family_looped_bf16": (_softmax_family, {"persistent_reduction_threshold": 16},
@@ -192,3 +200,15 @@ def test_small_or_aligned_matrix_products_are_not_padded():
     assert "empty_strided((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS
     src = _cuda_source(lambda a, b: a @ b, ((1024, 768), torch.bfloat16), ((768, 4096), torch.bfloat16))
     assert "tf_kernel" not in src  # aligned: the operands go to cuBLAS as they are
+
+
+def test_float32_rsqrt_is_the_ptx_instruction_so_norm_kernels_skip_libdevice():
+    """rsqrt in float32 (also of a bf16 input, computed in float32) is emitted as the PTX
+    instruction libdevice's __nv_rsqrtf compiles to, so a LayerNorm kernel links no libdevice;
+    float64 keeps tl.rsqrt. The compile test above builds these kernels for sm_90."""
+    x32 = ((64, 300), torch.float32)
+    src = _cuda_source(_layer_norm_formula, x32, ((300,), torch.float32), ((300,), torch.float32))
+    assert "rsqrt.approx.ftz.f32" in src and "tl.rsqrt(" not in src and "libdevice." not in src
+    assert "rsqrt.approx.ftz.f32" in _cuda_source(torch.rsqrt, ((8, 8), torch.bfloat16))
+    src64 = _cuda_source(torch.rsqrt, ((8, 8), torch.float64))
+    assert "tl.rsqrt(" in src64 and "rsqrt.approx" not in src64

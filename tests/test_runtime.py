@@ -260,7 +260,7 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
     first worker forks the others), a raising job is reported with its error, the rest succeed."""
     def job(i):
         def run():
-            time.sleep(0.05)
+            time.sleep(0.4 if i == 7 else 0.05)
             (tmp_path / f"{i}.{os.getpid()}").write_text("x")
             if i == 5:
                 raise ValueError("job five fails")
@@ -271,10 +271,14 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
     seen = []
     metrics.reset()
     failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5,
-                                         on_result=lambda i, err: seen.append((i, err)))
+                                         on_result=lambda i, err: seen.append((i, err)),
+                                         labels=[f"job{i}" for i in range(12)])
     assert set(failed) == {5} and "ValueError: job five fails" in failed[5]
-    # each job's time in its worker (each sleeps 0.05 s)
+    # each job's time in its worker (job 7 sleeps 0.4 s, the others 0.05 s), with its label
     assert len(metrics.precompile_job_seconds) == 12 and all(0.04 <= t < 5 for t in metrics.precompile_job_seconds)
+    assert sorted(metrics.precompile_job_labels) == sorted(f"job{i}" for i in range(12))
+    slowest = max(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels))
+    assert slowest[1] == "job7" and slowest[0] >= 0.35
     assert sorted(i for i, _ in seen) == list(range(12))  # each report handed over as it arrives
     assert [i for i, err in seen if err is not None] == [5]
     done = sorted(p.name.split(".") for p in tmp_path.iterdir())
@@ -623,3 +627,42 @@ def test_launches_build_no_triton_c_launcher(fresh_triton_cache):
     assert ln.best_config is not None and ln.timings
     kernels = list(fn.device_caches[torch.cuda.current_device()][0].values())
     assert len(kernels) == 2 and all(getattr(k, "_run", "missing") is None for k in kernels), kernels
+
+
+def test_forked_executor_labels_each_job_with_the_kernel_and_config_being_submitted():
+    """``ForkedCompileExecutor`` records, per submitted job, the label ``KernelLauncher.warmup``
+    set for it, and ``run_jobs`` reports each job's time under that label."""
+    from tilefuse import metrics
+
+    ex = R.ForkedCompileExecutor(workers=2)
+    futs = []
+    for name in ("tf_kernel_0 XBLOCK=1024,num_warps=4", "tf_kernel_1 XBLOCK=2,RBLOCK=2048,num_warps=8"):
+        R._JOB_LABEL = name
+        try:
+            futs.append(ex.submit(time.sleep, 0.3 if name.startswith("tf_kernel_1") else 0.01))
+        finally:
+            R._JOB_LABEL = "?"
+    futs.append(ex.submit(time.sleep, 0.01))  # submitted outside warmup: unknown
+    metrics.reset()
+    ex.run_jobs()
+    assert all(f.done() for f in futs)
+    got = dict(zip(metrics.precompile_job_labels, metrics.precompile_job_seconds))
+    assert set(got) == {"tf_kernel_0 XBLOCK=1024,num_warps=4", "tf_kernel_1 XBLOCK=2,RBLOCK=2048,num_warps=8", "?"}
+    assert got["tf_kernel_1 XBLOCK=2,RBLOCK=2048,num_warps=8"] >= 0.25 > got["tf_kernel_0 XBLOCK=1024,num_warps=4"]
+
+
+def test_forked_workers_run_without_garbage_collection_and_the_parent_keeps_it(tmp_path):
+    """The workers (the first one and those it forks) never collect garbage, which would write to
+    every object inherited from the parent and copy its pages; the parent's collector stays on."""
+    import gc
+
+    def job(i):
+        def run():
+            (tmp_path / f"{i}.{int(gc.isenabled())}").write_text("x")
+        return run
+
+    assert gc.isenabled()
+    assert R.compile_in_forked_workers([job(i) for i in range(6)], workers=3) == {}
+    flags = sorted(p.name for p in tmp_path.iterdir())
+    assert flags == [f"{i}.0" for i in range(6)]
+    assert gc.isenabled()

@@ -45,3 +45,21 @@ def test_independent_node_moves_back_past_an_extern_kernel_but_a_dependent_one_d
     assert len(first.nodes) == 2 and all(n.numel == 32 for n in first.nodes)
     later = [n for i in items[2:] if isinstance(i, KernelGroup) for n in i.nodes]
     assert {n.numel for n in later} == {1, 20}
+
+
+def test_a_fused_kernel_takes_at_most_max_fusion_size_nodes():
+    """Inductor's max_fusion_size: 150 outputs over one iteration space would all fit one kernel;
+    they are cut into kernels of at most MAX_FUSION_SIZE nodes, and the results still match eager."""
+    from tilefuse import scheduler
+
+    def f(*xs):
+        return tuple(x * (k + 1) + 1 for k, x in enumerate(xs))
+
+    xs = [torch.randn(8, 16) for _ in range(150)]
+    items = scheduled(f, *xs)
+    sizes = [len(i.nodes) for i in items if isinstance(i, KernelGroup)]
+    assert sum(sizes) == 150 and max(sizes) == scheduler.MAX_FUSION_SIZE and len(sizes) == 3
+
+    compiled = torch.compile(f, backend="tilefuse")
+    for got, want in zip(compiled(*xs), f(*xs)):
+        torch.testing.assert_close(got, want)

@@ -22,6 +22,9 @@ and extern counts its graph had when compiled, but not ``generated_graph_count``
 ``precompile_job_seconds``: the seconds each compile job (one kernel, one config) took in its
 forked worker, in the order they finished: their sum against ``precompile_seconds`` times the
 worker count tells whether compiling ahead is bound by the number of jobs or by the slowest one.
+``precompile_job_labels``: for each entry of ``precompile_job_seconds``, the job's kernel and
+config (``"tf_kernel_3 XBLOCK=1,RBLOCK=2048,num_warps=4"``; ``"?"`` when unknown), to find the
+kernel on the critical path.
 """
 
 generated_kernel_count: int = 0
@@ -35,15 +38,17 @@ graph_cache_hits: int = 0
 precompile_seconds: float = 0.0
 phase_seconds: dict = {}
 precompile_job_seconds: list = []
+precompile_job_labels: list = []
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
-    global precompile_job_seconds
+    global precompile_job_seconds, precompile_job_labels
     phase_seconds = {}
     precompile_job_seconds = []
+    precompile_job_labels = []
     graph_cache_hits = 0
     symbolic_graph_count = 0
     specialized_graph_count = 0

@@ -880,6 +880,8 @@ class TritonKernelCodegen:
         if op in ("fmax", "fmin"):
             cmp = ">" if op == "fmax" else "<"
             return f"tl.where(({x[0]} {cmp} {x[1]}) | ({x[1]} != {x[1]}), {x[0]}, {x[1]})"
+        if op == "rsqrt" and lib and dtype == torch.float32 and torch.version.hip is None:
+            return _PTX_RSQRT.format(x[0])
         if op in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "sigmoid", "erf", "floor", "ceil"):
             if op in ("floor", "ceil") and not is_float:
                 return x[0]
@@ -1121,6 +1123,14 @@ def _atan2_f64(c, y: str, x: str) -> str:
 def _asin_f64(c, x: str) -> str:
     return _atan_f64(c, c(f"{x} / tl.sqrt(1.0 - {x} * {x})"))
 
+
+# float32 rsqrt on NVIDIA GPUs: the instruction libdevice's ``__nv_rsqrtf`` compiles to (Triton
+# compiles with ``__CUDA_FTZ`` set, so the flush-to-zero form), emitted directly. Same binary code,
+# but a kernel without any libdevice call skips linking libdevice into its LLVM module, which
+# Triton does per compile by parsing the whole libdevice bitcode: 0.04-0.08 s of each compile of a
+# normalization kernel (measured on sm_90 targets; 0.115 -> 0.072 s for a one-line kernel).
+_PTX_RSQRT = ('tl.inline_asm_elementwise("rsqrt.approx.ftz.f32 $0, $1;", "=f,f", [({}).to(tl.float32)], '
+              'dtype=tl.float32, is_pure=True, pack=1)')
 
 # ops with a libdevice function on the GPU and a float64 formula under the interpreter; each takes
 # the CSE function and its operands' names

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import gc
 import hashlib
 import importlib.util
 import logging
@@ -638,13 +639,18 @@ class KernelLauncher:
         to the launch, which reports them, or to the autotuner, which skips that config."""
         if not self.cuda:
             return
-        for cfg in self._triton_configs:
+        global _JOB_LABEL
+        for c, cfg in zip(self.configs, self._triton_configs):
+            # names the compile job this submits (metrics.precompile_job_labels)
+            _JOB_LABEL = f"{getattr(self.fn, '__name__', self.fn)} " + ",".join(f"{k}={v}" for k, v in c.items())
             try:
                 # integer (size) arguments: any value, they are not specialized on
                 mock = [64 if a is int else a for a in self.arg_dtypes]
                 self.fn.warmup(*mock, grid=(1,), **cfg.all_kwargs())
             except Exception as e:  # noqa: BLE001 - compiled again (and reported) at launch
                 log.debug("tilefuse: compiling %s with %s ahead failed: %s", self.fn, cfg, e)
+            finally:
+                _JOB_LABEL = "?"
 
 
 def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
@@ -658,6 +664,8 @@ def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequen
 
 
 _FORKED_JOBS: list[Callable[[], Any]] | None = None
+# the kernel and config of the compile job being submitted (set by KernelLauncher.warmup)
+_JOB_LABEL = "?"
 
 
 def _run_forked_job(i: int) -> tuple[int, str | None]:
@@ -877,7 +885,8 @@ def _forked_worker(task_r: int, res_w: int) -> None:
 
 def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
                               timeout: float = FORKED_COMPILE_TIMEOUT_S,
-                              on_result: Callable[[int, str | None], None] | None = None) -> dict[int, str]:
+                              on_result: Callable[[int, str | None], None] | None = None,
+                              labels: Sequence[str] | None = None) -> dict[int, str]:
     """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
     for their side effect on Triton's on-disk cache. The workers inherit the jobs; nothing is
     pickled. This process forks one worker, in a process group of its own, which forks the others
@@ -888,7 +897,9 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
     worker can be started, or none reports for ``timeout`` seconds, the workers are killed and
     the remaining jobs are simply not run here (the caller compiles whatever is left itself).
     ``on_result(index, error or None)``, when given, is called in this process as each job's
-    report arrives, while the other jobs still compile."""
+    report arrives, while the other jobs still compile. Each job's time in its worker goes to
+    ``metrics.precompile_job_seconds``, with its entry of ``labels`` (default "?") to
+    ``metrics.precompile_job_labels``."""
     global _FORKED_JOBS
     import select
     import signal
@@ -918,6 +929,13 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
             if pid == 0:  # the first worker
                 code = 0
                 try:
+                    # no garbage collection in the workers (inherited by the ones forked next):
+                    # a worker lives for a few compiles and then exits without cleanup, and a
+                    # collection there would walk every object inherited from this process (a
+                    # torch + Dynamo heap), writing to each and so copying its page: about 0.1 s
+                    # of a job's compile measured on the development machine, more per worker
+                    # with a larger heap
+                    gc.disable()
                     os.setpgid(0, 0)
                     os.close(res_r)
                     _fork_tree(min(workers, n))
@@ -950,6 +968,7 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
             for ln in lines:
                 i, secs, err = ln.decode(errors="replace").split("\t", 2)
                 metrics.precompile_job_seconds.append(float(secs))
+                metrics.precompile_job_labels.append(labels[int(i)] if labels is not None else "?")
                 reported += 1
                 if err:
                     failed[int(i)] = err
@@ -992,10 +1011,12 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
     def __init__(self, workers: int):
         self.workers = workers
         self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
+        self.labels: list[str] = []
 
     def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
         fut: concurrent.futures.Future = concurrent.futures.Future()
         self.jobs.append((functools.partial(fn, *args, **kwargs), fut))
+        self.labels.append(_JOB_LABEL)
         return fut
 
     def run_jobs(self) -> None:
@@ -1003,6 +1024,7 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         its worker reports it, while the others still compile; any job no worker reported is
         then run in this process."""
         jobs, self.jobs = self.jobs, []
+        labels, self.labels = self.labels, []
 
         def resolve(i: int, err: str | None) -> None:
             job, fut = jobs[i]
@@ -1017,7 +1039,7 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
                 fut.set_exception(e)
 
         if len(jobs) > 1:
-            compile_in_forked_workers([j for j, _ in jobs], self.workers, on_result=resolve)
+            compile_in_forked_workers([j for j, _ in jobs], self.workers, on_result=resolve, labels=labels)
         for i in range(len(jobs)):
             resolve(i, None)
 
