@@ -517,3 +517,45 @@ def test_training_partition_recomputes_pointwise_chains_in_the_backward(monkeypa
         torch.testing.assert_close(results[mc][1], a.grad, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(results[mc][2], b.grad, atol=1e-4, rtol=1e-4)
     assert results[True][0] < results[False][0], results  # fewer forward outputs saved
+
+
+def test_cross_entropy_training_saves_the_logits_and_logsumexp_not_the_log_probs(monkeypatch):
+    """A language-model loss (bf16 logits upcast with ``.float()``, as transformers computes it):
+    log_softmax decomposes to ``x - logsumexp(x)`` and detach to alias, so the min-cut
+    partitioner saves the bf16 logits and a per-row logsumexp and recomputes the log-probs in the
+    backward instead of saving them as a float32 [rows, vocab] tensor (Inductor's partition).
+    Loss and gradient match eager."""
+    import tilefuse.backend as B
+
+    saved = {}
+    real = B.compile_graph
+
+    def spy(gm, example_inputs, kind="forward", *a, **k):
+        if kind == "forward":
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            saved["outs"] = [(tuple(o.meta["val"].shape), o.meta["val"].dtype) for o in out.args[0]
+                             if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor)]
+        return real(gm, example_inputs, kind, *a, **k)
+
+    monkeypatch.setattr(B, "compile_graph", spy)
+    torch.manual_seed(0)
+    rows, vocab = 64, 1000
+    logits = torch.randn(rows, vocab, device=DEVICE).to(torch.bfloat16)
+    target = torch.randint(0, vocab, (rows,), device=DEVICE)
+    target[3] = -100  # an ignored position
+
+    def f(logits, target):
+        return torch.nn.functional.cross_entropy(logits.float(), target, ignore_index=-100)
+
+    torch._dynamo.reset()
+    a = logits.clone().requires_grad_()
+    loss = torch.compile(f, backend="tilefuse")(a, target)
+    loss.backward()
+    b = logits.clone().requires_grad_()
+    want = f(b, target)
+    want.backward()
+    torch.testing.assert_close(loss, want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a.grad.float(), b.grad.float(), atol=1e-3, rtol=1e-2)
+    big = [s for s in saved["outs"] if s[0] == (rows, vocab)]
+    assert big == [((rows, vocab), torch.bfloat16)], saved["outs"]  # the logits themselves, nothing float32
+    assert ((rows, 1), torch.float32) in saved["outs"]  # the logsumexp per row
