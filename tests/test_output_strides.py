@@ -196,6 +196,29 @@ def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_pa
     assert "reinterpret_tensor(buf" in bwd and "(100, 32), (1, 100)" in bwd  # ... and used transposed
 
 
+def test_a_3d_gradient_input_used_transposed_first_is_padded_once(monkeypatch, tmp_path):
+    """The GPT training step's backward after a graph break: the logits' gradient arrives as a
+    ``[batch, seq, vocab]`` graph input, read as ``[batch * seq, vocab]``, and the first product
+    uses it transposed (``g.t() @ h``, the weight gradient), the second plain (``g @ W``). One
+    padded copy of ``g`` serves both (it had been one padded transposed copy plus one padded
+    copy, 2 x 412 MB per step at vocabulary 50257); results are eager's."""
+    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    torch.manual_seed(0)
+    g3, h, w = torch.randn(2, 16, 97), torch.randn(32, 16), torch.randn(97, 16)
+
+    def f(g3, h, w):
+        g = g3.view(-1, g3.shape[-1])
+        return g.t() @ h, g @ w
+
+    with config.patch(pad_mm=True, debug_dir=str(tmp_path)):
+        compile_and_compare(f, g3, h, w, atol=1e-4, rtol=1e-4)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert src.count("empty_strided((32, 100)") == 1, src  # g padded to 100 columns, once
+    assert "empty_strided((100, 32)" not in src  # no padded transposed copy
+    assert "(100, 32), (1, 100)" in src  # the padded copy, read transposed
+
+
 def test_dynamic_shapes_outputs_keep_eager_strides():
     def f(x, w):
         y = x.t() * 2

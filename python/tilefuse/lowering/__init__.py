@@ -1128,33 +1128,38 @@ def _extern_operand(x):
     return x, (st if st is not None and all(isinstance(v, int) for v in st) else None)
 
 
-def _stored_name(x) -> str | None:
-    """The name of the buffer ``x`` is exactly (a box around a realized buffer, or a view of a
-    whole buffer in its own layout), else None."""
-    inner = x.data if isinstance(x, TensorBox) else x
-    if isinstance(inner, ir.StorageBox) and isinstance(inner.data, ir.Buffer):
-        return inner.data.get_name()
-    if isinstance(inner, ir.ReinterpretView) and inner.data.layout is not None:
-        own = inner.data.layout
-        lay = inner.layout
-        if (list(lay.size), list(lay.stride), lay.offset) == (list(own.size), list(own.stride), own.offset):
-            return inner.data.get_name()
-    return None
-
-
 def _transposed_stored_base(x):
-    """``y`` (a view of a whole row-major 2-D buffer) when ``x`` is ``y.t()``, else None."""
+    """``y``, a row-major 2-D view of a stored buffer, when ``x`` is ``y.t()`` (a column-major
+    2-D view of that buffer: strides ``[1, rows]``), else None. The buffer may have any shape
+    (a ``[batch, seq, vocab]`` gradient read as ``[batch * seq, vocab]``)."""
     inner = x.data if isinstance(x, TensorBox) else x
     if not isinstance(inner, ir.ReinterpretView) or inner.data.layout is None:
         return None
-    lay, own = inner.layout, inner.data.layout
-    if len(lay.size) != 2 or len(own.size) != 2:
+    lay = inner.layout
+    if len(lay.size) != 2 or not all(isinstance(v, int) for v in (*lay.size, *lay.stride)):
         return None
     r, c = lay.size
-    if list(own.size) == [c, r] and list(own.stride) == [r, 1] and list(lay.stride) == [1, r] \
-            and lay.offset == own.offset:
-        return TensorBox(ir.ReinterpretView(inner.data, own))
-    return None
+    if list(lay.stride) != [1, r] or c == 1:
+        return None
+    return TensorBox(ir.ReinterpretView(inner.data, ir.FixedLayout(lay.device, lay.dtype, [c, r], [r, 1],
+                                                                    lay.offset)))
+
+
+def _view_key(x) -> tuple | None:
+    """``(buffer name, size, stride, offset)`` of a stored buffer or a strided view of one (two
+    views with the same key read the same elements the same way), else None."""
+    inner = x.data if isinstance(x, TensorBox) else x
+    if isinstance(inner, ir.StorageBox) and isinstance(inner.data, ir.Buffer):
+        inner = inner.data
+    if isinstance(inner, ir.ReinterpretView):
+        lay, name = inner.layout, inner.data.get_name()
+    elif isinstance(inner, ir.Buffer):
+        lay, name = getattr(inner, "layout", None), inner.get_name()
+    else:
+        return None
+    if lay is None or getattr(lay, "stride", None) is None:
+        return None
+    return name, tuple(lay.size), tuple(lay.stride), lay.offset
 
 
 def _lazy_transpose_base(x):
@@ -1184,8 +1189,8 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     def same(x, y) -> bool:
         if ir.unwrap_storage(x) is ir.unwrap_storage(y):
             return True
-        name = _stored_name(x)
-        return name is not None and _stored_name(y) == name
+        key = _view_key(x)
+        return key is not None and _view_key(y) == key
 
     def padded(x, amounts):
         for orig, amts, res in memo:
