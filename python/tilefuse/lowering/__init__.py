@@ -1330,7 +1330,14 @@ def _log_softmax_as_logsumexp(x: torch.Tensor, dim: int, half_to_float: bool) ->
     out = torch.float32 if half_to_float else x.dtype
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xa = x.to(acc)
-    return (xa - torch.logsumexp(xa, dim, keepdim=True)).to(out)
+    lse = torch.logsumexp(xa, dim, keepdim=True)
+    res = xa - lse
+    # torch's log_softmax of a row holding +inf is NaN throughout (x - max - log Σ exp(x - max)
+    # takes inf - inf); logsumexp is +inf there, which gives -inf for the finite entries. The
+    # fix-up comes after the subtraction: the partitioner bans recomputing a fusible user of x
+    # that comes, in graph order, after the first non-fusible use downstream of logsumexp
+    # ("used far apart"), so ``x - lse`` must be logsumexp's first user
+    return torch.where(lse == float("inf"), float("nan"), res).to(out)
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
