@@ -5,6 +5,7 @@ test here carries the ``gpu`` marker. Kernel counts assert fusion."""
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import pytest
@@ -323,7 +324,7 @@ def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction(tmp_path):
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     red = src[src.index("rnumel = 40001"):]
     red = red[:red.index("def ")]
-    assert "sin" not in red and "xnumel = 1\n" in src
+    assert "sin(" not in red and "xnumel = 1\n" in src
     y = torch.randn(8, 100)
     compile_and_check(lambda a: torch.softmax(a * 2, -1), y, kernels=1)
 
@@ -374,7 +375,7 @@ def test_extern_input_that_is_a_view_of_a_computed_value_reads_its_buffer(tmp_pa
     with config.patch(debug_dir=str(tmp_path)):
         compile_and_check(f, a, w, v, kernels=1, atol=1e-4, rtol=1e-4)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    assert src.count("erf") == 1  # gelu computed once
+    assert src.count("erf(") == 1  # gelu computed once
     assert ", (12, 48), (1, 12), " in src and "reinterpret_tensor(" in src  # a view of the one buffer
 
 
@@ -409,7 +410,7 @@ def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
         compile_and_check(f, x, w, b, atol=1e-4, rtol=1e-4)
     assert metrics.reused_kernel_count >= 2
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    n_defs = src.count("@_jit\ndef tf_kernel_")
+    n_defs = len(re.findall(r"@_jit\ndef tf_(?:poi|per|red)_", src))
     assert n_defs == metrics.generated_kernel_count - metrics.reused_kernel_count
 
 

@@ -119,7 +119,7 @@ def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
     r = subprocess.run([sys.executable, "-c", _COMPILE, str(path)], capture_output=True, text=True, env=env,
                        timeout=600)
     assert r.returncode == 0 and "COMPILED" in r.stdout, r.stdout[-2000:] + r.stderr[-6000:]
-    assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_kernel")
+    assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_")
 
 
 def _launcher_configs(src: str) -> list[list[dict]]:
@@ -128,7 +128,7 @@ def _launcher_configs(src: str) -> list[list[dict]]:
 
     out = []
     for line in src.splitlines():
-        if "= make_launcher(tf_kernel" in line:
+        if "= make_launcher(tf_" in line:
             call = ast.parse(line.split("=", 1)[1].strip()).body[0].value
             out.append(ast.literal_eval(call.args[2]))
     return out
@@ -199,7 +199,7 @@ def test_small_or_aligned_matrix_products_are_not_padded():
     src = _cuda_source(lambda a, b: a @ b, ((64, 100), torch.bfloat16), ((100, 30), torch.bfloat16))
     assert "empty_strided((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS
     src = _cuda_source(lambda a, b: a @ b, ((1024, 768), torch.bfloat16), ((768, 4096), torch.bfloat16))
-    assert "tf_kernel" not in src  # aligned: the operands go to cuBLAS as they are
+    assert "def tf_" not in src  # aligned: the operands go to cuBLAS as they are
 
 
 def test_float32_rsqrt_is_the_ptx_instruction_so_norm_kernels_skip_libdevice():
@@ -212,3 +212,23 @@ def test_float32_rsqrt_is_the_ptx_instruction_so_norm_kernels_skip_libdevice():
     assert "rsqrt.approx.ftz.f32" in _cuda_source(torch.rsqrt, ((8, 8), torch.bfloat16))
     src64 = _cuda_source(torch.rsqrt, ((8, 8), torch.float64))
     assert "tl.rsqrt(" in src64 and "rsqrt.approx" not in src64
+
+
+def test_kernel_names_say_kind_and_ops_and_are_unique_in_the_graph():
+    """Inductor-style kernel names (``tf_<poi|per|red>_fused_<ops>_<index>``): a profiler's
+    kernel list says what each kernel does, and no two kernels of a graph share a name."""
+    import re
+
+    def f(x, w, y):
+        return (y * 2).sin(), x.sum(-1), (x @ w).softmax(-1)
+
+    src = _cuda_source(f, ((64, 300), torch.float32), ((300, 40), torch.float32), ((1000,), torch.float32))
+    names = re.findall(r"^def (tf_\w+)\(", src, re.M)
+    assert len(names) == len(set(names)) >= 3
+    assert all(re.fullmatch(r"tf_(poi|per|red)(_fused(_[a-z0-9_]+)?)?_\d+", n) for n in names), names
+    assert any(n.startswith("tf_poi_fused_") and "sin" in n for n in names), names
+    assert any(n.startswith("tf_per_fused_") and "sum" in n for n in names), names
+    assert all(f"{n}_launcher = make_launcher({n}," in src for n in names)
+    with config.patch(persistent_reduction_threshold=16):
+        looped = re.findall(r"^def (tf_\w+)\(", _cuda_source(lambda x: x.sum(-1), ((8, 300), torch.float32)), re.M)
+    assert looped and looped[0].startswith("tf_red_fused_sum"), looped

@@ -4,6 +4,7 @@ are compared with eager (CPU, Triton interpreter in CI; CUDA with TRITON_INTERPR
 
 from __future__ import annotations
 
+import re
 
 import pytest
 import torch
@@ -359,7 +360,7 @@ def test_eviction_hints_keep_reread_rows_and_shared_weights_in_cache(tmp_path):
     for g, want in zip(got, f(x, w, b)):
         torch.testing.assert_close(g, want, atol=1e-5, rtol=1e-5)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    kernels = [k.split("_launcher = ")[0] for k in src.split("def tf_kernel")[1:]]
+    kernels = [k.split("_launcher = ")[0] for k in re.split(r"def tf_(?:poi|per|red)_", src)[1:]]
     red = next(k for k in kernels if "for roffset" in k)
     loops = red.split("for roffset")[1:]
     row = "rindex + 300*xindex"

@@ -168,6 +168,34 @@ class GeneratedKernel:
     mutated_args: list[str] = field(default_factory=list)
 
 
+# body ops that say nothing about what a kernel computes (left out of its name)
+_NAME_SKIP = frozenset({"load", "store", "constant", "index_expr", "to_dtype", "indirect_indexing", "masked",
+                        "where", "broadcast", "reduction", "scan", "store_reduction", "bucketize"})
+# at most this many op names in a kernel's name (Inductor's kernel_name_max_ops is 10)
+KERNEL_NAME_MAX_OPS = 6
+
+
+def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
+    """The name of a generated kernel, in Inductor's form (``triton_poi_fused_add_mul_0``):
+    ``tf_<kind>_fused_<ops>_<index>``, kind ``poi`` (pointwise, tiled or not), ``per`` (a
+    persistent reduction: a whole row per block) or ``red`` (a looped reduction); ops the body's
+    math ops and reduction types in first-use order (at most ``KERNEL_NAME_MAX_OPS``), index the
+    kernel's position in its graph, so the name is unique there. A profiler's kernel list then
+    says what each kernel does (``tf_red_fused_amax_sumexp_log_sub_3``)."""
+    kind = "poi" if group.rnumel == 1 else ("per" if persistent else "red")
+    ops: list[str] = []
+    for n in group.nodes:
+        for bn in n.body.nodes:
+            op = bn.args[2] if bn.op == "reduction" and len(bn.args) > 2 else bn.op
+            if not isinstance(op, str) or op in _NAME_SKIP or op in ops:
+                continue
+            op = "".join(c if c.isalnum() or c == "_" else "_" for c in op.lower()).strip("_")
+            if op and op not in ops:
+                ops.append(op)
+    ops = ops[:KERNEL_NAME_MAX_OPS]
+    return f"tf_{kind}_fused_{'_'.join(ops)}_{index}" if ops else f"tf_{kind}_{index}"
+
+
 class TritonKernelCodegen:
     """Generates the source of one kernel for a KernelGroup."""
 

@@ -22,7 +22,7 @@ from .. import metrics
 from .. import symbolic as S
 from ..ir import nodes as ir
 from ..scheduler import KernelGroup
-from .triton import GeneratedKernel, TritonKernelCodegen
+from .triton import GeneratedKernel, TritonKernelCodegen, kernel_name
 
 aten = torch.ops.aten
 
@@ -206,8 +206,9 @@ class WrapperCodegen:
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
                 keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
-                kname = f"tf_kernel_{len(self.kernels)}"
-                gk = TritonKernelCodegen(item, kname, self.device, keep).generate()
+                cg = TritonKernelCodegen(item, "", self.device, keep)
+                cg.name = kname = kernel_name(item, len(self.kernels), cg.persistent)
+                gk = cg.generate()
             if isinstance(item, KernelGroup) and not gk.arg_names:
                 pass  # every value it computed is unused (indices read only by an empty buffer)
             elif isinstance(item, KernelGroup):
