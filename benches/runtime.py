@@ -28,6 +28,7 @@ Exit status: 0 when every checked output matched eager, 1 otherwise; without a G
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import os
 import sys
@@ -467,13 +468,33 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
             for e in rows[:top]:
                 print(f"  {e.device_time_total / 10 / 1e3:8.3f} ms  x{e.count // 10:<3} {e.key[:110]}")
             torch.cuda.synchronize()
+            collections = []
+
+            def on_gc(phase, info, collections=collections):
+                if phase == "start":
+                    collections.append(info.get("generation"))
+
+            gc.callbacks.append(on_gc)
             t0 = time.perf_counter()
-            for _ in range(10):
-                fn(*args)
-            torch.cuda.synchronize()
+            try:
+                for _ in range(10):
+                    fn(*args)
+                torch.cuda.synchronize()
+            finally:
+                gc.callbacks.remove(on_gc)
             wall = (time.perf_counter() - t0) / 10 * 1e3
             print(f"   wall {wall:.3f} ms per call (GPU {total / 1e3:.3f} ms: "
-                  f"{'host-bound' if wall > 1.1 * total / 1e3 else 'GPU-bound'})")
+                  f"{'host-bound' if wall > 1.1 * total / 1e3 else 'GPU-bound'}); garbage collections in "
+                  f"10 calls by generation: {[collections.count(g) for g in range(3)]}")
+            # host-side CUDA API calls (a synchronization or a blocking copy serializes host and GPU)
+            with tprofile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as hprof:
+                for _ in range(10):
+                    fn(*args)
+                torch.cuda.synchronize()
+            api = [e for e in hprof.key_averages() if e.key.startswith("cuda") and "Launch" not in e.key]
+            api.sort(key=lambda e: -e.cpu_time_total)
+            print("   CUDA runtime calls other than launches, 10 calls: " + (", ".join(
+                f"{e.key} x{e.count} {e.cpu_time_total / 1e3:.2f} ms" for e in api[:6]) or "none"))
             host = cProfile.Profile()
             host.enable()
             for _ in range(10):

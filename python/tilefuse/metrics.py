@@ -23,7 +23,7 @@ and extern counts its graph had when compiled, but not ``generated_graph_count``
 forked worker, in the order they finished: their sum against ``precompile_seconds`` times the
 worker count tells whether compiling ahead is bound by the number of jobs or by the slowest one.
 ``precompile_job_labels``: for each entry of ``precompile_job_seconds``, the job's kernel and
-config (``"tf_kernel_3 XBLOCK=1,RBLOCK=2048,num_warps=4"``; ``"?"`` when unknown), to find the
+config (``"tf_red_fused_max_sumexp_3 XBLOCK=1,RBLOCK=2048,num_warps=4"``; ``"?"`` when unknown), to find the
 kernel on the critical path.
 """
 
