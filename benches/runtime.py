@@ -516,7 +516,7 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
-    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
@@ -533,9 +533,22 @@ def main(argv: list[str] | None = None) -> int:
             print(w.name)
         return 0
     names = {w.name for w in WORKLOADS}
-    only = {s.strip() for s in args.only.split(",") if s.strip()} or None
-    if only and only - names:
-        ap.error(f"unknown workload(s) {sorted(only - names)}; known: {sorted(names)}")
+    only = None
+    if args.only is not None:
+        only = {s.strip() for s in args.only.split(",") if s.strip()}
+        if not only:
+            ap.error(f"--only {args.only!r}: give one or more workload names; known: {sorted(names)}")
+        if only - names:
+            ap.error(f"unknown workload(s) {sorted(only - names)}; known: {sorted(names)}")
+    if args.rep < 1:
+        ap.error(f"--rep {args.rep}: give a positive number of milliseconds")
+    if args.top < 1:
+        ap.error(f"--top {args.top}: give a positive number")
+    import torch._dynamo
+
+    known = set(torch._dynamo.list_backends(exclude_tags=()))
+    if args.against not in known:
+        ap.error(f"--against {args.against!r}: not a torch.compile backend here; choose one of {sorted(known)}")
     dtype = getattr(torch, args.dtype)
     import tilefuse.backend  # noqa: F401  (the backend, registered by entry point; imported for metrics)
 
@@ -549,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.profile:
         return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
-    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep)
+    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against)
 
 
 if __name__ == "__main__":

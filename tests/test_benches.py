@@ -66,3 +66,19 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
                            timeout=120, cwd=ROOT)
         assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
 
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--rep", "0", "--dry-run"), "--rep 0: give a positive number"),
+    (("--top", "0", "--profile"), "--top 0: give a positive number"),
+    (("--only=", "--dry-run"), "--only '': give one or more workload names"),
+    (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
+    (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
+])
+def test_runtime_refuses_bad_arguments(args, message):
+    """runtime.py checks its arguments before measuring anything (a bad --against used to surface
+    only per workload, after a 1 GiB bandwidth measurement)."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "runtime.py"), *args], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=ROOT)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]

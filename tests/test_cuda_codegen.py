@@ -232,3 +232,13 @@ def test_kernel_names_say_kind_and_ops_and_are_unique_in_the_graph():
     with config.patch(persistent_reduction_threshold=16):
         looped = re.findall(r"^def (tf_\w+)\(", _cuda_source(lambda x: x.sum(-1), ((8, 300), torch.float32)), re.M)
     assert looped and looped[0].startswith("tf_red_fused_sum"), looped
+
+
+def test_an_atomic_update_kernel_is_named_after_its_update():
+    """index_add's kernel accumulates with atomic adds: its name says so (it was ``tf_poi_<n>``)."""
+    import re
+
+    src = _cuda_source(lambda x, i: torch.ops.aten.index_put(x.new_zeros(8, 16), [i % 8], x, True),
+                       ((32, 16), torch.float32), ((32,), torch.int64))
+    names = re.findall(r"^def (tf_\w+)\(", src, re.M)
+    assert any("atomic_add" in n for n in names), names

@@ -187,6 +187,8 @@ def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
     for n in group.nodes:
         for bn in n.body.nodes:
             op = bn.args[2] if bn.op == "reduction" and len(bn.args) > 2 else bn.op
+            if bn.op == "store":  # an atomic update names the kernel (index_add: atomic_add)
+                op = bn.args[3] if len(bn.args) > 3 and bn.args[3] else None
             if not isinstance(op, str) or op in _NAME_SKIP or op in ops:
                 continue
             op = "".join(c if c.isalnum() or c == "_" else "_" for c in op.lower()).strip("_")
