@@ -181,7 +181,7 @@ def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
     persistent reduction: a whole row per block) or ``red`` (a looped reduction); ops the body's
     math ops and reduction types in first-use order (at most ``KERNEL_NAME_MAX_OPS``), index the
     kernel's position in its graph, so the name is unique there. A profiler's kernel list then
-    says what each kernel does (``tf_red_fused_amax_sumexp_log_sub_3``)."""
+    says what each kernel does (``tf_red_fused_max_sumexp_log_sub_3``)."""
     kind = "poi" if group.rnumel == 1 else ("per" if persistent else "red")
     ops: list[str] = []
     for n in group.nodes:
@@ -189,7 +189,7 @@ def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
             op = bn.args[2] if bn.op == "reduction" and len(bn.args) > 2 else bn.op
             if bn.op == "store":  # an atomic update names the kernel (index_add: atomic_add)
                 op = bn.args[3] if len(bn.args) > 3 and bn.args[3] else None
-            if not isinstance(op, str) or op in _NAME_SKIP or op in ops:
+            if not isinstance(op, str) or op in _NAME_SKIP:
                 continue
             op = "".join(c if c.isalnum() or c == "_" else "_" for c in op.lower()).strip("_")
             if op and op not in ops:
