@@ -315,6 +315,13 @@ def test_softmax_family_online_normalizer_matches_eager(persistent, dtype, tmp_p
         # before its output loop, not two
         k = next(part for part in src.split("@_jit") if "tl.maximum(" in part)
         assert k.count("for roffset") <= 2
+        # ... and inside that loop the four normalizers of the same rows (softmax, log_softmax,
+        # logsumexp, cross-entropy) and the amax beside each are one running row maximum and one
+        # sum: one maximum, and two exps (the element's and the rescale), per iteration
+        k = next(part for part in src.split("@_jit") if "for roffset" in part and "tl.maximum(" in part)
+        first_loop = k.split("for roffset")[1]
+        assert first_loop.count("tl.maximum(") == 1, first_loop
+        assert first_loop.count("tl.exp(") == 2, first_loop
 
 
 def test_softmax_family_under_dynamic_shapes_and_backward():

@@ -232,8 +232,9 @@ class Reduction(Loops):
     ``Σ exp(v - max(v))`` over the row computed in one pass with a running maximum (the online
     softmax normalizer; softmax, log_softmax and logsumexp use it with a max reduction of the same
     row, which it does not depend on, so both share one loop over the row instead of the max loop
-    feeding a second loop). A row of only ``-inf`` gives its length (every consumer then yields
-    NaN or ``-inf`` as eager), a row whose maximum is ``+inf`` or that holds a NaN gives NaN."""
+    feeding a second loop). A row of only ``-inf`` gives 0 when looped, its length when
+    persistent (every consumer then yields NaN or ``-inf`` as eager), a row whose maximum is
+    ``+inf`` or that holds a NaN gives NaN."""
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
         super().__init__(device, dtype, inner_fn, ranges)
