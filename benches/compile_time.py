@@ -18,7 +18,9 @@ spread (a few tenths of a second; more on the CPU) can still come out negative. 
 backend's first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse /
 Inductor; the issue's target is <= 0.25), then tilefuse's phases. With ``--warm`` a second
 process per backend re-runs the same workload with the caches the cold process filled
-(warm-cache recompile).
+(warm-cache recompile). A single process's first call varies by a few tenths of a second
+(imports, the host's load), as large as a small workload's whole backend time: ``--repeat N``
+runs N processes per backend (cold, and warm on each cold one's caches) and reports the median.
 
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).
@@ -28,6 +30,7 @@ training step (forward + backward of the LM loss, bf16, batch 8 x 512).
     python benches/compile_time.py --device cpu --only softmax   # the code path on the CPU (tiny sizes)
     python benches/compile_time.py --profile block_fwd          # cProfile of tilefuse's cold first call
     python benches/compile_time.py --profile block_fwd --warm   # ... of a warm-cache first call
+    python benches/compile_time.py --only layernorm --modes static --warm --repeat 3   # medians of 3 processes
 """
 
 from __future__ import annotations
@@ -182,6 +185,21 @@ def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: boo
     return None
 
 
+def _median_run(runs: list) -> dict | None:
+    """The run with the median first call (the lower middle of an even count); None if any failed."""
+    if not runs or any(r is None for r in runs):
+        return None
+    return sorted(runs, key=lambda r: r["first_call_s"])[(len(runs) - 1) // 2]
+
+
+def _spread(backend: str, colds: list, warms: list) -> str:
+    def mmm(runs):
+        ts = sorted(r["first_call_s"] for r in runs)
+        return f"{ts[0]:.2f}/{ts[(len(ts) - 1) // 2]:.2f}/{ts[-1]:.2f}"
+
+    return f"{backend} {mmm(colds)}" + (f", warm {mmm(warms)}" if warms else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
@@ -198,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", metavar="WORKLOAD",
                     help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
     ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="fresh processes per backend (and per warm run); the table shows each one's "
+                         "median first call, and a line under it the spread (default 1)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     # arguments checked here, before any child process runs
@@ -209,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}, comma-separated")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number of profile entries")
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give a positive number of processes per measurement")
     known = workload_names()
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else known
     for n in names + ([args.profile] if args.profile else []):
@@ -281,12 +304,31 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in names:
         for mode in modes:
-            res, warm = {}, {}
+            res, warm, spread = {}, {}, []
             for backend in backends:
-                caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
-                res[backend] = _run(name, backend, mode, device, caches, cold=True)
-                if args.warm and backend != "aot_eager" and res[backend] is not None:
-                    warm[backend] = _run(name, backend, mode, device, caches, cold=False)
+                colds, warms = [], []
+                # interleaved: cold k, then warm k on the caches cold k filled
+                for k in range(args.repeat):
+                    caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
+                    r = _run(name, backend, mode, device, caches, cold=True)
+                    if r is None:
+                        colds = [None]
+                        break
+                    colds.append(r)
+                    w = None
+                    if args.warm and backend != "aot_eager":
+                        w = _run(name, backend, mode, device, caches, cold=False)
+                        if w is not None:
+                            warms.append(w)
+                    if args.repeat > 1:  # each process as it ends: a run cut short still leaves its data
+                        print(f"#   {name} {mode} {backend} process {k + 1}/{args.repeat}: first call "
+                              f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else ""),
+                              flush=True)
+                res[backend] = _median_run(colds)
+                if warms:
+                    warm[backend] = _median_run(warms)
+                if args.repeat > 1 and res[backend] is not None:
+                    spread.append(_spread(backend, colds, warms))
             if any(v is None for v in res.values()):
                 failed += 1
                 print(f"| {name} | {mode} | FAILED ({[b for b, v in res.items() if v is None]}) |", flush=True)
@@ -305,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                 tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
                 line += f" {iw:.2f} | {tw:.2f} | {tw / iw if iw > 0 else float('nan'):.2f} |"
             print(line, flush=True)
+            if spread:
+                print(f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread),
+                      flush=True)
             if "tilefuse" not in backends or not extra:
                 continue
             ph = extra.get("phases", {})

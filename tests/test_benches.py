@@ -25,6 +25,7 @@ def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
     (("--backends", ""), "--backends '': choose one or more of"),
     (("--top", "0"), "--top 0: give a positive number"),
+    (("--repeat", "0"), "--repeat 0: give a positive number"),
     (("--modes", ","), "give one or more of"),
     (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
     (("--profile", "nosuch"), "unknown workload 'nosuch'"),
@@ -45,13 +46,27 @@ def test_compile_time_profile_asks_for_the_cpu_explicitly():
 
 
 def test_compile_time_cpu_row():
-    r = _run("--device", "cpu", "--only", "softmax,", "--modes", "static", "--backends", "tilefuse")
+    """The CPU path end to end, with two processes per measurement and warm runs: the table shows
+    the median (of two: the lower) of the first calls the spread line lists."""
+    r = _run("--device", "cpu", "--only", "softmax,", "--modes", "static", "--backends", "tilefuse",
+             "--repeat", "2", "--warm")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| softmax | static |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert float(cells[2]) > 0 and float(cells[4]) > 0  # aot_eager's and tilefuse's first calls, s
     assert re.search(r"tilefuse phases \(s\): lower=\d", r.stdout)
     assert "# not run (--backends): inductor;" in r.stdout
+    m = re.search(r"over 2 processes .*aot_eager ([\d.]+)/([\d.]+)/([\d.]+); "
+                  r"tilefuse ([\d.]+)/([\d.]+)/([\d.]+), warm ([\d.]+)/([\d.]+)/([\d.]+)", r.stdout)
+    assert m, r.stdout[-2000:]
+    t = [float(v) for v in m.groups()]
+    assert t[0] <= t[1] <= t[2] and t[3] <= t[4] <= t[5] and t[6] <= t[7] <= t[8]
+    assert t[1] == t[0] and t[4] == t[3]  # the median of two is the lower
+    # each process reported as it ended
+    assert len(re.findall(r"softmax static tilefuse process [12]/2: first call [\d.]+ s, warm [\d.]+ s", r.stdout)) == 2
+    assert float(cells[2]) == t[1] and float(cells[4]) == t[4]
+    # tilefuse warm = warm median - aot_eager's (each printed rounded to 0.01)
+    assert abs(float(cells[9]) - (t[7] - t[1])) <= 0.011
 
 
 def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():

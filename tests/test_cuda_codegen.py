@@ -168,8 +168,8 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     assert len(calls) == 4, call
     # padded operands (n and k padded, the transposed g along m), each padded once: w's rows
     # serve w.t() (n) and w (k), g's columns serve g (k) and g.t() (m), read as transposed views
-    assert call.count("empty_strided((50264, 768), (768, 1)") == 1  # padded w
-    assert call.count("empty_strided((512, 50264), (50264, 1)") == 3  # padded g, two padded products
+    assert call.count("_empty_strided_cuda((50264, 768), (768, 1)") == 1  # padded w
+    assert call.count("_empty_strided_cuda((512, 50264), (50264, 1)") == 3  # padded g, two padded products
     assert "(768, 50264), (1, 768)" in call and "(50264, 512), (1, 50264)" in call
     # kernels: the pads of w, the bias and g, then one copy of both outputs to eager's strides
     # (padding w.t() and g.t() as separate transposed copies took two more)
@@ -192,12 +192,12 @@ def test_slices_of_padded_products_are_returned_with_eager_strides():
     assert "(50264, 768), (768, 1)" in call and "(768, 50264), (1, 768)" in call  # the products ran padded
     ret = call[call.index("return"):]
     assert "reinterpret_tensor" not in ret  # no view of a padded product is returned
-    assert "empty_strided((512, 5), (50257, 1)" in call and "empty_strided((509, 50257), (50257, 1)" in call
+    assert "_empty_strided_cuda((512, 5), (50257, 1)" in call and "_empty_strided_cuda((509, 50257), (50257, 1)" in call
 
 
 def test_small_or_aligned_matrix_products_are_not_padded():
     src = _cuda_source(lambda a, b: a @ b, ((64, 100), torch.bfloat16), ((100, 30), torch.bfloat16))
-    assert "empty_strided((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS
+    assert "_empty_strided_cuda((64, 104)" not in src and "(104, 32)" not in src  # below PAD_MM_MIN_MACS
     src = _cuda_source(lambda a, b: a @ b, ((1024, 768), torch.bfloat16), ((768, 4096), torch.bfloat16))
     assert "def tf_" not in src  # aligned: the operands go to cuBLAS as they are
 
@@ -242,3 +242,21 @@ def test_an_atomic_update_kernel_is_named_after_its_update():
                        ((32, 16), torch.float32), ((32,), torch.int64))
     names = re.findall(r"^def (tf_\w+)\(", src, re.M)
     assert any("atomic_add" in n for n in names), names
+
+
+def test_cuda_call_runs_under_its_device_guard_and_allocates_through_the_c_entry_point():
+    """A CUDA graph's ``call`` runs under ``torch.cuda._DeviceGuard`` of its tensors' device (kernels
+    launch on, and buffers are allocated on, the current device, which need not be theirs) and
+    allocates with torch's C entry point ``_empty_strided_cuda``, as Inductor's wrapper does (no
+    Python argument parsing per allocation)."""
+    src = _cuda_source(lambda a: (a.sin() + 1, a.sum(0)), ((64, 32), torch.float32))
+    compile(src, "generated", "exec")  # a valid module
+    call = src[src.index("def call"):]
+    body = call.splitlines()
+    guard = next(i for i, ln in enumerate(body) if ln.strip().startswith("with torch.cuda._DeviceGuard("))
+    assert body[guard].strip() == "with torch.cuda._DeviceGuard(0):"
+    # everything after the guard (allocations, launches, the return) is inside it
+    assert all(ln.startswith("        ") for ln in body[guard + 1:] if ln.strip()), call
+    assert "_empty_strided_cuda((64, 32), (32, 1), torch.float32)" in call, call
+    assert "torch.empty_strided(" not in call
+    assert hasattr(torch._C._dynamo.guards, "_empty_strided_cuda")  # the fast path exists in this torch
