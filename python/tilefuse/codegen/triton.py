@@ -51,6 +51,8 @@ TL_DTYPE = {
 
 # an outer reduction (columns across rows) stays persistent only for rows this short
 OUTER_PERSISTENT_MAX = 64
+# a looped inner reduction over rows at least this long also tries 4096-element chunks (gpu_configs)
+LONG_ROW_MIN = 16384
 
 
 def tl_dtype(dt: torch.dtype) -> str:
@@ -559,8 +561,8 @@ class TritonKernelCodegen:
         * persistent inner: RBLOCK = next_pow2(rnumel), XBLOCK filling ~4096 elements (≥ 1), warps
           growing with the block (2048 elements per 4 warps, 2–16);
         * persistent outer (rnumel ≤ OUTER_PERSISTENT_MAX): up to 128 columns per program;
-        * looped inner: XBLOCK 1, RBLOCK 2048, 4 warps (plus 1024-element chunks, two rows, and
-          8 warps);
+        * looped inner: XBLOCK 1, RBLOCK 2048, 4 warps (plus 1024-element chunks — 4096 for rows
+          of ``LONG_ROW_MIN`` or more —, two rows, and 8 warps);
         * looped outer: XBLOCK 64, RBLOCK 8, 8 warps (wide column blocks, short row chunks).
 
         Block sizes never exceed the next power of two of their extent."""
@@ -601,9 +603,11 @@ class TritonKernelCodegen:
         else:
             # measured on the H200 (online log-sum-exp over 8192 rows of 32000 bf16, the shape of
             # a language model's loss): 2048/4 warps 199 µs, 1024/4 235, 2048/8 250, 1024/8 293,
-            # 4096/16 320
+            # 4096/16 320; with one maximum and one exp per element (seventh session, a
+            # hand-written kernel of the generated form): 4096/4 150 µs, 2048/4 154, 1024/4 168,
+            # so rows of LONG_ROW_MIN elements or more try 4096-element chunks instead of 1024
             add(1, 2048, 4)
-            add(1, 1024, 4)
+            add(1, 4096 if self.sv.hint(self.g.rnumel) >= LONG_ROW_MIN else 1024, 4)
             add(2, 1024, 8)
             add(1, 2048, 8)
         return out
