@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -217,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
     ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="fresh processes per backend (and per warm run); the table shows each one's "
-                         "median first call, and a line under it the spread (default 1)")
+                    help="fresh processes per backend (and per warm run); the table shows the median "
+                         "first call (of an even count, the lower of the two middle ones), and a line "
+                         "under it min/median/max (default 1; not with --profile)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     # arguments checked here, before any child process runs
@@ -232,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--top {args.top}: give a positive number of profile entries")
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: give a positive number of processes per measurement")
+    if args.repeat > 1 and args.profile:
+        ap.error("--repeat is for the table; --profile profiles one process (leave --repeat out)")
     known = workload_names()
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else known
     for n in names + ([args.profile] if args.profile else []):
@@ -259,14 +263,17 @@ def main(argv: list[str] | None = None) -> int:
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         mode = modes[0]
         caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
-        if _run(args.profile, "tilefuse", mode, device, caches, cold=True) is None:
-            return 1
-        env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
-                   TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
-                   TRITON_INTERPRET="0" if device == "cuda" else "1")
-        cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
-               "--device", device, "--top", str(args.top)]
-        return subprocess.run(cmd, env=env).returncode
+        try:
+            if _run(args.profile, "tilefuse", mode, device, caches, cold=True) is None:
+                return 1
+            env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+                       TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
+                       TRITON_INTERPRET="0" if device == "cuda" else "1")
+            cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
+                   "--device", device, "--top", str(args.top)]
+            return subprocess.run(cmd, env=env).returncode
+        finally:
+            shutil.rmtree(caches, ignore_errors=True)
     if args.profile:
         import torch
 
@@ -291,11 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     eager = "not run first (--cold-eager)" if args.cold_eager else "run once first"
     print(f"# cold compile (fresh process, caches off, eager workload {eager}), {dev}, torch {torch.__version__}; "
-          "seconds; backend = first call - aot_eager's first call; ratio = tilefuse backend / Inductor backend",
+          "seconds; backend = first call - aot_eager's first call (warm backend: the warm first call - aot_eager's); "
+          "ratio = tilefuse backend / Inductor backend",
           flush=True)
     cols = "| workload | mode | aot_eager s | Inductor s | tilefuse s | Inductor backend s | tilefuse backend s | ratio |"
     if args.warm:
-        cols += " Inductor warm s | tilefuse warm s | warm ratio |"
+        cols += " Inductor warm backend s | tilefuse warm backend s | warm ratio |"
     skipped = [b for b in BACKENDS if b not in backends]
     if skipped:
         print(f"# not run (--backends): {', '.join(skipped)}; their columns and the ratio read nan")
@@ -320,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                         w = _run(name, backend, mode, device, caches, cold=False)
                         if w is not None:
                             warms.append(w)
+                    shutil.rmtree(caches, ignore_errors=True)  # this cold/warm pair's caches: done with
                     if args.repeat > 1:  # each process as it ends: a run cut short still leaves its data
                         print(f"#   {name} {mode} {backend} process {k + 1}/{args.repeat}: first call "
                               f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else ""),

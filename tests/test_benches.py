@@ -4,10 +4,13 @@ a table row with numbers and tilefuse's phases."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -26,6 +29,7 @@ def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     (("--backends", ""), "--backends '': choose one or more of"),
     (("--top", "0"), "--top 0: give a positive number"),
     (("--repeat", "0"), "--repeat 0: give a positive number"),
+    (("--repeat", "2", "--profile", "softmax", "--device", "cpu"), "--repeat is for the table"),
     (("--modes", ","), "give one or more of"),
     (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
     (("--profile", "nosuch"), "unknown workload 'nosuch'"),
@@ -48,6 +52,7 @@ def test_compile_time_profile_asks_for_the_cpu_explicitly():
 def test_compile_time_cpu_row():
     """The CPU path end to end, with two processes per measurement and warm runs: the table shows
     the median (of two: the lower) of the first calls the spread line lists."""
+    started = time.time()
     r = _run("--device", "cpu", "--only", "softmax,", "--modes", "static", "--backends", "tilefuse",
              "--repeat", "2", "--warm")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -65,8 +70,13 @@ def test_compile_time_cpu_row():
     # each process reported as it ended
     assert len(re.findall(r"softmax static tilefuse process [12]/2: first call [\d.]+ s, warm [\d.]+ s", r.stdout)) == 2
     assert float(cells[2]) == t[1] and float(cells[4]) == t[4]
-    # tilefuse warm = warm median - aot_eager's (each printed rounded to 0.01)
+    # tilefuse warm backend = warm median - aot_eager's (each printed rounded to 0.01)
+    assert "tilefuse warm backend s" in r.stdout
     assert abs(float(cells[9]) - (t[7] - t[1])) <= 0.011
+    # each cold/warm pair's cache directories are removed once measured
+    leftover = [d for d in glob.glob(os.path.join(tempfile.gettempdir(), "ct_softmax_*"))
+                if os.path.getmtime(d) >= started]
+    assert not leftover, leftover
 
 
 def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
