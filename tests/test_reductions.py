@@ -305,15 +305,19 @@ def _rows_with_extremes(rows, cols, dtype):
     x[3, cols - 3] = inf                # a +inf
     x[4, 5] = float("nan")              # a NaN
     x[5, :] = 7.0                       # all equal
+    x[6, : cols * 5 // 6] = -inf        # -inf over whole chunks of a looped row, finite values after
+    x[7, cols - 2] = float("nan")       # a NaN near the end (in a looped row's last chunk)
     return x
 
 
-@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("persistent, cols", [(True, 300), (False, 300), (False, 3000)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_softmax_family_online_normalizer_matches_eager(persistent, dtype, tmp_path):
+def test_softmax_family_online_normalizer_matches_eager(persistent, cols, dtype, tmp_path):
     """softmax / log_softmax / logsumexp / cross-entropy lower to max + sumexp (one pass over a
-    looped row for both), with eager's NaN / inf results on extreme rows."""
-    x = _rows_with_extremes(9, 300, dtype)
+    looped row for both), with eager's NaN / inf results on extreme rows. Rows of 3000 take two
+    iterations of the CPU's 2048-element chunks, so the running maximum grows between chunks
+    (the rescale), a chunk can be all -inf, and a NaN or +inf can arrive in the last chunk."""
+    x = _rows_with_extremes(9, cols, dtype)
     opts = dict(debug_dir=str(tmp_path))
     if not persistent:
         opts["persistent_reduction_threshold"] = 16  # rows of 300: looped
