@@ -113,6 +113,21 @@ def check(fn, *args, tol=1e-4, kernels=None):
         assert metrics.generated_kernel_count == kernels
 
 
+def test_few_long_rows_keep_the_softmax_max_unsplit_beside_its_sumexp():
+    """16 rows of 8192: a lone amax is split (few programs), but the amax beside a softmax's or
+    logsumexp's sumexp of the same rows is not — the sumexp is never split, so a split max would
+    read the rows once more in two extra kernels instead of sharing the sumexp's loop (3 kernels
+    before, now 1)."""
+    x = torch.randn(16, 8192, device=DEVICE)
+    x[3, :5000] = float("-inf")
+    torch._dynamo.reset()
+    check(lambda a: a.amax(-1), x, kernels=2)  # split: partial maxima, then their max
+    for f in (lambda a: torch.softmax(a, -1), lambda a: torch.logsumexp(a, -1),
+              lambda a: (torch.log_softmax(a, -1), torch.logsumexp(a, -1))):
+        torch._dynamo.reset()
+        check(f, x, kernels=1)
+
+
 @pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "mean", "any"])
 def test_split_reductions_match_eager(op):
     x = torch.rand(3, 8192, device=DEVICE) * 0.002 + 0.999

@@ -253,9 +253,12 @@ class Reduction(Loops):
         return fn
 
     @staticmethod
-    def create(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype) -> "TensorBox":
+    def create(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
+               allow_split: bool = True) -> "TensorBox":
         """A realized reduction. An empty reduction (rnumel 0) gives the identity as a Pointwise;
-        rnumel 1 gives the single element."""
+        rnumel 1 gives the single element. ``allow_split=False`` keeps it one reduction whatever
+        ``num_splits`` says (the max beside a sumexp of the same rows, which is never split: split,
+        the max would read the rows once more instead of sharing the sumexp's pass)."""
         rnumel = prod(reduction_ranges)
         if rnumel == 0:
             ident = None if reduction_type in ("max", "min") else _combine_identity(reduction_type, dtype)
@@ -276,7 +279,8 @@ class Reduction(Loops):
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
-        split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
+                                     src_dtype) if allow_split else 1
         if split > 1:
             return Reduction.create_split(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
                                           src_dtype, split)

@@ -882,8 +882,9 @@ def _reduction_dims(x, dims) -> list[int]:
     return sorted({d % n if n else 0 for d in dims}) if n else []
 
 
-def make_reduction(reduction_type: str):
-    """A lowering for sum/prod/amax/amin/any/argmax/argmin over ``dims`` (all when empty)."""
+def make_reduction(reduction_type: str, allow_split: bool = True):
+    """A lowering for sum/prod/amax/amin/any/argmax/argmin over ``dims`` (all when empty);
+    ``allow_split``: see ``Reduction.create``."""
 
     def lower(x, dims=None, keepdim=False, *, dtype=None):
         size = list(x.get_size())
@@ -928,7 +929,7 @@ def make_reduction(reduction_type: str):
 
         rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
         res = Reduction.create(x.get_device(), {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
-                               inner, ranges, rranges, rtype, val_dtype)
+                               inner, ranges, rranges, rtype, val_dtype, allow_split=allow_split)
         if res.get_dtype() != out:
             res = _to_dtype_lowering(res, out)
         if keepdim:
@@ -961,7 +962,9 @@ def _max_and_sumexp(x, dims):
         raise NotImplementedError("softmax family over an empty dim")
     acc = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
     xs = x if dt == acc else _to_dtype_lowering(x, acc)
-    return xs, make_reduction("amax")(xs, rdims, True), make_reduction("sumexp")(xs, rdims, True), acc
+    # the max is not split for few long rows: the sumexp is never split, and the two share one pass
+    return (xs, make_reduction("amax", allow_split=False)(xs, rdims, True), make_reduction("sumexp")(xs, rdims, True),
+            acc)
 
 
 def _empty_like(x, dtype):
