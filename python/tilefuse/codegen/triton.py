@@ -1009,6 +1009,7 @@ class TritonKernelCodegen:
                 return out
         # looped: accumulators before the loop, update inside, finish after it
         accv = self.newvar()
+        redirect: dict = {}  # "row_max": set when a sumexp of the same value takes this maximum over
         init_at = self.loop_start
         self.lines.insert(init_at, "    " * (self.indent - 1) + f"{accv} = tl.full([XBLOCK, RBLOCK], {ident}, {tdt})")
         self._shift_stores(init_at)
@@ -1032,7 +1033,6 @@ class TritonKernelCodegen:
                 if rtype == "max":
                     # a sumexp of the same value later in this loop takes this maximum over
                     # (_codegen_sumexp): it drops the lane accumulator and finishes from its own
-                    redirect: dict = {}
                     self.looped_max[(vb, tdt)] = (accv, redirect)
             else:
                 cmp = ">" if rtype == "max" else "<"
@@ -1048,8 +1048,6 @@ class TritonKernelCodegen:
             self.emit(f"_take = xmask & rmask & (({acci} == 2147483647) | {better})")
             self.emit(f"{accv} = tl.where(_take, {vv}, {accv})")
             self.emit(f"{acci} = tl.where(_take, rindex.to(tl.int64), {acci})")
-
-        redirect = self.looped_max.get((vb, tdt), (None, {}))[1] if rtype == "max" and is_float else {}
 
         def finish():
             if "row_max" in redirect:
