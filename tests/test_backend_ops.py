@@ -125,6 +125,32 @@ def test_unary_low_precision(name, dtype):
     check(UNARY_FLOAT[name], make([6, 9], dtype, "sliced"), tol=TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_exact_gelu_half_precision_uses_polynomial_erfc(dtype, tmp_path):
+    # half-precision exact GELU: erf from the log2-erfc polynomial (no libdevice erf), matching
+    # eager over [-8, 8] (both tails, the cutoff at |x/sqrt(2)| = 4) and at +-inf and NaN;
+    # float32 keeps erf
+    x = torch.cat([torch.linspace(-8, 8, 4001), torch.tensor([-5.657, 5.657, float("inf"), float("-inf"), float("nan")])])
+    bias = torch.linspace(-0.5, 0.5, x.numel())
+    with config.patch(debug_dir=str(tmp_path)):
+        check(lambda a, b: F.gelu(a + b), x.to(dtype), bias.to(dtype), tol=TOL[dtype], kernels=1)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert ("erf(" in src) == (dtype == torch.float32)
+    assert ("exp2(" in src) == (dtype != torch.float32)
+
+
+def test_exact_gelu_half_precision_gradient_matches_eager():
+    x = (torch.randn(16, 33) * 3).to(torch.bfloat16).requires_grad_()
+    w = torch.randn(33, dtype=torch.bfloat16)
+    fn = lambda a, b: (F.gelu(a * b) * b).float().sum()  # noqa: E731
+    got = torch.compile(fn, backend="tilefuse")(x, w)
+    (g_got,) = torch.autograd.grad(got, x)
+    want = fn(x, w)
+    (g_want,) = torch.autograd.grad(want, x)
+    torch.testing.assert_close(got, want, atol=0.5, rtol=1e-2)
+    torch.testing.assert_close(g_got, g_want, atol=1.6e-2, rtol=1.6e-2)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [1, 3, 127, 1025])
 def test_binary_arith_layouts_sizes(layout, n):
