@@ -366,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
             # compiled ahead) and, on the GPU, autotune; rest = Dynamo + AOTAutograd + running
             print("#   tilefuse phases (s): " + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
                   + f" rest={tf - sum(ph.values()):.2f}", flush=True)
+            wt = warm.get("tilefuse")
+            if wt:  # the warm median process's phases (restore: kernels loaded from launch records)
+                wph = wt.get("phases", {})
+                print("#   tilefuse warm phases (s): " + " ".join(f"{k}={v:.3f}" for k, v in wph.items())
+                      + f" rest={wt['first_call_s'] - sum(wph.values()):.2f}", flush=True)
             if extra.get("jobs"):
                 # compile jobs (kernel x config) run by the forked workers: their summed and
                 # longest times, against the precompile wall time above

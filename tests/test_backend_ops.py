@@ -140,8 +140,8 @@ def test_exact_gelu_half_precision_uses_polynomial_erfc(dtype, tmp_path):
 
 
 def test_exact_gelu_half_precision_gradient_matches_eager():
-    x = (torch.randn(16, 33) * 3).to(torch.bfloat16).requires_grad_()
-    w = torch.randn(33, dtype=torch.bfloat16)
+    x = to_device((torch.randn(16, 33) * 3).to(torch.bfloat16)).requires_grad_()
+    w = to_device(torch.randn(33, dtype=torch.bfloat16))
     fn = lambda a, b: (F.gelu(a * b) * b).float().sum()  # noqa: E731
     got = torch.compile(fn, backend="tilefuse")(x, w)
     (g_got,) = torch.autograd.grad(got, x)

@@ -422,3 +422,29 @@ def test_any_all_of_uint8_are_uint8_as_eager():
         torch._dynamo.reset()
         got, want = torch.compile(f, backend="tilefuse")(x), f(x)
         assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+
+
+def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
+    """A 1-D pointwise kernel of at least ALU_HEAVY_POINTWISE_OPS arithmetic ops per element
+    (bias + exact GELU in bf16, with the polynomial erf) launches 2048 elements per program at 4
+    warps; a light one (SiLU x mul) keeps 1024 (H200 timings in the constant's comment)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.codegen.triton import ALU_HEAVY_POINTWISE_OPS, alu_ops
+    from tilefuse.lowering import decompositions
+
+    x, b = torch.randn(64, 256, dtype=torch.bfloat16), torch.randn(256, dtype=torch.bfloat16)
+    for fn, heavy in ((lambda a, c: torch.nn.functional.gelu(a + c), True),
+                      (lambda a, c: torch.nn.functional.silu(a) * c, False)):
+        # traced with the backend's decompositions, as AOTAutograd does
+        gs, graph = groups_of(make_fx(fn, decomposition_table=decompositions())(x, b), x, b)
+        with G.set_graph(graph):
+            (g,) = gs
+            cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
+            gk = cg.generate()
+        ops = alu_ops(gk.source.splitlines())
+        assert (ops >= ALU_HEAVY_POINTWISE_OPS) == heavy, ops
+        assert gk.configs[0] == {"XBLOCK": 2048 if heavy else 1024, "num_warps": 4}, (ops, gk.configs)
+    assert alu_ops(["    tmp0 = tl.load(in_ptr0 + (xindex), xmask)", "    tmp1 = tmp0.to(tl.float32)",
+                    "    tmp2 = tl.full([XBLOCK], 0.5, tl.float32)", "    tmp3 = tmp1 * tmp2",
+                    "    tmp4 = tl.exp2(tmp3)", "    tl.store(out_ptr0 + (xindex), tmp4, xmask)"]) == 2

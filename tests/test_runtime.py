@@ -596,8 +596,8 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
             torch.testing.assert_close(out, x * 2)
     keys = list(ln._direct)
     assert len(keys) == 2 and {k[1] for k in keys} == {(True, False), (False, False)}, keys
-    assert len({id(k) for k, _, _ in ln._direct.values()}) == 2  # two binaries
-    assert all(static is not None for _, static, _ in ln._direct.values())  # torch's static launcher
+    assert len({id(k) for k, _, _, _ in ln._direct.values()}) == 2  # two binaries
+    assert all(static is not None for _, static, _, _ in ln._direct.values())  # torch's static launcher
     # n == 1 is specialized into a constant: the static launch must drop that argument
     one = R.KernelLauncher(triton.jit(_scale_n_kernel), [("XBLOCK", 64)], [{"XBLOCK": 64, "num_warps": 4}],
                            (torch.float32, torch.float32, int))
@@ -607,7 +607,65 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
         torch.testing.assert_close(out, x * n)
     assert {k[2] for k in one._direct} == {((True, False, True),), ((False, False, True),)}
     assert all(k[1] is True for k in one._direct)  # every pointer aligned: one flag, not one per pointer
-    assert any(keep is not None for _, _, keep in one._direct.values())
+    assert any(keep is not None for _, _, keep, _ in one._direct.values())
+
+
+def test_launch_record_keeps_its_cubin_path_through_pickling(tmp_path, monkeypatch):
+    """torch's static launcher drops its cubin path when copied or pickled (its
+    ``__getstate__``); a launch record carries the path beside it, and loading a record hands
+    the launcher its path back (a missing cubin file is an error, which ``restore`` turns into
+    "not restored")."""
+    import pickle
+
+    from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\0")
+    sk = StaticallyLaunchedCudaKernel.__new__(StaticallyLaunchedCudaKernel)
+    sk.__dict__.update(name="k", cubin_path=str(cubin), cubin_raw=b"\0" * 100, function=None, shared=0)
+    rec = pickle.loads(pickle.dumps(R._launcher_record(sk)))
+    assert rec[0].cubin_path is None and rec[0].cubin_raw is None and rec[1] == str(cubin)
+    seen = []
+    monkeypatch.setattr(R, "_static_from_loaded", lambda k, dev, n: seen.append((k.cubin_path, dev, n)) or ("s", None))
+    assert R._load_record(rec, 0, 3) == ("s", None) and seen == [(str(cubin), 0, 3)]
+    assert rec[0].cubin_path is None  # the record itself stays unloaded
+    cubin.unlink()
+    with pytest.raises(FileNotFoundError):
+        R._load_record(rec, 0, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_launch_records_restore_without_the_jit(fresh_triton_cache):
+    """``launch_record`` after launches, pickled (another process's view), ``restore``d into a
+    new launcher of a fresh JIT function: the recorded config is used without autotuning and the
+    recorded specializations launch from the loaded cubins, the JIT compiling nothing; a key not
+    recorded compiles through the JIT; a record of another kernel is refused."""
+    import pickle
+
+    configs = [{"XBLOCK": 256, "num_warps": 4}, {"XBLOCK": 1024, "num_warps": 4}]
+    ln = R.KernelLauncher(triton.jit(_scale_kernel), [("XBLOCK", 5000)], configs, (torch.float32, torch.float32))
+    base = torch.randn(5008, device="cuda")
+    for off in (0, 1):
+        ln(base[off:off + 5000], torch.zeros(5000, device="cuda"))
+    rec = pickle.loads(pickle.dumps(ln.launch_record()))
+    assert rec["config"] == configs.index(ln.best_config) and len(rec["entries"]) == 2
+    fn = triton.jit(_scale_kernel)
+    new = R.KernelLauncher(fn, [("XBLOCK", 5000)], configs, (torch.float32, torch.float32))
+    assert new.restore(rec) and new.best_config == ln.best_config and new.timings is None
+    for off in (0, 1):
+        x, out = base[off:off + 5000], torch.zeros(5000, device="cuda")
+        new(x, out)
+        torch.testing.assert_close(out, x * 2)
+    dev = torch.cuda.current_device()
+    assert not fn.device_caches[dev][0], "restored launches compiled through the JIT"
+    x, out = base[2:5002], torch.zeros(5001, device="cuda")[1:]  # 8-byte aligned: a key not recorded
+    new(x, out)
+    torch.testing.assert_close(out, x * 2)
+    assert len(fn.device_caches[dev][0]) == 1
+    other = R.KernelLauncher(triton.jit(_scale_n_kernel), [("XBLOCK", 64)], [{"XBLOCK": 64, "num_warps": 4}],
+                             (torch.float32, torch.float32, int))
+    assert not other.restore(rec) and other.best_config == {"XBLOCK": 64, "num_warps": 4}
 
 
 @pytest.mark.gpu

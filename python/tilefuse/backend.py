@@ -50,7 +50,8 @@ class CompiledGraph:
     its kernels ahead of their first launch (CUDA)."""
 
     def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
-                 precompile_seconds: float = 0.0, symbol_sources: dict | None = None):
+                 precompile_seconds: float = 0.0, symbol_sources: dict | None = None,
+                 cache_key: str | None = None):
         # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
         # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
         # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
@@ -63,6 +64,8 @@ class CompiledGraph:
         self.symbol_sources = symbol_sources or {}
         self.symbolic = any(not isinstance(v, int) for lay in input_layouts if lay is not None
                             for v in (*lay[0], *lay[1]))
+        # the graph cache key whose launch records the first call stores (then None)
+        self.cache_key = cache_key
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -83,7 +86,26 @@ class CompiledGraph:
                 a = args[i] = a.resolve_neg().resolve_conj()
             if a.stride() != stride and a.numel() > 1:
                 args[i] = ensure_strides(a, size, stride)
-        return self.module.call(args)
+        if self.cache_key is None:
+            return self.module.call(args)
+        out = self.module.call(args)
+        self._store_launch_records()
+        return out
+
+    def _store_launch_records(self) -> None:
+        """After the first call: every kernel has launched (and autotuned), so its launch
+        record (``KernelLauncher.launch_record``) is complete; stored beside the graph cache
+        entry for a later process's hit. Once per CompiledGraph, only for CUDA modules."""
+        from .runtime import graph_cache
+
+        key, self.cache_key = self.cache_key, None
+        launchers = getattr(self.module, "_launchers", [])
+        if not any(ln.cuda for ln in launchers):
+            return
+        try:
+            graph_cache.store_launches(key, [ln.launch_record() for ln in launchers])
+        except Exception as e:  # noqa: BLE001 - an optimization only
+            log.debug("tilefuse: launch records of '%s' not stored (%s: %s)", self.name, type(e).__name__, e)
 
     @functools.cached_property
     def _checks(self) -> list:
@@ -215,7 +237,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 entry = None
             if entry is not None:
                 try:
-                    return _from_cache(entry, name, t0)
+                    return _from_cache(entry, name, t0, key)
                 except Exception as e:  # noqa: BLE001 - an unusable entry is a miss
                     log.warning("tilefuse: graph cache entry for '%s' could not be used (%s: %s); compiling",
                                 name, type(e).__name__, e)
@@ -231,8 +253,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 guards.append(rel)
         delta = {k: after[k] - before[k] for k in _REPLAYED_COUNTERS}
         delta["fallback_ops"] = [str(op) for op in graph.fallback_ops]  # named again on a hit
-        graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
-                                                      compiled.symbol_sources, guards, delta, compiled.module))
+        if graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
+                                                         compiled.symbol_sources, guards, delta, compiled.module)):
+            compiled.cache_key = key  # the first call stores the kernels' launch records beside it
     return compiled
 
 
@@ -241,23 +264,36 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
 _REPLAYED_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "fallback_kernel_count", "extern_kernel_count")
 
 
-def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
+def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     """A CompiledGraph from a graph cache entry: the module loaded (and its kernels compiled) by
     this process already, else loaded from the entry's source (Triton's disk cache has the
     binaries)."""
-    from .runtime import load_module, precompile, write_debug_source
+    from .runtime import graph_cache, load_module, precompile, write_debug_source
 
     pre_s = 0.0
     module = entry.module
     if module is not None and config.debug_dir:
         write_debug_source(entry.source, config.debug_dir, name)
+    missing_records = False
     if module is None:
-        module = load_module(entry.source, entry.constants, config.debug_dir, name)
-        # the kernels were compiled when the entry was made: each is a load from Triton's disk
-        # cache, which this process does itself anyway (forked workers would only add their start)
-        pre_s = precompile(module._launchers, workers=min(1, config.compile_workers))
-        metrics.precompile_seconds += pre_s
-        metrics.add_phase("precompile", pre_s)
+        # kernels launched by an earlier process: their cubins load directly, without Triton's
+        # JIT, so the module loads without waiting for the JIT's warm-up
+        records = graph_cache.load_launches(key)
+        module = load_module(entry.source, entry.constants, config.debug_dir, name, wait=records is None)
+        launchers = [ln for ln in module._launchers if ln.cuda]
+        if launchers and records is not None and len(records) == len(module._launchers):
+            t1 = time.perf_counter()
+            restored = {id(ln) for ln, rec in zip(module._launchers, records)
+                        if rec is not None and ln.cuda and ln.restore(rec)}
+            metrics.add_phase("restore", time.perf_counter() - t1)
+            launchers = [ln for ln in launchers if id(ln) not in restored]
+        missing_records = bool(launchers)
+        if launchers:
+            # the rest were compiled when the entry was made: each is a load from Triton's disk
+            # cache, which this process does itself anyway (forked workers would only add their start)
+            pre_s = precompile(launchers, workers=min(1, config.compile_workers))
+            metrics.precompile_seconds += pre_s
+            metrics.add_phase("precompile", pre_s)
         entry.module = module
     for k, v in entry.metrics.items():
         if k == "fallback_ops":  # as lowering logs them, so a reader of the log sees them on a hit too
@@ -269,7 +305,7 @@ def _from_cache(entry: Any, name: str, t0: float) -> CompiledGraph:
     metrics.graph_cache_hits += 1
     log.info("tilefuse: graph '%s' reused from the graph cache", name)
     return CompiledGraph(module, entry.source, entry.input_layouts, name, time.perf_counter() - t0, pre_s,
-                         entry.symbol_sources)
+                         entry.symbol_sources, cache_key=key if missing_records else None)
 
 
 def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float):

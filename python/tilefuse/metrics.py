@@ -13,7 +13,8 @@ from the graph cache counts too: the count is of graphs in use, as the kernel co
 and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
 ``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
 ``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
-``precompile`` (as ``precompile_seconds``).
+``precompile`` (as ``precompile_seconds``), ``autotune`` (first launches that time their configs),
+``restore`` (a graph cache hit loading its kernels' cubins from launch records).
 ``graph_cache_hits``: graphs whose compiled module came from the graph cache
 (``tilefuse.runtime.graph_cache``) instead of being compiled; a hit adds the kernel, fallback
 and extern counts its graph had when compiled, but not ``generated_graph_count``.

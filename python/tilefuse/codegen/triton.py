@@ -53,6 +53,20 @@ TL_DTYPE = {
 OUTER_PERSISTENT_MAX = 64
 # a looped inner reduction over rows at least this long also tries 4096-element chunks (gpu_configs)
 LONG_ROW_MIN = 16384
+# a 1-D pointwise kernel with at least this many arithmetic ops per element (``alu_ops``) is
+# ALU-bound at 1024 elements per program: it gets 2048 (16 per thread at 4 warps, more independent
+# work per thread). H200, 8192^2 bf16 bias + exact GELU (about 30 ops per element with the
+# polynomial erf, docs/benchmarks.md): 1024 elements 80.4 us, 2048 71.4 us, 4096 72.2 us; with
+# libdevice's erf 107.8 / 100.6 / 99.9 us. Light kernels (SiLU x mul, 6 ops) stay at 1024.
+ALU_HEAVY_POINTWISE_OPS = 24
+
+_ALU_OP_LINE = re.compile(r"^\s*tmp\d+ = (?!tl\.load\(|tl\.full\(|tmp\d+\.to\([^()]*\)$)")
+
+
+def alu_ops(body: list[str]) -> int:
+    """Arithmetic ops per element of a kernel body: its ``tmpN = ...`` lines other than loads,
+    constants and plain casts."""
+    return sum(1 for ln in body if _ALU_OP_LINE.match(ln))
 
 
 def tl_dtype(dt: torch.dtype) -> str:
@@ -412,6 +426,7 @@ class TritonKernelCodegen:
         for name in removed:
             self.args.outputs.pop(name, None)
         body = self._resolve_eviction([ln for ln in self.lines if ln is not None])
+        self.alu_ops = alu_ops(body)
         params = list(self.args.inputs.values()) + list(self.args.outputs.values())
         arg_names = list(self.args.inputs.keys()) + list(self.args.outputs.keys())
         configs = self.configs()
@@ -553,7 +568,8 @@ class TritonKernelCodegen:
         """Candidate GPU configs, the heuristic's choice first (Inductor's pointwise / reduction
         config heuristics by hint):
 
-        * pointwise: 1024 elements per program, 4 warps; with ``config.autotune_pointwise`` also
+        * pointwise: 1024 elements per program, 4 warps (2048 for a kernel of at least
+          ``ALU_HEAVY_POINTWISE_OPS`` arithmetic ops per element); with ``config.autotune_pointwise`` also
           512 and 2048 (Inductor likewise gives a 1-D pointwise kernel one config unless
           ``max_autotune_pointwise``): each extra config is one more compile, and one more timing,
           on the first call, and on the H200 the first config was the fastest for 7 of 9
@@ -581,8 +597,9 @@ class TritonKernelCodegen:
                 out.append(c)
 
         if not self.reduction:
-            add(1024, w=4)
+            add(2048 if getattr(self, "alu_ops", 0) >= ALU_HEAVY_POINTWISE_OPS else 1024, w=4)
             if config.autotune_pointwise:
+                add(1024, w=4)
                 add(512, w=4)
                 add(2048, w=8)
         elif self.persistent and self.hint == "outer":

@@ -1360,8 +1360,8 @@ def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.T
         return torch_gelu(x, approximate=approximate)
     v = x.to(torch.float32)
     u = torch.abs(v) * 0.7071067811865476
-    p = torch.full_like(u, _LOG2_ERFC_POLY[-1])
-    for c in reversed(_LOG2_ERFC_POLY[:-1]):
+    p = u * _LOG2_ERFC_POLY[-1] + _LOG2_ERFC_POLY[-2]
+    for c in reversed(_LOG2_ERFC_POLY[:-2]):
         p = p * u + c
     erfc = torch.where(u < 4.0, torch.exp2(p), 0.0)
     erf_abs = 1.0 - erfc

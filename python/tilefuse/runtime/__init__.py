@@ -50,10 +50,19 @@ number* in the module (``JITFunction.cache_key``), the specialization, the compi
 the Triton version. Module files are named by their source hash, so the same graph compiled again,
 in this or another process, finds every kernel in that cache; the file's path and the module's
 name are not part of the key.
+
+Launch records. After a graph's first call, the graph cache stores each kernel's
+``launch_record`` beside the graph's entry: the config in use (the autotuner's winner) and the
+static launchers of the binaries launched. A later process that hits the entry on disk loads those
+cubins directly (``KernelLauncher.restore``, what Inductor's FX graph cache does with its static
+launchers): no compiling ahead, no autotuning, and no use of Triton's JIT, whose first use in a
+process computes Triton's cache key (a hash of its install) and needs its driver, the warm-up's
+work, which the hit then does not wait for.
 """
 
 from __future__ import annotations
 
+import copy
 import concurrent.futures
 import functools
 import gc
@@ -153,10 +162,16 @@ def _CheckedInterpretedFunction(fn):
     return _checked_cls(fn)
 
 
-def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph"):
+def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph",
+                wait: bool = True):
     """Write ``source`` under the cache dir (and ``debug_dir`` when given), import it, inject
-    ``constants`` as module globals, and return the module."""
-    wait_warmup()  # nothing below races the driver warm-up thread on Triton's lazily made driver
+    ``constants`` as module globals, and return the module. ``wait``: first join the warm-up
+    threads (``start_warmup``), so that nothing here races them on Triton's lazily made driver;
+    loading a module touches neither the driver nor the compiler (the JIT functions and
+    autotuners it makes use them at their first compile or launch), so a caller that will not
+    compile through Triton (a graph cache hit with launch records) may pass False."""
+    if wait:
+        wait_warmup()
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     make_cache_dir(_CACHE_DIR)
     path = os.path.join(_CACHE_DIR, f"tf_{digest}.py")
@@ -338,7 +353,7 @@ def _static_launch(entry: tuple, grid: tuple, args: tuple, device: int) -> None:
     """Launch a ``_direct_entry`` with a static launcher on the current stream."""
     import torch
 
-    _, (launch, function, num_warps, shared, tys, extra), keep = entry
+    _, (launch, function, num_warps, shared, tys, extra), keep, _ = entry
     launch(function, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, num_warps, shared,
            tys, (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra),
            torch._C._cuda_getCurrentRawStream(device))
@@ -389,19 +404,22 @@ class _StaticLaunchJIT:
 
 
 def _direct_entry(kernel: Any, device: int, n_args: int, cache: dict | None = None) -> tuple:
-    """``(kernel, static, keep)`` for ``KernelLauncher._launch`` and ``_StaticLaunchJIT``:
+    """``(kernel, static, keep, record)`` for ``KernelLauncher._launch`` and ``_StaticLaunchJIT``:
     ``static`` is torch's static CUDA launcher for the compiled ``kernel``
     (``StaticallyLaunchedCudaKernel``, as Inductor's ``StaticTritonCompileResult``: its cubin
     loaded on ``device``), unpacked to ``(launch, function, num_warps, shared, arg types,
     trailing None arguments)``, or None when it does not take this binary (``_static_ok``) or the
     binary needs more shared memory than the device has (Triton's own launch reports that);
     ``keep``: the positions of the runtime arguments the binary still takes (Triton turns an
-    integer equal to 1 into a constant), None for all of them. ``cache``: a dict keeping each
-    binary's entry, so it is loaded once per device."""
+    integer equal to 1 into a constant), None for all of them; ``record``: the static launcher
+    before its cubin was loaded and its cubin's file (``_launcher_record``, picklable), from which
+    ``_load_record`` rebuilds ``static`` in another process (``KernelLauncher.launch_record``),
+    None with ``static``. ``cache``: a dict keeping each binary's entry, so it is loaded once per
+    device."""
     ck = (id(kernel), device)
     if cache is not None and ck in cache:
         return cache[ck]
-    static = keep = None
+    static = keep = record = None
     try:
         if not _static_ok(kernel):
             raise NotImplementedError("not a binary the static launcher takes")
@@ -421,23 +439,53 @@ def _direct_entry(kernel: Any, device: int, n_args: int, cache: dict | None = No
                     f.write(sk.cubin_raw)
                 os.replace(tmp, path)
             sk.cubin_path = path
-        sk.load_kernel(device)
-        constants = set(sk.full_constexprs)
-        if any(i < n_args for i in constants):
-            keep = tuple(i for i in range(n_args) if i not in constants)
-        extra = tuple(None for flag in (sk.has_global_scratch, sk.has_profile_scratch) if flag)
-        tys = sk.arg_tys + "O" * len(extra)
-        if len(tys) != (n_args if keep is None else len(keep)) + len(extra):
-            raise NotImplementedError(f"argument types {tys!r} for {n_args} arguments")
-        static = (sk.C_impl._launch_kernel, sk.function, sk.num_warps, sk.shared, tys, extra)
+        record = _launcher_record(sk)
+        static, keep = _static_from_loaded(sk, device, n_args)
     except Exception as e:  # noqa: BLE001 - Triton's own launcher works for every binary
         log.debug("tilefuse: static launch of %s unavailable (%s: %s); Triton's launcher is used",
                   getattr(kernel, "name", kernel), type(e).__name__, e)
-        static = keep = None
-    entry = (kernel, static, keep)
+        static = keep = record = None
+    entry = (kernel, static, keep, record)
     if cache is not None:
         cache[ck] = entry  # the kernel object lives in the JIT's cache: its id stays its own
     return entry
+
+
+def _launcher_record(sk: Any) -> tuple:
+    """``(launcher, cubin path)``: a picklable copy of a static launcher whose cubin is not loaded
+    yet, without the cubin's bytes, and the file holding the cubin (torch's launcher drops its
+    path when copied or pickled, ``StaticallyLaunchedTritonKernel.__getstate__``)."""
+    rec = copy.copy(sk)
+    rec.__dict__.pop("C_impl", None)  # torch's launcher module (a cached property)
+    rec.cubin_raw = None
+    rec.function = None
+    return rec, sk.cubin_path
+
+
+def _load_record(record: tuple, device: int, n_args: int) -> tuple:
+    """``(static, keep)`` of a ``_launcher_record``: its cubin loaded on ``device``. Raises
+    (FileNotFoundError, NotImplementedError, a CUDA error) when it cannot be used."""
+    rec, path = record
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(f"cubin {path!r}")
+    sk = copy.copy(rec)  # the record stays unloaded (another device may load it too)
+    sk.cubin_path = path
+    return _static_from_loaded(sk, device, n_args)
+
+
+def _static_from_loaded(sk: Any, device: int, n_args: int) -> tuple:
+    """Load ``sk``'s cubin on ``device`` and unpack it to ``(static, keep)`` as ``_direct_entry``
+    describes; raises NotImplementedError when the argument types do not fit ``n_args``."""
+    sk.load_kernel(device)
+    constants = set(sk.full_constexprs)
+    keep = None
+    if any(i < n_args for i in constants):
+        keep = tuple(i for i in range(n_args) if i not in constants)
+    extra = tuple(None for flag in (sk.has_global_scratch, sk.has_profile_scratch) if flag)
+    tys = sk.arg_tys + "O" * len(extra)
+    if len(tys) != (n_args if keep is None else len(keep)) + len(extra):
+        raise NotImplementedError(f"argument types {tys!r} for {n_args} arguments")
+    return (sk.C_impl._launch_kernel, sk.function, sk.num_warps, sk.shared, tys, extra), keep
 
 
 class KernelLauncher:
@@ -562,33 +610,11 @@ class KernelLauncher:
         import torch
 
         dev = torch._C._cuda_getDevice()
-        # pointers: True when all are 16-byte aligned (one OR over them: the common case), else
-        # each one's alignment
-        m = 0
-        for p in map(torch.Tensor.data_ptr, self._ptrs(args)):
-            m |= p
-        ptrs = True if m & 15 == 0 else tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos)
-        ints = tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
-                     for v in (args[i] for i in self._int_pos)) if self._int_pos else ()
-        key = (dev, ptrs, ints)
+        key = self._direct_key(args, dev, torch.Tensor.data_ptr)
         entry = self._direct.get(key)
         if entry is None:
-            # compiled (or found in the JIT's cache) without launching: a binary the static
-            # launcher takes never builds Triton's per-signature C launcher
-            k = self.fn.run(*args, grid=grid, warmup=True, **kwargs)
-            if hasattr(k, "result"):
-                k = k.result()
-            # (``run`` looked up on the class: on the instance it is a property that builds the
-            # C launcher)
-            if getattr(type(k), "run", None) is None or not all(hasattr(k, a) for a in ("packed_metadata", "metadata")):
-                self._direct = None  # a Triton without these: always through run
-                self.fn[grid](*args, **kwargs)
-                return
-            entry = _direct_entry(k, dev, len(args), self._entries)
-            if len(self._direct) >= 64:
-                self._direct.clear()
-            self._direct[key] = entry
-            if entry[1] is None:
+            entry = self._add_entry(key, grid, args, kwargs)
+            if entry is None or entry[1] is None:
                 # Triton's own launch (its loader checks the kernel's resources and reports them)
                 self.fn[grid](*args, **kwargs)
                 return
@@ -599,6 +625,41 @@ class KernelLauncher:
         k.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
               torch._C._cuda_getCurrentRawStream(dev), k.function, k.packed_metadata, None, None, None,
               *args, *self._tail)
+
+    def _direct_key(self, args: tuple, dev: int, data_ptr: Callable[[Any], int]) -> tuple:
+        """The specialization key of a launch on device ``dev`` (see ``_launch``); ``data_ptr``:
+        ``torch.Tensor.data_ptr`` (passed in: no import on the launch path)."""
+        # pointers: True when all are 16-byte aligned (one OR over them: the common case), else
+        # each one's alignment
+        m = 0
+        for p in map(data_ptr, self._ptrs(args)):
+            m |= p
+        ptrs = True if m & 15 == 0 else tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos)
+        ints = tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
+                     for v in (args[i] for i in self._int_pos)) if self._int_pos else ()
+        return (dev, ptrs, ints)
+
+    def _add_entry(self, key: tuple, grid: tuple, args: tuple, kwargs: dict) -> tuple | None:
+        """The ``_direct_entry`` of a new key, kept in ``_direct``: the binary compiled (or found
+        in the JIT's cache) without launching, so a binary the static launcher takes never builds
+        Triton's per-signature C launcher. None, with direct launches switched off, for a Triton
+        whose compiled kernels lack what a direct launch needs."""
+        # the warm-up threads are done with Triton's driver first (a restored launcher's module
+        # was loaded without waiting for them)
+        wait_warmup()
+        k = self.fn.run(*args, grid=grid, warmup=True, **kwargs)
+        if hasattr(k, "result"):
+            k = k.result()
+        # (``run`` looked up on the class: on the instance it is a property that builds the C
+        # launcher)
+        if getattr(type(k), "run", None) is None or not all(hasattr(k, a) for a in ("packed_metadata", "metadata")):
+            self._direct = None  # a Triton without these: always through run
+            return None
+        entry = _direct_entry(k, key[0], len(args), self._entries)
+        if len(self._direct) >= 64:
+            self._direct.clear()
+        self._direct[key] = entry
+        return entry
 
     @functools.cached_property
     def _ptrs(self) -> Callable[[tuple], tuple]:
@@ -626,12 +687,68 @@ class KernelLauncher:
         for k, c in enumerate(self._triton_configs):
             if c is best or str(c) == str(best):
                 self._use(k)
-                return
-        # a config read back from Triton's on-disk timing cache that prints differently
-        self._kwargs = best.all_kwargs()
-        self._grid = self.grid(self._kwargs)
-        self._set_tail()
-        self.best_config = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+                break
+        else:
+            # a config read back from Triton's on-disk timing cache that prints differently
+            self._kwargs = best.all_kwargs()
+            self._grid = self.grid(self._kwargs)
+            self._set_tail()
+            self.best_config = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+        if self._direct is not None:
+            # the winner's binary for these arguments, as the next launch (and the launch
+            # record) will use it: the autotuner launched it through its own stand-in
+            try:
+                import torch
+
+                key = self._direct_key(args, torch._C._cuda_getDevice(), torch.Tensor.data_ptr)
+                if key not in self._direct:
+                    self._add_entry(key, self.grid(self.best_config, args), args, self._kwargs)
+            except Exception as e:  # noqa: BLE001 - the next launch makes it (and reports problems)
+                log.debug("tilefuse: direct launch entry of %s after autotuning: %s: %s", self.fn, type(e).__name__, e)
+
+    def launch_record(self) -> dict | None:
+        """What a later process needs to launch this kernel without Triton's JIT: the index of the
+        config in use and, per specialization key of ``_launch`` (device, pointer alignment,
+        integer properties), the static launcher of the binary launched for it, not loaded
+        (``_launcher_record``; its cubin a file under ``cache_dir()``). None before the first
+        launch, off CUDA, or when no binary of this kernel went through the static launcher.
+        The graph cache stores the records of a graph's kernels after its first call
+        (``restore``)."""
+        if not self.cuda or self._kwargs is None or not self._direct:
+            return None
+        k = next((i for i, c in enumerate(self.configs) if c == self.best_config), None)
+        entries = {key: e[3] for key, e in self._direct.items() if e[1] is not None and e[3] is not None}
+        if k is None or not entries:
+            return None
+        return {"kernel": getattr(self.fn, "__name__", "?"), "config": k, "entries": entries}
+
+    def restore(self, record: dict) -> bool:
+        """Take a ``launch_record`` made by another process for the same kernel source: the
+        recorded config is used without autotuning, and each recorded binary's cubin is loaded
+        for the static launcher, so launches with a recorded specialization key compile
+        nothing and never start Triton's JIT (its cache key needs a hash of Triton's whole
+        install, 0.3-0.8 s per process); another key compiles through the JIT as usual. All or
+        nothing: returns False, with nothing restored, for a record of another kernel or config
+        list, or when a cubin does not load (a deleted file, another GPU architecture)."""
+        if not self.cuda or self._direct is None or record.get("kernel") != getattr(self.fn, "__name__", "?"):
+            return False
+        k = record.get("config")
+        if not isinstance(k, int) or not 0 <= k < len(self.configs):
+            return False
+        n_args = len(self.arg_dtypes)
+        entries = {}
+        try:
+            for key, rec in record["entries"].items():
+                static, keep = _load_record(rec, key[0], n_args)
+                entries[key] = (None, static, keep, None)
+        except Exception as e:  # noqa: BLE001 - the JIT path compiles it instead
+            log.debug("tilefuse: launch record of %s not usable (%s: %s)", record.get("kernel"), type(e).__name__, e)
+            return False
+        self._use(k)
+        if self._direct is None:  # constexprs the direct launch cannot pass
+            return False
+        self._direct.update(entries)
+        return True
 
     def warmup(self) -> None:
         """Compile the kernel for every config it may launch with, without launching (CUDA only;

@@ -18,8 +18,13 @@ current ShapeEnv (``ShapeEnv.evaluate_expr``), so Dynamo guards on them exactly 
 had been compiled again; an entry whose guards fail at the current hints is a miss.
 
 Levels. In memory (this process; the loaded module, its kernels already compiled, is shared) and
-on disk (``<TILEFUSE_CACHE_DIR>/graphs/<key>.pkl``; a hit loads the module again, and Triton finds
-its kernel binaries and autotuning results in its own on-disk cache). Entries whose constants do
+on disk (``<TILEFUSE_CACHE_DIR>/graphs/<key>.pkl``; a hit loads the module again). After the
+graph's first call on a GPU, ``<key>.launch.pkl`` records each kernel's chosen config and its
+binaries' static launchers (cubins under ``<TILEFUSE_CACHE_DIR>/cubin``), with the GPU's name,
+compute capability and CUDA version; a disk hit on the same kind of GPU loads those cubins and
+neither compiles, autotunes nor starts Triton's JIT (``KernelLauncher.restore``). Without usable
+records a hit compiles its kernels again, each one a load from Triton's own disk cache, and reads
+the autotuner's timings from there. Entries whose constants do
 not pickle stay in memory only. A corrupt or unreadable file, or an entry whose module fails to
 load, is a miss (logged; the entry is discarded and replaced by the new compile), never an error.
 One entry per key: a compile whose guards differ from the stored entry's replaces it. Symbolic
@@ -353,8 +358,9 @@ def lookup(key: str, shape_env: Any) -> CacheEntry | None:
     return entry
 
 
-def store(key: str, entry: CacheEntry) -> None:
-    """Keep ``entry`` in memory and, when its constants pickle, on disk (atomically)."""
+def store(key: str, entry: CacheEntry) -> bool:
+    """Keep ``entry`` in memory and, when its constants pickle, on disk (atomically); returns
+    whether it was written to disk."""
     _memory[key] = entry
     buf = io.BytesIO()
     try:
@@ -366,7 +372,7 @@ def store(key: str, entry: CacheEntry) -> None:
             _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
     except Exception as e:  # noqa: BLE001 - memory-only entry
         log.debug("tilefuse: graph cache entry %s kept in memory only (%s: %s)", key[:12], type(e).__name__, e)
-        return
+        return False
     d = _dir()
     try:
         os.makedirs(d, exist_ok=True)
@@ -377,15 +383,63 @@ def store(key: str, entry: CacheEntry) -> None:
         os.replace(tmp, path)
     except OSError as e:
         log.warning("tilefuse: could not write graph cache entry under %s (%s)", d, e)
+        return False
+    return True
+
+
+def _device_tag() -> tuple:
+    """What a cubin depends on besides its source: the current CUDA device's name and compute
+    capability, and torch's CUDA version."""
+    import torch
+
+    dev = torch.cuda.current_device()
+    return (torch.cuda.get_device_name(dev), tuple(torch.cuda.get_device_capability(dev)), torch.version.cuda)
+
+
+def store_launches(key: str, records: list) -> None:
+    """Write the launch records (``KernelLauncher.launch_record``, one per kernel of the graph's
+    module, in its ``_launchers`` order; None for a kernel without one) of the entry ``key`` to
+    ``<dir>/<key>.launch.pkl``, with the device they were made on. Failures are logged, never
+    raised (the entry stays usable without them)."""
+    try:
+        buf = pickle.dumps({"device": _device_tag(), "records": records}, protocol=pickle.HIGHEST_PROTOCOL)
+        d = _dir()
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{key}.launch.pkl")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(buf)
+        os.replace(tmp, path)
+    except Exception as e:  # noqa: BLE001 - an optimization only
+        log.debug("tilefuse: launch records of %s not stored (%s: %s)", key[:12], type(e).__name__, e)
+
+
+def load_launches(key: str) -> list | None:
+    """The launch records ``store_launches`` wrote for ``key`` (one per kernel of the entry's
+    module), or None when there are none, they were made on another kind of device or the file
+    does not read."""
+    path = os.path.join(_dir(), f"{key}.launch.pkl")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = pickle.load(f)
+        if data.get("device") != _device_tag():
+            return None
+        return list(data["records"])
+    except Exception as e:  # noqa: BLE001 - unusable: the kernels load through Triton's JIT
+        log.debug("tilefuse: launch records %s not read (%s: %s)", path, type(e).__name__, e)
+        return None
 
 
 def discard(key: str) -> None:
     """Forget one entry, in memory and on disk (an entry that could not be used)."""
     _memory.pop(key, None)
-    try:
-        os.remove(os.path.join(_dir(), f"{key}.pkl"))
-    except OSError:
-        pass
+    for suffix in (".pkl", ".launch.pkl"):
+        try:
+            os.remove(os.path.join(_dir(), f"{key}{suffix}"))
+        except OSError:
+            pass
 
 
 def clear(disk: bool = False) -> None:
