@@ -16,7 +16,9 @@ the eager attention backward) came out 1 s longer than tilefuse's whole first ca
 backend time. ``--cold-eager`` skips the eager run. Differences smaller than the run-to-run
 spread (a few tenths of a second; more on the CPU) can still come out negative. Printed per workload and mode: each
 backend's first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse /
-Inductor; the issue's target is <= 0.25), then tilefuse's phases. With ``--warm`` a second
+Inductor; the issue's target is <= 0.25), then tilefuse's phases and the parts of Triton's warm-up
+(driver, install hash, compiler set-up: each part's seconds in its background thread, and how
+long the compiles waited for them). With ``--warm`` a second
 process per backend re-runs the same workload with the caches the cold process filled
 (warm-cache recompile). A single process's first call varies by a few tenths of a second
 (imports, the host's load), as large as a small workload's whole backend time: ``--repeat N``
@@ -145,6 +147,8 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
                    specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
                    phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()},
+                   warmup={k: round(v, 3) for k, v in metrics.warmup_seconds.items()},
+                   warmup_wait_s=round(metrics.warmup_wait_seconds, 3),
                    graphs=metrics.generated_graph_count, jobs=len(metrics.precompile_job_seconds),
                    job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
                    job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
@@ -371,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
                 wph = wt.get("phases", {})
                 print("#   tilefuse warm phases (s): " + " ".join(f"{k}={v:.3f}" for k, v in wph.items())
                       + f" rest={wt['first_call_s'] - sum(wph.values()):.2f}", flush=True)
+            for label, r in (("cold", extra), ("warm", wt)):
+                if r and r.get("warmup"):  # Triton's warm-up threads: each part, and the wait for them
+                    print(f"#   tilefuse {label} warm-up (s): "
+                          + " ".join(f"{k}={v:.2f}" for k, v in r["warmup"].items())
+                          + f", compiles waited {r.get('warmup_wait_s', 0.0):.2f}", flush=True)
             if extra.get("jobs"):
                 # compile jobs (kernel x config) run by the forked workers: their summed and
                 # longest times, against the precompile wall time above

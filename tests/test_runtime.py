@@ -404,6 +404,9 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
 
 def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch):
     """The thread plumbing, on any machine: CUDA's presence and the expensive parts stubbed."""
+    # start_warmup imports Triton's front end; imported first, while the interpreter is on (with
+    # it off, importing it over an interpreted triton.language asserts)
+    import triton.compiler.code_generator  # noqa: F401
     import triton.runtime.cache as tcache
     from triton.backends.compiler import GPUTarget
 
@@ -412,7 +415,11 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    monkeypatch.setattr(tcache, "triton_key", lambda: calls.append("key") or intervals.append(sys.getswitchinterval()))
+    from tilefuse import metrics
+
+    metrics.reset()
+    monkeypatch.setattr(tcache, "triton_key", lambda: time.sleep(0.2) or calls.append("key")
+                        or intervals.append(sys.getswitchinterval()))
     monkeypatch.setattr(R, "_warm_compiler", lambda target=None: calls.append(target))
 
     class Active:
@@ -441,6 +448,9 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     rest = [c for c in calls if c != "driver"]
     assert rest[0] == "key" and isinstance(rest[1], GPUTarget)
     assert (rest[1].backend, rest[1].arch, rest[1].warp_size) == ("cuda", 90, 32)
+    # each part timed in its thread, and the wait for them counted
+    assert set(metrics.warmup_seconds) == {"driver", "key", "compiler"}
+    assert metrics.warmup_seconds["key"] >= 0.19 and 0.05 < metrics.warmup_wait_seconds < 5
 
 
 def test_switch_interval_is_lowered_while_warm_up_threads_run_and_restored_by_the_last():

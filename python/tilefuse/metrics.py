@@ -26,6 +26,11 @@ worker count tells whether compiling ahead is bound by the number of jobs or by 
 ``precompile_job_labels``: for each entry of ``precompile_job_seconds``, the job's kernel and
 config (``"tf_red_fused_max_sumexp_3 XBLOCK=1,RBLOCK=2048,num_warps=4"``; ``"?"`` when unknown), to find the
 kernel on the critical path.
+``warmup_seconds``: how long each part of Triton's one-time warm-up took in its background thread
+(``tilefuse.runtime.start_warmup``): ``driver`` (Triton's CUDA driver and its helper module),
+``key`` (``triton_key``, a hash of Triton's install) and ``compiler`` (the first compile's set-up).
+``warmup_wait_seconds``: how long this process's compiles waited for those threads
+(``tilefuse.runtime.wait_warmup``), time otherwise hidden inside the ``load`` phase.
 """
 
 generated_kernel_count: int = 0
@@ -40,14 +45,18 @@ precompile_seconds: float = 0.0
 phase_seconds: dict = {}
 precompile_job_seconds: list = []
 precompile_job_labels: list = []
+warmup_seconds: dict = {}
+warmup_wait_seconds: float = 0.0
 
 
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
-    global precompile_job_seconds, precompile_job_labels
+    global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
     phase_seconds = {}
+    warmup_seconds = {}
+    warmup_wait_seconds = 0.0
     precompile_job_seconds = []
     precompile_job_labels = []
     graph_cache_hits = 0

@@ -864,11 +864,21 @@ def start_warmup() -> None:
     import triton.runtime.build  # noqa: F401 - the driver's helper module is built with it
     import triton.compiler.code_generator  # noqa: F401 - the warm compile's front end
 
+    from .. import metrics
+
+    def timed(part: str, fn: Callable[[], Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn()
+        finally:
+            metrics.warmup_seconds[part] = time.perf_counter() - t0
+
     def driver_work():
         try:
             from triton.runtime import driver
 
-            driver.active.utils  # noqa: B018 - the side effect: CudaUtils compiled or loaded
+            # the side effect: CudaUtils compiled or loaded
+            timed("driver", lambda: driver.active.utils)
         except BaseException as e:  # noqa: BLE001 - the real use reports any problem
             log.debug("tilefuse: Triton driver warm-up failed: %s", e)
 
@@ -884,8 +894,8 @@ def start_warmup() -> None:
                 target = GPUTarget("cuda", major * 10 + minor, 32)  # what Triton's CUDA driver reports
             else:
                 driver_work()  # the driver gives ROCm's target: made first, in this thread
-            triton_key()
-            _warm_compiler(target)
+            timed("key", triton_key)
+            timed("compiler", lambda: _warm_compiler(target))
         except BaseException as e:  # noqa: BLE001 - the real use reports any problem
             log.debug("tilefuse: Triton compiler warm-up failed: %s", e)
 
@@ -962,10 +972,17 @@ def _warm_compiler(target: Any = None) -> None:
 
 
 def wait_warmup() -> None:
-    """Join the ``start_warmup`` threads, if any run."""
-    for t in list(_WARMUP):
-        if t.is_alive():
-            t.join()
+    """Join the ``start_warmup`` threads, if any run (the time waited is added to
+    ``metrics.warmup_wait_seconds``)."""
+    alive = [t for t in _WARMUP if t.is_alive()]
+    if not alive:
+        return
+    t0 = time.perf_counter()
+    for t in alive:
+        t.join()
+    from .. import metrics
+
+    metrics.warmup_wait_seconds += time.perf_counter() - t0
 
 
 def _fork_tree(count: int) -> None:
