@@ -91,3 +91,16 @@ def test_blank_debug_dir_option_means_off():
     assert config.validate({"debug_dir": ""}) == {"debug_dir": None}
     with config.patch(debug_dir="  "):
         assert config.debug_dir is None
+
+
+def test_debug_dir_that_is_a_file_is_refused(tmp_path, reload_config):
+    """A debug_dir naming an existing file is a ValueError when given (option or environment
+    variable), not a compile failure later (a fresh-user report: it used to discard a good graph
+    cache entry)."""
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="'debug_dir' must be a directory"):
+        config.validate({"debug_dir": str(f)})
+    with pytest.raises(ValueError, match="TILEFUSE_DEBUG_DIR"):
+        reload_config(TILEFUSE_DEBUG_DIR=str(f))
+    assert config.validate({"debug_dir": str(tmp_path / "new")}) == {"debug_dir": str(tmp_path / "new")}

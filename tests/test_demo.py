@@ -56,7 +56,7 @@ def test_demo_reports_partial_eager_runs(capsys):
     assert res.logits_close, f"max abs err {res.max_abs_err:.3g}"
     demo.report(res)
     out = capsys.readouterr().out
-    assert "generated Triton kernels" in out and "fallback kernels" in out and "first call (Dynamo + AOTAutograd + tilefuse)" in out
+    assert "Triton kernels in use" in out and "fallback kernels" in out and "first call (Dynamo + AOTAutograd + tilefuse)" in out
     if res.failures:
         assert f"WARNING: {len(res.failures)} graph(s) could not be compiled" in out
     else:

@@ -107,6 +107,58 @@ def test_cache_dir_that_is_a_file_or_blank(tmp_path, monkeypatch):
     assert R._cache_dir_from_env() == str(tmp_path / "c")
 
 
+def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
+    """TILEFUSE_CACHE_DIR naming a file (or a folder under a file), or a default
+    ``<tmp>/tilefuse_<uid>`` writable by others: one warning saying why, and a private temporary
+    directory serves the process (compiling goes on, results right)."""
+    import tilefuse.runtime as R
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for bad in (str(f), str(f / "sub")):
+        monkeypatch.setattr(R, "_CACHE_DIR", bad)
+        with pytest.warns(RuntimeWarning, match="is not a directory; point TILEFUSE_CACHE_DIR"):
+            d = R.cache_dir()
+        assert d != bad and os.path.isdir(d) and "tilefuse_private_" in d
+        assert R.cache_dir() == d  # checked once
+    shared = tmp_path / "tilefuse_shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(R, "_default_cache_dir", lambda: str(shared))
+    monkeypatch.setattr(R, "_CACHE_DIR", str(shared))
+    with pytest.warns(RuntimeWarning, match="writable by others"):
+        assert R.cache_dir() != str(shared)
+    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path / "tilefuse_mine"))  # created private: fine
+    monkeypatch.setattr(R, "_default_cache_dir", lambda: str(tmp_path / "tilefuse_mine"))
+    assert R.cache_dir() == str(tmp_path / "tilefuse_mine")
+    assert (os.stat(tmp_path / "tilefuse_mine").st_mode & 0o777) == 0o700
+    x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
+    monkeypatch.setattr(R, "_CACHE_DIR", str(f))
+    with pytest.warns(RuntimeWarning, match="private"):
+        got = torch.compile(_f, backend="tilefuse")(x, y)
+    torch.testing.assert_close(got[0], _f(x, y)[0])
+
+
+def test_a_debug_dir_that_cannot_be_written_is_named_and_keeps_the_cache_entry(tmp_path):
+    """A debug_dir under a file fails the compile with an error naming debug_dir (raised here:
+    fallback_on_error is off), and the graph's cache entry stays on disk."""
+    from tilefuse.runtime import DebugDirError
+
+    x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
+    torch.compile(_f, backend="tilefuse")(x, y)
+    entries = list((tmp_path / "tfcache" / "graphs").glob("*.pkl"))
+    assert len(entries) == 1
+    graph_cache.clear()  # a disk hit next
+    _fresh()
+    (tmp_path / "afile").write_text("x")
+    with config.patch(debug_dir=str(tmp_path / "afile" / "sub")):
+        with pytest.raises(Exception, match="debug_dir") as ei:
+            torch.compile(_f, backend="tilefuse")(x, y)
+    # (Dynamo wraps a backend's exception in BackendCompilerFailed)
+    assert isinstance(getattr(ei.value, "inner_exception", ei.value), DebugDirError), ei.value
+    assert all(p.exists() for p in entries)
+
+
 def test_different_shapes_dtypes_and_options_miss():
     cf = torch.compile(_f, backend="tilefuse")
     cf(torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE))

@@ -236,8 +236,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 log.warning("tilefuse: graph cache lookup failed (%s: %s); compiling", type(e).__name__, e)
                 entry = None
             if entry is not None:
+                from .runtime import DebugDirError
+
                 try:
                     return _from_cache(entry, name, t0, key)
+                except DebugDirError:
+                    raise  # the user's debug_dir, not the entry: reported as such, the entry kept
                 except Exception as e:  # noqa: BLE001 - an unusable entry is a miss
                     log.warning("tilefuse: graph cache entry for '%s' could not be used (%s: %s); compiling",
                                 name, type(e).__name__, e)

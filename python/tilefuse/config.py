@@ -204,10 +204,14 @@ def _check_value(k: str, v: Any) -> None:
         raise ValueError(f"tilefuse option {k!r} must be >= {_MIN[k]}, got {v}")
     if k in _CHOICES and v not in _CHOICES[k]:
         raise ValueError(f"tilefuse option {k!r} must be one of {_CHOICES[k]}, got {v!r}")
+    if k == "debug_dir" and v is not None and os.path.exists(v) and not os.path.isdir(v):
+        raise ValueError(f"tilefuse option 'debug_dir' must be a directory (created if missing), but {str(v)!r} "
+                         f"is an existing file")
 
 
 for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD"),
-                 ("compile_workers", "TILEFUSE_COMPILE_WORKERS"), ("compile_pool", "TILEFUSE_COMPILE_POOL")):
+                 ("compile_workers", "TILEFUSE_COMPILE_WORKERS"), ("compile_pool", "TILEFUSE_COMPILE_POOL"),
+                 ("debug_dir", "TILEFUSE_DEBUG_DIR")):
     try:
         _check_value(_k, globals()[_k])
     except ValueError as _e:

@@ -317,7 +317,8 @@ def report(res: Result, out=None) -> None:
             p(f"      ... and {len(res.grad_mismatches) - 10} more")
     cached = f" ({res.cached_graphs} reused from the graph cache)" if res.cached_graphs else ""
     p(f"  graphs compiled by tilefuse: {res.compiled_graphs}{cached}")
-    p(f"  generated Triton kernels:    {res.generated_kernels}")
+    # the kernels the graphs in use run (a graph from the cache counts its kernels, not compiled again)
+    p(f"  Triton kernels in use:       {res.generated_kernels}")
     p(f"  fallback kernels (aten):     {res.fallback_kernels}")
     if res.fallback_ops:
         p(f"    ops without a lowering, as logged while lowering (graphs that then failed included): "

@@ -80,21 +80,62 @@ from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger("tilefuse")
 
+def _default_cache_dir() -> str:
+    """``<tmp>/tilefuse_<uid>``: the cache directory when ``TILEFUSE_CACHE_DIR`` is unset."""
+    return os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+
+
 def _cache_dir_from_env() -> str:
     """``TILEFUSE_CACHE_DIR``, else ``<tmp>/tilefuse_<uid>``; empty or blank counts as unset (as
     for every option)."""
     from .. import config
 
-    return config._env_value("TILEFUSE_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
+    return config._env_value("TILEFUSE_CACHE_DIR") or _default_cache_dir()
 
 
 _CACHE_DIR = _cache_dir_from_env()
+_CHECKED_CACHE_DIR: str | None = None  # the value of _CACHE_DIR that cache_dir() has checked
+
+
+class DebugDirError(RuntimeError):
+    """``config.debug_dir`` cannot be written (a file of that name, no permission)."""
 
 
 def cache_dir() -> str:
     """tilefuse's cache directory: ``TILEFUSE_CACHE_DIR`` (read at import), else
-    ``<tmp>/tilefuse_<uid>``. Holds the generated modules and ``graphs/`` (``graph_cache``)."""
+    ``<tmp>/tilefuse_<uid>``. Holds the generated modules, ``graphs/`` (``graph_cache``) and
+    ``cubin/``. Checked at first use (``_checked_cache_dir``): when it cannot be used, one warning
+    says why and a private temporary directory serves this process instead, so compiling goes on
+    (without reuse across processes)."""
+    global _CACHE_DIR, _CHECKED_CACHE_DIR
+    if _CACHE_DIR != _CHECKED_CACHE_DIR:
+        _CACHE_DIR = _checked_cache_dir(_CACHE_DIR)
+        _CHECKED_CACHE_DIR = _CACHE_DIR
     return _CACHE_DIR
+
+
+def _checked_cache_dir(path: str) -> str:
+    """``path`` if tilefuse can use it as its cache directory, else a new private temporary
+    directory (with a warning saying why and what to do). Unusable: it cannot be created or is a
+    file (``make_cache_dir``), or it is the default ``<tmp>/tilefuse_<uid>`` but owned by another
+    user or writable by others — a shared temporary folder where someone else could place the
+    pickled graph cache entries this process would load (an explicit ``TILEFUSE_CACHE_DIR`` is
+    trusted as given, so a team may share one)."""
+    default = path == _default_cache_dir()
+    try:
+        make_cache_dir(path, mode=0o700 if default else 0o777)
+        if default:
+            st = os.stat(path)
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                raise RuntimeError(f"tilefuse: the default cache directory {path!r} is owned by another user or "
+                                   f"writable by others, so its contents cannot be trusted; set TILEFUSE_CACHE_DIR "
+                                   f"to a directory of your own")
+        return path
+    except RuntimeError as e:
+        private = tempfile.mkdtemp(prefix="tilefuse_private_")
+        warnings.warn(f"{e}. Using {private} for this process instead: its compiled graphs will not be reused "
+                      f"by other processes.", RuntimeWarning, stacklevel=3)
+        return private
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
 # (each timed run follows an L2 flush of ~70 us, so 4 ms is still ~50 runs of a 10 us kernel)
@@ -173,8 +214,7 @@ def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = 
     if wait:
         wait_warmup()
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    make_cache_dir(_CACHE_DIR)
-    path = os.path.join(_CACHE_DIR, f"tf_{digest}.py")
+    path = os.path.join(cache_dir(), f"tf_{digest}.py")
     if not _holds(path, source):  # absent, or damaged outside tilefuse: (re)written atomically
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
@@ -201,27 +241,36 @@ def _holds(path: str, source: str) -> bool:
         return False
 
 
-def make_cache_dir(path: str) -> None:
-    """Create ``path`` (a cache directory) if needed; RuntimeError saying what to do when it
-    cannot be one (it is a file, or not writable)."""
+def make_cache_dir(path: str, mode: int = 0o777) -> None:
+    """Create ``path`` (a cache directory; ``mode`` as ``os.makedirs``'s) if needed; RuntimeError
+    saying what to do when it cannot be one (it or a parent is a file, or it is not writable)."""
     try:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:
-        raise RuntimeError(f"tilefuse: cache directory {path!r} exists and is not a directory; point "
-                           f"TILEFUSE_CACHE_DIR at a directory (or unset it)") from None
+        os.makedirs(path, mode=mode, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise RuntimeError(f"tilefuse: cache directory {path!r} (or a folder above it) exists and is not a "
+                           f"directory; point TILEFUSE_CACHE_DIR at a directory (or unset it)") from None
     except PermissionError as e:
         raise RuntimeError(f"tilefuse: cannot create cache directory {path!r} ({e}); point TILEFUSE_CACHE_DIR "
                            f"at a writable directory") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise RuntimeError(f"tilefuse: cache directory {path!r} is not writable; point TILEFUSE_CACHE_DIR at a "
+                           f"writable directory")
 
 
 def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") -> str:
     """Write a generated module's ``source`` to ``<debug_dir>/<name_hint>_<source hash>.py``
-    (``config.debug_dir``); returns the path."""
+    (``config.debug_dir``); returns the path. DebugDirError naming ``debug_dir`` when it cannot
+    be written (a file of that name, no permission)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    os.makedirs(debug_dir, exist_ok=True)
     path = os.path.join(debug_dir, f"{name_hint}_{digest}.py")
-    with open(path, "w") as f:
-        f.write(source)
+    try:
+        os.makedirs(debug_dir, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(source)
+    except OSError as e:
+        raise DebugDirError(f"tilefuse: cannot write the generated module to debug_dir {str(debug_dir)!r} "
+                            f"({type(e).__name__}: {e}); give debug_dir (TILEFUSE_DEBUG_DIR) a writable "
+                            f"directory path, or unset it") from None
     return path
 
 
