@@ -139,6 +139,17 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
     torch.testing.assert_close(got[0], _f(x, y)[0])
 
 
+def test_the_private_fallback_cache_dir_is_removed_at_exit(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    code = ("import warnings; warnings.simplefilter('ignore'); import tilefuse.runtime as R; "
+            "d = R.cache_dir(); open(d + '/x', 'w').write('y'); print(d)")
+    env = dict(os.environ, TILEFUSE_CACHE_DIR=str(tmp_path / "afile"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    private = out.stdout.strip().splitlines()[-1]
+    assert "tilefuse_private_" in private and not os.path.exists(private)
+
+
 def test_a_debug_dir_that_cannot_be_written_is_named_and_keeps_the_cache_entry(tmp_path):
     """A debug_dir under a file fails the compile with an error naming debug_dir (raised here:
     fallback_on_error is off), and the graph's cache entry stays on disk."""

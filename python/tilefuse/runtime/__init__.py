@@ -62,8 +62,9 @@ work, which the hit then does not wait for.
 
 from __future__ import annotations
 
-import copy
+import atexit
 import concurrent.futures
+import copy
 import functools
 import gc
 import hashlib
@@ -71,6 +72,7 @@ import importlib.util
 import logging
 import operator
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -120,7 +122,8 @@ def _checked_cache_dir(path: str) -> str:
     file (``make_cache_dir``), or it is the default ``<tmp>/tilefuse_<uid>`` but owned by another
     user or writable by others — a shared temporary folder where someone else could place the
     pickled graph cache entries this process would load (an explicit ``TILEFUSE_CACHE_DIR`` is
-    trusted as given, so a team may share one)."""
+    trusted as given, so a team may share one). The private directory is removed when the
+    process exits."""
     default = path == _default_cache_dir()
     try:
         make_cache_dir(path, mode=0o700 if default else 0o777)
@@ -133,6 +136,7 @@ def _checked_cache_dir(path: str) -> str:
         return path
     except RuntimeError as e:
         private = tempfile.mkdtemp(prefix="tilefuse_private_")
+        atexit.register(_remove_private_dir, private, os.getpid())  # nothing else will reuse it
         warnings.warn(f"{e}. Using {private} for this process instead: its compiled graphs will not be reused "
                       f"by other processes.", RuntimeWarning, stacklevel=3)
         return private
@@ -239,6 +243,13 @@ def _holds(path: str, source: str) -> bool:
             return f.read() == source
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def _remove_private_dir(path: str, owner_pid: int) -> None:
+    """At exit: remove a private cache directory, in the process that made it only (a forked
+    child that runs exit handlers must not take it from its parent)."""
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def make_cache_dir(path: str, mode: int = 0o777) -> None:
