@@ -288,7 +288,7 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
         if launchers and records is not None and len(records) == len(module._launchers):
             t1 = time.perf_counter()
             restored = {id(ln) for ln, rec in zip(module._launchers, records)
-                        if rec is not None and ln.cuda and ln.restore(rec)}
+                        if rec is not None and ln.restore(rec)}
             metrics.add_phase("restore", time.perf_counter() - t1)
             launchers = [ln for ln in launchers if id(ln) not in restored]
         missing_records = bool(launchers)

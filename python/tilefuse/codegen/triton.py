@@ -227,6 +227,7 @@ class TritonKernelCodegen:
         self.indent = 1
         self.counter = 0
         self.reduction = group.rnumel != 1
+        self.alu_ops = 0  # arithmetic ops per element of the body, set when it is generated (gpu_configs)
         self.sv = SV.current()
         # symbolic extents are kernel parameters; size symbols in index expressions become ks<i>
         self.dyn_numel = not isinstance(group.numel, int)
@@ -597,7 +598,7 @@ class TritonKernelCodegen:
                 out.append(c)
 
         if not self.reduction:
-            add(2048 if getattr(self, "alu_ops", 0) >= ALU_HEAVY_POINTWISE_OPS else 1024, w=4)
+            add(2048 if self.alu_ops >= ALU_HEAVY_POINTWISE_OPS else 1024, w=4)
             if config.autotune_pointwise:
                 add(1024, w=4)
                 add(512, w=4)

@@ -515,10 +515,9 @@ def _launcher_record(sk: Any) -> tuple:
     """``(launcher, cubin path)``: a picklable copy of a static launcher whose cubin is not loaded
     yet, without the cubin's bytes, and the file holding the cubin (torch's launcher drops its
     path when copied or pickled, ``StaticallyLaunchedTritonKernel.__getstate__``)."""
-    rec = copy.copy(sk)
+    rec = copy.copy(sk)  # (its __getstate__ already clears the loaded function and the path)
     rec.__dict__.pop("C_impl", None)  # torch's launcher module (a cached property)
     rec.cubin_raw = None
-    rec.function = None
     return rec, sk.cubin_path
 
 
