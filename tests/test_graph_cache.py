@@ -157,8 +157,8 @@ def test_a_debug_dir_that_cannot_be_written_is_named_and_keeps_the_cache_entry(t
 
     x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
     torch.compile(_f, backend="tilefuse")(x, y)
-    entries = list((tmp_path / "tfcache" / "graphs").glob("*.pkl"))
-    assert len(entries) == 1
+    entries = list((tmp_path / "tfcache" / "graphs").glob("*.pkl"))  # (and its launch records, on a GPU)
+    assert len([p for p in entries if not p.name.endswith(".launch.pkl")]) == 1
     graph_cache.clear()  # a disk hit next
     _fresh()
     (tmp_path / "afile").write_text("x")

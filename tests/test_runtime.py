@@ -453,6 +453,94 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     assert metrics.warmup_seconds["key"] >= 0.19 and 0.05 < metrics.warmup_wait_seconds < 5
 
 
+def _fake_triton_tree(root):
+    """A folder shaped like a Triton install, for ``triton_install_fingerprint``."""
+    for rel, data in [("runtime/cache.py", "key = 1\n"), ("_C/libtriton.so", "\x7fELF" * 64),
+                      ("compiler/compiler.py", "a\n"), ("backends/nvidia/compiler.py", "b\n"),
+                      ("backends/nvidia/bin/ptxas", "c"), ("language/core.py", "d\n"), ("other/x.py", "e\n")]:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(data)
+
+
+def test_triton_install_fingerprint_changes_with_any_file_it_covers(tmp_path):
+    _fake_triton_tree(tmp_path)
+    key = R.triton_install_fingerprint(str(tmp_path))
+    assert key.startswith(f"{triton.__version__}-tilefuse-stat-") and len(key.rsplit("-", 1)[1]) == 64
+    assert R.triton_install_fingerprint(str(tmp_path)) == key  # deterministic
+    # outside the covered folders, or byte code: no change
+    (tmp_path / "other" / "x.py").write_text("changed\n")
+    (tmp_path / "compiler" / "__pycache__").mkdir()
+    (tmp_path / "compiler" / "__pycache__" / "compiler.cpython-311.pyc").write_bytes(b"\0")
+    assert R.triton_install_fingerprint(str(tmp_path)) == key
+    seen = [key]
+    lib = tmp_path / "_C" / "libtriton.so"
+    st = lib.stat()
+    os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))  # touched: same size and contents
+    seen.append(R.triton_install_fingerprint(str(tmp_path)))
+    replacement = tmp_path / "new.so"
+    replacement.write_text("\x7fELF" * 64)
+    os.replace(replacement, lib)  # reinstalled: a new inode
+    seen.append(R.triton_install_fingerprint(str(tmp_path)))
+    (tmp_path / "language" / "core.py").write_text("d2\n")  # edited: size changes
+    seen.append(R.triton_install_fingerprint(str(tmp_path)))
+    (tmp_path / "backends" / "nvidia" / "new_module.py").write_text("")  # a file added
+    seen.append(R.triton_install_fingerprint(str(tmp_path)))
+    (tmp_path / "runtime" / "cache.py").write_text("key = 2\n")
+    seen.append(R.triton_install_fingerprint(str(tmp_path)))
+    assert len(set(seen)) == len(seen) == 6
+    with pytest.raises(OSError):
+        R.triton_install_fingerprint(str(tmp_path / "missing"))
+
+
+def test_stat_triton_key_replaces_tritons_install_key_in_its_cache_keys(monkeypatch):
+    import triton.runtime.autotuner as tune
+    import triton.runtime.cache as tcache
+
+    original = tcache.triton_key
+    monkeypatch.setattr(tcache, "triton_key", original)  # restored after the test
+    monkeypatch.setattr(tune, "triton_key", original)
+    monkeypatch.setattr(R, "triton_install_fingerprint", lambda root=None: "3.x-tilefuse-stat-abc")
+    with config.patch(triton_key_from_stat=False):
+        assert R.use_stat_triton_key() is False
+    assert tcache.triton_key is original
+    # another library's replacement is left alone
+    monkeypatch.setattr(tune, "triton_key", lambda: "theirs")
+    assert R.use_stat_triton_key() is False and tcache.triton_key is original
+    monkeypatch.setattr(tune, "triton_key", original)
+    assert R.use_stat_triton_key() is True and R.use_stat_triton_key() is True
+    assert tcache.triton_key is tune.triton_key and tcache.triton_key() == "3.x-tilefuse-stat-abc"
+    assert tcache.triton_key.__wrapped__ is original
+    tcache.triton_key.cache_clear()  # as torch may call on the original
+
+    class H:
+        def __init__(self, h):
+            self.h = h
+
+        def hash(self):
+            return self.h
+
+    # Triton's key of a compiled kernel now starts with the fingerprint
+    key = tcache.get_cache_key(H("src"), H("backend"), H("opts"), {})
+    assert key.startswith("3.x-tilefuse-stat-abc-src-backend-opts")
+    # an unreadable install keeps Triton's key
+    monkeypatch.setattr(tcache, "triton_key", original)
+    monkeypatch.setattr(tune, "triton_key", original)
+
+    def unreadable(root=None):
+        raise PermissionError("no")
+
+    monkeypatch.setattr(R, "triton_install_fingerprint", unreadable)
+    assert R.use_stat_triton_key() is False and tcache.triton_key is original
+
+
+def test_stat_triton_key_of_the_real_install_is_cheap_and_stable():
+    t0 = time.perf_counter()
+    key = R.triton_install_fingerprint()
+    assert time.perf_counter() - t0 < 1.0  # Triton's own key reads ~415 MB; this one only stats
+    assert key == R.triton_install_fingerprint() and key.startswith(triton.__version__)
+
+
 def test_switch_interval_is_lowered_while_warm_up_threads_run_and_restored_by_the_last():
     before = sys.getswitchinterval()
     try:
@@ -549,6 +637,45 @@ def test_backend_lookup_or_entry_starts_tritons_warm_up_unless_switched_off(env,
     at_lookup = "2" if on and order == "dynamo_first" else "0"
     want = ["0", at_lookup, "2 True" if on else "0 True"]
     assert r.stdout.split("\n")[-4:-1] == want, r.stdout
+
+
+_STAT_KEY_PROBE = """
+import torch, triton
+import triton.runtime.cache as tc
+import tilefuse.runtime as R
+hits = []
+triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+f = torch.compile(lambda t: (t.sin() * 2).sum(-1), backend="tilefuse")
+x = torch.randn(64, 300, device="cuda")
+torch.testing.assert_close(f(x), (x.sin() * 2).sum(-1))
+print(getattr(tc.triton_key, "tilefuse_stat_key", False), tc.triton_key() == R.triton_install_fingerprint())
+print(len(hits), all(hits))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+def test_processes_share_tritons_cache_under_the_stat_install_key(tmp_path):
+    # two fresh processes, one Triton cache, no graph cache (so the second compiles through
+    # Triton and must find every kernel under the same install key); no warm-up (its compile
+    # bypasses the cache), which also shows the key is put in place without it
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TILEFUSE_CACHE_DIR=str(tmp_path / "tf"),
+               TILEFUSE_GRAPH_CACHE="0", TILEFUSE_WARMUP="0")
+    out = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True, env=env,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out.append(r.stdout.split("\n")[-3:-1])
+    assert out[0][0] == out[1][0] == "True True"
+    n, all_hits = out[1][1].split()
+    assert int(n) > 0 and all_hits == "True", out
+    assert out[0][1].split()[1] == "False"  # the first process compiled
+    # switched off: Triton's own key
+    r = subprocess.run([sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True,
+                       env=dict(env, TILEFUSE_TRITON_KEY_FROM_STAT="0"), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[-3] == "False False"
 
 
 @pytest.mark.gpu

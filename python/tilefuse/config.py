@@ -55,6 +55,12 @@ Options:
         ``tilefuse.backend`` was imported before Dynamo), overlapping Dynamo's and AOTAutograd's
         tracing (``runtime.start_warmup``); False leaves it to the first kernel compile. At the
         lookup only the environment variable is known, not ``torch.compile``'s options.
+    triton_key_from_stat (bool, env TILEFUSE_TRITON_KEY_FROM_STAT, default True): on a CUDA
+        machine, Triton's cache key of its own install is made from its files' sizes, times and
+        inodes instead of hashing their contents (``libtriton.so``: about 415 MB, 0.4-0.9 s per
+        process), for the whole process, from the first compile or backend lookup on
+        (``runtime.use_stat_triton_key``); False keeps Triton's key. Like ``warmup``, read at the
+        lookup from the environment; once in use it stays for the process.
     min_cut_partition (bool, env TILEFUSE_MIN_CUT_PARTITION, default True): training graphs are split
         into forward and backward by torch's min-cut rematerialization partitioner, as Inductor
         does: a value the backward can recompute cheaply (a pointwise chain over tensors it saves
@@ -139,6 +145,7 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # run on zero-padded operands (lowering._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
+triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
 min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 
 _OPTIONS = (
@@ -157,6 +164,7 @@ _OPTIONS = (
     "graph_cache",
     "pad_mm",
     "warmup",
+    "triton_key_from_stat",
     "min_cut_partition",
 )
 
