@@ -657,10 +657,11 @@ print(len(hits), all(hits))
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 def test_processes_share_tritons_cache_under_the_stat_install_key(tmp_path):
     # two fresh processes, one Triton cache, no graph cache (so the second compiles through
-    # Triton and must find every kernel under the same install key); no warm-up (its compile
-    # bypasses the cache), which also shows the key is put in place without it
+    # Triton and must find every kernel under the same install key), compiles in the process
+    # (a forked worker's compile is not seen by the listener); no warm-up (its compile bypasses
+    # the cache), which also shows the key is put in place without it
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TILEFUSE_CACHE_DIR=str(tmp_path / "tf"),
-               TILEFUSE_GRAPH_CACHE="0", TILEFUSE_WARMUP="0")
+               TILEFUSE_GRAPH_CACHE="0", TILEFUSE_WARMUP="0", TILEFUSE_COMPILE_WORKERS="1")
     out = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True, env=env,

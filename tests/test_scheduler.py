@@ -63,3 +63,31 @@ def test_a_fused_kernel_takes_at_most_max_fusion_size_nodes():
     compiled = torch.compile(f, backend="tilefuse")
     for got, want in zip(compiled(*xs), f(*xs)):
         torch.testing.assert_close(got, want)
+
+
+def test_an_outer_reduction_takes_no_pointwise_in_loop_node_but_an_inner_one_does():
+    """A column sum (outer: contiguous along the outputs) and a pointwise node over the whole
+    input: the pointwise node's flat order runs along the rows, so it gets a kernel of its own.
+    The same pointwise node beside a row sum (inner) shares the reduction's loop and loads."""
+    from tilefuse.scheduler import node_reduction_hint
+
+    def f(x, g, dim):
+        y = x * g
+        return y.sum(dim), y * 2 + x  # y realized: two readers
+
+    x, g = torch.randn(64, 48), torch.randn(64, 48)
+    for dim, hint in ((0, "outer"), (1, "inner")):
+        items = scheduled(lambda a, b: f(a, b, dim), x, g)
+        groups = [i for i in items if isinstance(i, KernelGroup)]
+        red = [gr for gr in groups if any(n.is_reduction() for n in gr.nodes)]
+        assert len(red) == 1
+        (r,) = [n for n in red[0].nodes if n.is_reduction()]
+        assert node_reduction_hint(r) == hint
+        xr = [n for gr in groups for n in gr.nodes if gr.rnumel != 1 and gr.maps[n][0] == "xr"]
+        if hint == "outer":
+            assert not xr and len(groups) == 2  # the pointwise work in a 1-D kernel of its own
+        else:
+            assert xr and len(groups) == 1
+        compiled = torch.compile(lambda a, b: f(a, b, dim), backend="tilefuse")
+        for got, want in zip(compiled(x, g), f(x, g, dim)):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -211,6 +211,15 @@ def _index_map(node: SchedulerNode, numel: int, rnumel: int):
     return cache[key]
 
 
+def node_reduction_hint(node: SchedulerNode) -> str:
+    """``node.body.reduction_hint()`` (Inductor's ReductionHint: inner, outer or default), cached
+    on the node."""
+    h = node.__dict__.get("_reduction_hint")
+    if h is None:
+        h = node.__dict__["_reduction_hint"] = node.body.reduction_hint()
+    return h
+
+
 # At most this many nodes per fused kernel (Inductor's ``config.max_fusion_size``, default 64).
 # Triton's compile time grows faster than the kernel's size: in the 12-layer GPT training step the
 # forward graph's stores of saved statistics, fused across all 12 layers into one kernel of 149
@@ -247,6 +256,16 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     sv = SV.current()
     if (rnumel != 1 and sv.hint(numel) < FEW_ROWS and sv.hint(rnumel) > LONG_ROW
             and any(maps[n][0] == "xr" for n in nodes)):
+        return None
+    # An outer reduction (it reads columns across rows: contiguous along xindex) takes no
+    # pointwise-in-loop ('xr') node: that node's flat index xindex·rnumel + rindex is contiguous
+    # along rindex, so no tile shape coalesces both, and the two share no loads (each element is
+    # read at a different position). Kept apart, the pointwise node finds a kernel whose order
+    # matches (the per-row reduction of a LayerNorm backward, whose dx it is; measured on the
+    # H200: the block's two LayerNorm backward kernels that fused dx into the weight-gradient
+    # column sums took 0.125 and 0.111 ms, about a quarter of the copy bandwidth).
+    if (any(maps[n][0] == "xr" for n in nodes)
+            and any(n.is_reduction() and node_reduction_hint(n) == "outer" for n in nodes)):
         return None
     # every read of a buffer written in the kernel must be at the written index, and an x-only
     # node cannot read a buffer that varies along rindex

@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 use rustc_hash::FxHashMap;
 
 use crate::error::{SymError, SymResult};
-use crate::expr::{Expr, Node, SymKind};
+use crate::expr::{gcd, Expr, Node, SymKind};
 use crate::interval::{Interval, POS_INF};
 
 /// Variable ranges: `(index symbol, its length)` pairs. The symbol ranges over `0..length`
@@ -567,6 +567,13 @@ pub fn join_dimensions(e: Expr) -> SymResult<Expr> {
 /// SR‑1 (Inductor's `remove_zero_terms`): if `base ≥ 0` is known, drop every range variable `v`
 /// with `base = v + rest` (coefficient exactly 1, `rest` free of `v`), `d | rest` structurally and
 /// `v < d` known. Sound: `⌊(v + k·d)/d⌋ = k` for `0 ≤ v < d`.
+///
+/// Generalized for an integer `d` (beyond Inductor's rule, which needs `d | rest`): with `g` the
+/// gcd of `d` and of `rest`'s integer coefficients and constant, drop `v` when `v < g` is known.
+/// Sound: `rest = g·k` and `d = g·m` for integers `k`, `m`, so `(v + rest)/d = (k + v/g)/m` with
+/// `0 ≤ v/g < 1`, and `⌊y/m⌋` is constant on `[k, k+1)` (its steps fall on integers). This is
+/// what splits a split reduction's rows across a batch boundary: `⌊(i1 + 8192·r0)/8388608⌋` with
+/// `i1 < 8192` is `⌊r0/1024⌋`.
 fn remove_zero_terms(base: Expr, d: Expr, ranges: &VarRanges) -> SymResult<Expr> {
     if ranges.is_empty() || !known_nonneg(base, ranges) {
         return Ok(base);
@@ -601,6 +608,20 @@ fn remove_zero_terms(base: Expr, d: Expr, ranges: &VarRanges) -> SymResult<Expr>
                     if rest_ok && terms_ok && known_cmp(v, d, true, ranges) {
                         found = Some(i);
                         break;
+                    }
+                    if dm.is_empty() && dc > 1 {
+                        // the gcd generalization (see above): g = gcd(d, rest's coefficients)
+                        let mut g = gcd(dc, *constant);
+                        for (j, &(_, kk)) in terms.iter().enumerate() {
+                            if j != i {
+                                g = gcd(g, kk);
+                            }
+                        }
+                        let g = g.abs();
+                        if g > 1 && g < dc && known_cmp(v, Expr::int(g), true, ranges) {
+                            found = Some(i);
+                            break;
+                        }
                     }
                 }
                 let Some(i) = found else { return Ok(cur) };

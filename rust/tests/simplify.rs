@@ -999,3 +999,27 @@ fn node_shapes_are_canonical() {
     let out = swr(e, &[(x0, i(98304))]);
     assert!(matches!(out.node(), Node::Add { terms, .. } if terms.len() == 3));
 }
+
+#[test]
+fn sr1_gcd_drops_a_var_below_the_gcd_of_the_rest() {
+    // a split reduction's rows crossing a batch boundary: ⌊(i1 + 8192·r0)/8388608⌋ with i1 < 8192
+    // is ⌊r0/1024⌋ (g = gcd(8388608, 8192) = 8192 > i1), and the whole index joins to 8192·r0
+    let (i0, i1, r0) = (s("i0"), s("i1"), s("r0"));
+    let ranges = [(i0, i(4)), (i1, i(8192)), (r0, i(2048))];
+    let e = fd(lin(0, &[(i1, 1), (r0, 8192)]), i(8388608));
+    assert_eq!(swr(e, &ranges), fd(r0, i(1024)));
+    let e = mi(lin(0, &[(i1, 1), (r0, 8192)]), i(8388608), i(8));
+    assert_eq!(swr(e, &ranges), fd(r0, i(1024)));
+    let idx = lin(
+        0,
+        &[
+            (mi(i1, i(1), i(8192)), 1),
+            (mi(lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)]), i(8388608), i(8)), 8388608),
+            (mi(lin(0, &[(i1, 1), (r0, 8192)]), i(8192), i(1024)), 8192),
+        ],
+    );
+    assert_eq!(swr(idx, &ranges), lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)]));
+    // not when the variable can reach the gcd: i1 < 8193 may carry into the next multiple
+    let e = fd(lin(0, &[(i1, 1), (r0, 8192)]), i(8388608));
+    assert_ne!(swr(e, &[(i1, i(8193)), (r0, i(2048))]), fd(r0, i(1024)));
+}

@@ -39,7 +39,7 @@ from .. import sizevars as SV
 from .. import symbolic as S
 from ..ir import nodes as ir
 from ..ir.loop_body import BodyValue
-from ..scheduler import RINDEX, XINDEX, KernelGroup
+from ..scheduler import RINDEX, XINDEX, KernelGroup, node_reduction_hint
 from .simd import YINDEX, select_tiling, tiled_var_map
 
 TL_DTYPE = {
@@ -235,7 +235,7 @@ class TritonKernelCodegen:
         self.size_symbols: dict = {}  # graph size symbol -> kernel parameter symbol (ks<i>)
         self.precomputed: dict = {}   # compound size expression over ks<i> -> parameter ps<i>
         # Inductor's reduction hint, from the group's reduction nodes (LoopBody.reduction_hint)
-        hints = [n.body.reduction_hint() for n in group.nodes if n.is_reduction()]
+        hints = [node_reduction_hint(n) for n in group.nodes if n.is_reduction()]
         self.hint = "inner" if "inner" in hints else ("outer" if "outer" in hints else "default")
         has_scan = any(bn.op == "scan" for n in group.nodes for bn in n.body.nodes)
         # persistent: the whole row in one block. An outer reduction reads each row once per column
