@@ -39,13 +39,15 @@ def strict_on_device():
         torch._dynamo.reset()
 
 
-def scheduled(fn, *args):
-    """(scheduled items, graph): ``fn`` traced to an aten graph, lowered and scheduled."""
+def scheduled(fn, *args, decompose: bool = False):
+    """(scheduled items, graph): ``fn`` traced to an aten graph (with the backend's
+    decompositions when ``decompose``), lowered and scheduled."""
     from tilefuse.graph import GraphLowering
     from tilefuse.ir import graph_context as G
+    from tilefuse.lowering import decompositions
     from tilefuse.scheduler import schedule
 
-    gm = make_fx(fn)(*args)
+    gm = make_fx(fn, decomposition_table=decompositions() if decompose else None)(*args)
     graph = GraphLowering(gm, list(args), "test")
     graph.run()
     with G.set_graph(graph):

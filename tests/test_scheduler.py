@@ -10,8 +10,8 @@ from _tf_testutil import scheduled as _scheduled
 from tilefuse.scheduler import ExternSchedulerNode, KernelGroup, MemoryDep, StarDep
 
 
-def scheduled(fn, *args):
-    return _scheduled(fn, *args)[0]
+def scheduled(fn, *args, decompose=False):
+    return _scheduled(fn, *args, decompose=decompose)[0]
 
 
 def test_dependencies_of_a_reduction_and_an_extern_kernel():
@@ -91,3 +91,29 @@ def test_an_outer_reduction_takes_no_pointwise_in_loop_node_but_an_inner_one_doe
         compiled = torch.compile(lambda a, b: f(a, b, dim), backend="tilefuse")
         for got, want in zip(compiled(x, g), f(x, g, dim)):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_norm_backward_dx_joins_its_row_reduction_not_the_weight_gradient_column_sums():
+    import torch.nn.functional as F
+    from tilefuse.scheduler import node_reduction_hint
+
+    def f(x, w, b, g):
+        x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(F.layer_norm(x, (48,), w, b), (x, w, b), g)
+
+    args = (torch.randn(64, 48), torch.randn(48), torch.randn(48), torch.randn(64, 48))
+    groups = [i for i in scheduled(f, *args, decompose=True) if isinstance(i, KernelGroup)]
+    hints = [{node_reduction_hint(n) for n in gr.nodes if n.is_reduction()} for gr in groups]
+    has_xr = [any(gr.maps[n][0] == "xr" for n in gr.nodes) for gr in groups]
+    assert any("outer" in h for h in hints) and any("inner" in h for h in hints)
+    # the weight and bias gradients' column sums take no pointwise-in-loop node; dx sits with the
+    # per-row sums
+    assert not any("outer" in h and x for h, x in zip(hints, has_xr))
+    assert any("inner" in h and x for h, x in zip(hints, has_xr))
+    # and the compiled gradients match eager
+    x, w, b, g = args
+    xs = [t.clone().requires_grad_() for t in (x, w, b)]
+    out = torch.compile(lambda a, c, d: F.layer_norm(a, (48,), c, d), backend="tilefuse")(*xs)
+    got = torch.autograd.grad(out, xs, g)
+    for gt, wt in zip(got, f(x, w, b, g)):
+        torch.testing.assert_close(gt, wt, atol=1e-4, rtol=1e-4)

@@ -211,6 +211,16 @@ def _index_map(node: SchedulerNode, numel: int, rnumel: int):
     return cache[key]
 
 
+def _outer_mix(group: KernelGroup, node: SchedulerNode, maps: dict) -> bool:
+    """Whether ``node`` would bring a pointwise-in-loop node to a kernel with an outer reduction,
+    or an outer reduction to a kernel with pointwise-in-loop nodes."""
+    if maps[node][0] == "xr":
+        return any(n.is_reduction() and node_reduction_hint(n) == "outer" for n in group.nodes)
+    if node.is_reduction() and node_reduction_hint(node) == "outer":
+        return any(maps[n][0] == "xr" for n in group.nodes)
+    return False
+
+
 def node_reduction_hint(node: SchedulerNode) -> str:
     """``node.body.reduction_hint()`` (Inductor's ReductionHint: inner, outer or default), cached
     on the node."""
@@ -257,16 +267,20 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     if (rnumel != 1 and sv.hint(numel) < FEW_ROWS and sv.hint(rnumel) > LONG_ROW
             and any(maps[n][0] == "xr" for n in nodes)):
         return None
-    # An outer reduction (it reads columns across rows: contiguous along xindex) takes no
-    # pointwise-in-loop ('xr') node: that node's flat index xindex·rnumel + rindex is contiguous
-    # along rindex, so no tile shape coalesces both, and the two share no loads (each element is
-    # read at a different position). Kept apart, the pointwise node finds a kernel whose order
-    # matches (the per-row reduction of a LayerNorm backward, whose dx it is; measured on the
-    # H200: the block's two LayerNorm backward kernels that fused dx into the weight-gradient
-    # column sums took 0.125 and 0.111 ms, about a quarter of the copy bandwidth).
-    if (any(maps[n][0] == "xr" for n in nodes)
-            and any(n.is_reduction() and node_reduction_hint(n) == "outer" for n in nodes)):
-        return None
+    # A pointwise-in-loop ('xr') node and an outer reduction (it reads columns across rows:
+    # contiguous along xindex) share a kernel only when the new one touches a buffer at an index
+    # the kernel already does (Inductor's fusion score, here where it matters). The 'xr' node's
+    # flat index xindex·rnumel + rindex runs along rindex: when the reduction's iteration space
+    # is not the node's own (columns of a split or transposed reduction), the two read every
+    # element at different positions and no tile shape coalesces both. Kept apart, the pointwise
+    # node finds a kernel whose order matches (a LayerNorm backward's dx: its per-row reduction,
+    # not the weight-gradient column sums, which cost 0.125 and 0.111 ms on the H200 fused with
+    # it, about a quarter of the copy bandwidth). A row softmax of a transposed input (an outer
+    # hint, but the division reads the input where the reductions do) stays one kernel.
+    if _outer_mix(group, node, maps):
+        mine = {d for d in maps[node][2] + maps[node][3]}
+        if not any(d in mine for n in group.nodes for d in maps[n][2] + maps[n][3]):
+            return None
     # every read of a buffer written in the kernel must be at the written index, and an x-only
     # node cannot read a buffer that varies along rindex
     written: dict[str, tuple[Any, str]] = {}

@@ -741,7 +741,9 @@ fn sr_pass(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
 ///
 /// * SR‑0: [`join_dimensions`] on the top-level sum (the expression is canonical already);
 /// * SR‑1 `remove_zero_terms` on the base of every FloorDiv and ModularIndexing: drop a range
-///   variable `v` (coefficient 1) when the rest is a multiple of the divisor `d` and `v < d`;
+///   variable `v` (coefficient 1) when the rest is a multiple of the divisor `d` and `v < d`, or
+///   (integer `d`, tilefuse's generalization) when `v` is below the gcd of `d` and the rest's
+///   coefficients;
 /// * SR‑2: `ModularIndexing(base, d, m) → base // d` when `0 ≤ base < m·d` (so
 ///   `ModularIndexing(a, 1, m) → a` when `0 ≤ a < m`);
 /// * SR‑3: `FloorDiv(base, d)` with SR‑1 applied to its base, and `→ 0` when `0 ≤ base < d`;

@@ -707,6 +707,10 @@ class TritonKernelCodegen:
                 self.needs_memory.add(name)
             ptr = self.args.input(name)
             mask = self.mask_for(idx)
+            if len(a) > 2 and mask is not None:
+                # a load inside ops.masked: lanes off its mask read nothing (an index-free load
+                # stays unmasked: one address, in bounds whatever the mask)
+                mask = f"{mask} & ({vals[a[2].idx]})"
             istr = self.index_str(idx)
             # an eviction-policy marker, resolved once the kernel is complete (_resolve_eviction)
             ep = _EP_SHARED if self.reduction and XINDEX not in idx.free_symbols else _EP_MARK

@@ -147,9 +147,34 @@ class _Tracer:
     def __init__(self, body: LoopBody, dtype_of: Callable[[str], torch.dtype]):
         self.body = body
         self.dtype_of = dtype_of
+        self.load_mask: BodyValue | None = None  # set inside ``masked``
 
     def load(self, name: str, index) -> BodyValue:
+        """A load of ``name`` at ``index``; inside ``masked`` the node carries the mask as a third
+        argument (codegen adds it to the load's mask: lanes off the mask read nothing)."""
+        if self.load_mask is not None:
+            return self.body.add("load", (name, index, self.load_mask), self.dtype_of(name))
         return self.body.add("load", (name, index), self.dtype_of(name))
+
+    def masked(self, mask, body_fn: Callable[[], Any], other) -> BodyValue:
+        """``where(mask, body_fn(), other)`` with every load made by ``body_fn`` masked by
+        ``mask`` (Inductor's ``ops.masked``): a lane off the mask reads no memory, as a
+        ``torch.cat`` input outside its slice. ``mask``: a traced bool value; ``other``: a traced
+        value, or a Python number (a constant of the body's dtype). Nested calls AND their
+        masks."""
+        if not isinstance(mask, BodyValue):
+            raise TypeError("ops.masked needs a traced boolean mask")
+        outer = self.load_mask
+        self.load_mask = mask if outer is None else self.body.add("logical_and", (outer, mask), torch.bool)
+        try:
+            value = body_fn()
+        finally:
+            self.load_mask = outer
+        if not isinstance(other, BodyValue):
+            if not isinstance(value, BodyValue):
+                raise TypeError("ops.masked needs a traced value from its body or as `other`")
+            other = self.constant(other, value.dtype)
+        return self.where(mask, value, other)
 
     def store(self, name: str, index, value, mode: str | None = None) -> None:
         """``mode``: None (plain store), ``"atomic_add"`` (accumulate into the buffer) or

@@ -1634,11 +1634,14 @@ def _cat(tensors, dim=0):
                 continue
             i = list(idx)
             i[dim] = _clamped(idx[dim] - offsets[k], n)
-            v = to_dtype_value(loaders[k](i), dtype)
-            if result is None:
-                result = v
+            # each input's loads masked to its slice (Inductor's masked cat): a lane reads only
+            # the input it takes (indices stay clamped, so in bounds either way)
+            load = lambda i=i, k=k: to_dtype_value(loaders[k](i), dtype)  # noqa: E731
+            if len(tensors) == 1:
+                result = load()
             else:
-                result = ops.where(_in_range(idx[dim], offsets[k], offsets[k] + n), v, result)
+                result = ops.masked(_in_range(idx[dim], offsets[k], offsets[k] + n), load,
+                                    0 if result is None else result)
         return result
 
     return Pointwise.create(tensors[0].get_device(), dtype, inner, out)
