@@ -104,3 +104,25 @@ def test_debug_dir_that_is_a_file_is_refused(tmp_path, reload_config):
     with pytest.raises(ValueError, match="TILEFUSE_DEBUG_DIR"):
         reload_config(TILEFUSE_DEBUG_DIR=str(f))
     assert config.validate({"debug_dir": str(tmp_path / "new")}) == {"debug_dir": str(tmp_path / "new")}
+
+
+def test_process_wide_option_is_refused_per_compile_and_kept_out_of_the_graph_key():
+    import torch
+
+    from tilefuse.runtime import graph_cache
+
+    # in place at the backend lookup, before torch.compile's options are read: an error naming
+    # the environment variable, not an option silently ignored
+    with pytest.raises(ValueError, match="TILEFUSE_TRITON_KEY_FROM_STAT"):
+        config.validate({"triton_key_from_stat": False})
+    with pytest.raises(Exception, match="TILEFUSE_TRITON_KEY_FROM_STAT"):
+        torch.compile(lambda x: x + 1, backend="tilefuse",
+                      options={"triton_key_from_stat": False, "fallback_on_error": True})(torch.ones(3))
+    with pytest.raises(ValueError) as ei:
+        config.validate({"no_such_option": 1})
+    assert "triton_key_from_stat" not in str(ei.value) and "warmup" in str(ei.value)
+    with config.patch(triton_key_from_stat=False):  # tests may still set it
+        assert config.triton_key_from_stat is False
+    assert config.triton_key_from_stat is True
+    # it changes no generated code: not part of the graph cache key
+    assert "triton_key_from_stat" in graph_cache._KEY_EXCLUDED_OPTIONS

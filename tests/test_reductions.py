@@ -448,3 +448,21 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
     assert alu_ops(["    tmp0 = tl.load(in_ptr0 + (xindex), xmask)", "    tmp1 = tmp0.to(tl.float32)",
                     "    tmp2 = tl.full([XBLOCK], 0.5, tl.float32)", "    tmp3 = tmp1 * tmp2",
                     "    tmp4 = tl.exp2(tmp3)", "    tl.store(out_ptr0 + (xindex), tmp4, xmask)"]) == 2
+
+
+def test_interpreted_looped_reduction_over_a_short_symbolic_row_takes_the_row_in_one_block(tmp_path):
+    # a symbolic row (dynamic=True) is looped; under the interpreter its block is sized for the
+    # row's hint (3 -> 4), not 2048, and the rows per program grow instead
+    import torch.nn.functional as F
+
+    if DEVICE != "cpu":
+        pytest.skip("the interpreter's single config")
+    fn = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b)  # noqa: E731
+    with config.patch(debug_dir=str(tmp_path)):
+        f = torch.compile(fn, backend="tilefuse", dynamic=True)
+        for n in (3, 5):
+            x, w, b = torch.randn(6, 40, n), torch.randn(n), torch.randn(n)
+            torch.testing.assert_close(f(x, w, b), fn(x, w, b), atol=1e-5, rtol=1e-5)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    blocks = [int(b) for b in re.findall(r"'RBLOCK': (\d+)", src)]
+    assert blocks and max(blocks) <= 4, blocks

@@ -59,8 +59,9 @@ Options:
         machine, Triton's cache key of its own install is made from its files' sizes, times and
         inodes instead of hashing their contents (``libtriton.so``: about 415 MB, 0.4-0.9 s per
         process), for the whole process, from the first compile or backend lookup on
-        (``runtime.use_stat_triton_key``); False keeps Triton's key. Like ``warmup``, read at the
-        lookup from the environment; once in use it stays for the process.
+        (``runtime.use_stat_triton_key``); False keeps Triton's key. Process-wide: only the
+        environment variable sets it (``torch.compile``'s options cannot: it is in place before
+        they are read); once in use it stays for the process.
     min_cut_partition (bool, env TILEFUSE_MIN_CUT_PARTITION, default True): training graphs are split
         into forward and backward by torch's min-cut rematerialization partitioner, as Inductor
         does: a value the backward can recompute cheaply (a pointwise chain over tensors it saves
@@ -169,14 +170,28 @@ _OPTIONS = (
 )
 
 
-def validate(options: dict[str, Any] | None) -> dict[str, Any]:
+# options that hold for the whole process (set from the environment, or by ``patch`` in tests):
+# they take effect at the backend lookup, before ``torch.compile``'s options are known
+_PROCESS_OPTIONS = {"triton_key_from_stat": "TILEFUSE_TRITON_KEY_FROM_STAT"}
+
+
+def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[str, Any]:
     """Check ``torch.compile(..., options=...)``: raises ValueError naming unknown keys, and
     TypeError when a value's type does not match the option's (a bool option given the string
-    ``"false"`` would otherwise count as true)."""
+    ``"false"`` would otherwise count as true). ``per_compile`` (torch.compile's options, not
+    ``patch``): a process-wide option (``triton_key_from_stat``) is a ValueError naming its
+    environment variable, since it took effect before the options were read."""
     options = dict(options or {})
     unknown = sorted(k for k in options if k not in _OPTIONS)
     if unknown:
-        raise ValueError(f"unknown tilefuse option(s) {unknown}; known options: {list(_OPTIONS)}")
+        raise ValueError(f"unknown tilefuse option(s) {unknown}; known options: "
+                         f"{[k for k in _OPTIONS if k not in _PROCESS_OPTIONS]}")
+    if per_compile:
+        for k in options:
+            if k in _PROCESS_OPTIONS:
+                raise ValueError(f"tilefuse option {k!r} holds for the whole process and cannot be given per "
+                                 f"compile: set the environment variable {_PROCESS_OPTIONS[k]} (to 0 to switch it "
+                                 f"off) before the first torch.compile")
     g = globals()
     for k, v in options.items():
         default = g[k]
@@ -229,7 +244,7 @@ for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTI
 @contextlib.contextmanager
 def patch(**overrides: Any) -> Iterator[None]:
     """Temporarily set options (``with config.patch(fallback_on_error=False): ...``)."""
-    overrides = validate(overrides)
+    overrides = validate(overrides, per_compile=False)
     g = globals()
     old = {k: g[k] for k in overrides}
     g.update(overrides)

@@ -562,7 +562,9 @@ class TritonKernelCodegen:
         numel = self.sv.hint(self.g.numel)
         if not self.reduction:
             return min(next_pow2(numel), 4096), 1, 4
-        rb = next_pow2(self.rnumel_max) if self.persistent else 2048
+        # looped: chunks of 2048, or the whole row when its size hint is shorter (a symbolic row
+        # of 3 elements would otherwise run 4 rows per program in 2048-wide blocks)
+        rb = next_pow2(self.rnumel_max) if self.persistent else min(2048, next_pow2(self.sv.hint(self.g.rnumel)))
         return max(1, min(next_pow2(numel), 8192 // rb)), rb, 4
 
     def gpu_configs(self) -> list[dict[str, int]]:
