@@ -563,3 +563,18 @@ def test_cross_entropy_training_saves_the_logits_and_logsumexp_not_the_log_probs
     big = [s for s in saved["outs"] if s[0] == (rows, vocab)]
     assert big == [((rows, vocab), torch.bfloat16)], saved["outs"]  # the logits themselves, nothing float32
     assert ((rows, 1), torch.float32) in saved["outs"]  # the logsumexp per row
+
+
+def test_torch_compile_mode_is_ignored_with_one_warning_per_mode():
+    from tilefuse import backend
+
+    backend._IGNORED_MODES_WARNED.discard("max-autotune")
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match="ignores torch.compile's mode='max-autotune'"):
+        got = torch.compile(lambda t: t * 3 + 1, backend="tilefuse", mode="max-autotune")(x)
+    torch.testing.assert_close(got, x * 3 + 1)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # once per mode and process
+        torch.testing.assert_close(torch.compile(lambda t: t - 2, backend="tilefuse", mode="max-autotune")(x), x - 2)
+        torch.testing.assert_close(torch.compile(lambda t: t * 5, backend="tilefuse", mode="default")(x), x * 5)

@@ -344,8 +344,21 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     return compiled, graph, consts
 
 
+_IGNORED_MODES_WARNED: set = set()
+
+
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
-    """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile."""
+    """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile.
+    ``torch.compile``'s ``mode`` (passed here as a keyword) has no tilefuse meaning: anything but
+    ``"default"`` gives one UserWarning per mode and process (tilefuse always autotunes its
+    reductions and tiled kernels; ``options={"autotune_pointwise": True}`` is the nearest to
+    ``"max-autotune"``), and the compile goes on."""
+    mode = kwargs.get("mode")
+    if mode not in (None, "default") and mode not in _IGNORED_MODES_WARNED:
+        _IGNORED_MODES_WARNED.add(mode)
+        warnings.warn(f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
+                      f"autotuning and CUDA graphs); tilefuse autotunes its reduction and tiled kernels anyway, and "
+                      f"options={{'autotune_pointwise': True}} adds pointwise candidates", UserWarning, stacklevel=2)
     opts = config.validate(options)
     from torch._dynamo.backends.common import aot_autograd
 
