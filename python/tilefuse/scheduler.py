@@ -278,7 +278,7 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     # it, about a quarter of the copy bandwidth). A row softmax of a transposed input (an outer
     # hint, but the division reads the input where the reductions do) stays one kernel.
     if _outer_mix(group, node, maps):
-        mine = {d for d in maps[node][2] + maps[node][3]}
+        mine = set(maps[node][2] + maps[node][3])
         if not any(d in mine for n in group.nodes for d in maps[n][2] + maps[n][3]):
             return None
     # every read of a buffer written in the kernel must be at the written index, and an x-only

@@ -932,9 +932,9 @@ def use_stat_triton_key() -> bool:
     kernel this process compiles, tilefuse's or not, is then cached under the fingerprint:
     Triton's cache entries differ from a process without tilefuse, nothing else does (torch's
     own copy, ``torch._inductor.runtime.triton_compat.triton_key``, is left alone). Returns
-    whether the fingerprint is in use. Left as it is (False), and logged, when the option is
-    off, when either name no longer holds Triton's function (a Triton without them, or another
-    library replaced it), or when the install cannot be read. Idempotent."""
+    whether the fingerprint is in use. Left as it is (False) when the option is off, when
+    either name no longer holds Triton's function (a Triton without them, or another library
+    replaced it), or when the install cannot be read (logged at debug level). Idempotent."""
     from .. import config
 
     try:
