@@ -101,8 +101,12 @@ def test_argmax_argmin_and_any():
 def test_looped_reduction_softmax():
     # rnumel above the persistent threshold: looped reductions, several loops in one kernel
     x = torch.randn(3, 2000)
-    with config.patch(persistent_reduction_threshold=1024):
+    with config.patch(persistent_reduction_threshold=1024, split_long_normalizers=False):
         compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=1)
+    # cut into 2 chunks of 1000 instead: the chunks' max / sum-exp, their combination, the output
+    torch._dynamo.reset()
+    with config.patch(persistent_reduction_threshold=1024):
+        compile_and_check(lambda a: torch.softmax(a, -1), x, kernels=3)
 
 
 def test_softmax_is_one_kernel():

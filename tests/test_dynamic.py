@@ -316,7 +316,7 @@ def test_few_long_symbolic_rows_are_split_with_a_masked_tail():
         return x.sum(), x.amax(), (x > 2).any(), x.to(torch.int32).amin()
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
-    for n in (3001, 4099, 5003, 8192):
+    for n in (5001, 6007, 8195, 16384):  # 2·n > SPLIT_MAX_UNSPLIT_INNER: split
         x = torch.randn(2, n)
         x[1, -1] = 9.0  # the last element (in the tail chunk) is the max
         got = cf(x)
@@ -334,7 +334,7 @@ def test_split_of_a_static_odd_row_length_under_a_symbolic_row_count():
         torch._dynamo.reset()
         cf = torch.compile(f, backend="tilefuse")
         for r in (2, 3):
-            x = torch.randn(r, 4099)
+            x = torch.randn(r, 8195)  # split (sum, amax) or chunked (softmax, logsumexp): 4 x 2049
             x[:, -1] = 120.0  # every row's maximum is its last element
             torch._dynamo.mark_dynamic(x, 0)
             _close(cf(x), f(x), atol=1e-3, rtol=1e-4)

@@ -73,35 +73,72 @@ def _decomposed_groups(fn, *args) -> list[tuple[int, int]]:
         return [(i.numel, i.rnumel) for i in schedule(graph.buffers) if isinstance(i, KernelGroup)]
 
 
-def test_gathering_reductions_split_into_short_chunks():
-    """A reduction whose elements are gathered (one random access each) is split down to
-    SPLIT_MIN_CHUNK_GATHER-long chunks; a plain one of the same length keeps SPLIT_MIN_CHUNK."""
-    from tilefuse.ir.nodes import SPLIT_MIN_CHUNK, SPLIT_MIN_CHUNK_GATHER
+def test_gathering_reductions_realize_their_values():
+    """A reduction over few outputs whose elements are gathered (one random access each) has its
+    values realized first, and the realized values join the kernel that produces their other
+    inputs: cross-entropy's per-row target losses become the epilogue of the row log-sum-exp
+    kernel, and the loss's sum, the count of non-ignored targets and the division share one
+    kernel over the 8192 rows — 2 kernels, as Inductor (5 before: the gathering sum split in
+    256-long chunks, the count in 2048-long ones, each with a final kernel)."""
+    from tilefuse.ir.nodes import SPLIT_MAX_UNSPLIT_INNER
 
     x = torch.empty(8192, 32000, device="meta", dtype=torch.bfloat16)
     t = torch.empty(8192, dtype=torch.int64, device="meta")
-    groups = _decomposed_groups(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t)
-    n = 8192
-    # the row log-sum-exp (not split: 8192 programs); the count of non-ignored targets (plain:
-    # 2048-long chunks) and the sum of the gathered target log-probabilities (256-long chunks),
-    # each with its final reduction over the partials
-    assert sorted(groups) == sorted([(8192, 32000), (n // SPLIT_MIN_CHUNK, SPLIT_MIN_CHUNK),
-                                     (1, n // SPLIT_MIN_CHUNK), (n // SPLIT_MIN_CHUNK_GATHER, SPLIT_MIN_CHUNK_GATHER),
-                                     (1, n // SPLIT_MIN_CHUNK_GATHER)])
-    # gathered sums are split from 2 x SPLIT_MIN_CHUNK_GATHER elements on; plain ones from 4096
+    assert 8192 <= SPLIT_MAX_UNSPLIT_INNER
+    from _tf_testutil import scheduled
+    from tilefuse.scheduler import KernelGroup
+
+    with config.patch(split_long_normalizers=False):
+        items, _ = scheduled(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, decompose=True)
+    groups = [i for i in items if isinstance(i, KernelGroup)]
+    assert [(g.numel, g.rnumel) for g in groups] == [(8192, 32000), (1, 8192)]
+    # the gathering pointwise node (its values) is the row kernel's epilogue ('x'), not a guest
+    # in the one-program loop over the 8192 rows
+    rows, total = groups
+    assert [rows.maps[n][0] for n in rows.nodes if not n.is_reduction()] == ["x"]
+    assert all(n.is_reduction() for n in total.nodes if total.maps[n][0] != "x")
+    # rows cut into 8 chunks of 4000 (the default): the per-row losses join the kernel that
+    # combines the chunks
+    items, _ = scheduled(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, decompose=True)
+    groups = [i for i in items if isinstance(i, KernelGroup)]
+    assert [(g.numel, g.rnumel) for g in groups] == [(8192 * 8, 4000), (8192, 8), (1, 8192)]
+    _, rows, total = groups
+    assert [rows.maps[n][0] for n in rows.nodes if not n.is_reduction()] == ["x"]
+    assert all(n.is_reduction() for n in total.nodes if total.maps[n][0] != "x")
+    # a gathering sum with no producer kernel: its realized values sit in the sum's own loop
     idx = torch.empty(1000, dtype=torch.int64, device="meta")
     y = torch.empty(50, 1000, device="meta")
-    assert _decomposed_groups(lambda a, i: a[i, torch.arange(1000, device="meta")].sum(), y, idx) == [(2, 500), (1, 2)]
-    assert _decomposed_groups(lambda a: a.sum(), torch.empty(1000, device="meta")) == [(1, 1000)]
+    assert _decomposed_groups(lambda a, i: a[i, torch.arange(1000, device="meta")].sum(), y, idx) == [(1, 1000)]
+    # longer than SPLIT_MAX_UNSPLIT_INNER: the realized values are split like any other sum
+    idx = torch.empty(20000, dtype=torch.int64, device="meta")
+    y = torch.empty(50, 20000, device="meta")
+    groups = _decomposed_groups(lambda a, i: a[i, torch.arange(20000, device="meta")].sum(), y, idx)
+    assert len(groups) == 2 and groups[1][0] == 1 and groups[0][0] == groups[1][1] > 1
 
 
-@pytest.mark.parametrize("rows", [600, 1000, 8192])
-def test_split_gathering_reductions_match_eager(rows):
+def test_inner_reductions_up_to_the_unsplit_bound_are_not_split():
+    """Inductor's inner_reduction_splits bound: a full sum of SPLIT_MAX_UNSPLIT_INNER elements is
+    one kernel; one element more is split (CeilDiv chunks, masked tail)."""
+    from tilefuse.ir.nodes import SPLIT_MAX_UNSPLIT_INNER as n
+
+    assert _decomposed_groups(lambda a: a.sum(), torch.empty(n, device="meta")) == [(1, n)]
+    groups = _decomposed_groups(lambda a: a.sum(), torch.empty(n + 1, device="meta"))
+    assert len(groups) == 2
+    # an outer reduction of the same length still splits (its programs cover 64 columns each)
+    assert len(_decomposed_groups(lambda a: a.sum(0), torch.empty(n, 8, device="meta"))) == 2
+    x = torch.rand(n + 1, device=DEVICE)
+    check(lambda a: (a.sum(), a[:n].sum()), x, tol=1e-3, kernels=3)
+
+
+@pytest.mark.parametrize("rows", [600, 1000, 8192, 9000])
+def test_gathering_reductions_match_eager(rows):
     x = torch.randn(rows, 37, device=DEVICE)
     t = torch.randint(0, 37, (rows,), device=DEVICE)
     t[::7] = -100  # ignored targets
-    check(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t)
+    # the row log-sum-exp with the per-row losses, then the sum / count (split beyond 8192 rows)
+    check(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, kernels=2 if rows <= 8192 else 3)
     check(lambda a, b: a.gather(1, b.clamp(min=0)[:, None]).sum(), x, t)
+    check(lambda a, b: torch.nn.functional.cross_entropy(a, b, reduction="sum", label_smoothing=0.1), x, t)
 
 
 def check(fn, *args, tol=1e-4, kernels=None):
@@ -114,23 +151,30 @@ def check(fn, *args, tol=1e-4, kernels=None):
 
 
 def test_few_long_rows_keep_the_softmax_max_unsplit_beside_its_sumexp():
-    """16 rows of 8192: a lone amax is split (few programs), but the amax beside a softmax's or
+    """16 rows of 16384: a lone amax is split (few programs), but the amax beside a softmax's or
     logsumexp's sumexp of the same rows is not — the sumexp is never split, so a split max would
     read the rows once more in two extra kernels instead of sharing the sumexp's loop (3 kernels
-    before, now 1)."""
-    x = torch.randn(16, 8192, device=DEVICE)
+    before, now 1). With ``split_long_normalizers`` (the default) the rows are cut into 4 chunks
+    instead: chunk max / sum-exp, their combination, then the softmax's output (3 kernels; 2
+    for logsumexp, whose result is per row)."""
+    x = torch.randn(16, 16384, device=DEVICE)
     x[3, :5000] = float("-inf")
     torch._dynamo.reset()
     check(lambda a: a.amax(-1), x, kernels=2)  # split: partial maxima, then their max
-    for f in (lambda a: torch.softmax(a, -1), lambda a: torch.logsumexp(a, -1),
-              lambda a: (torch.log_softmax(a, -1), torch.logsumexp(a, -1))):
+    fns = (lambda a: torch.softmax(a, -1), lambda a: torch.logsumexp(a, -1),
+           lambda a: (torch.log_softmax(a, -1), torch.logsumexp(a, -1)))
+    with config.patch(split_long_normalizers=False):
+        for f in fns:
+            torch._dynamo.reset()
+            check(f, x, kernels=1)
+    for f, kernels in zip(fns, (3, 2, 3)):
         torch._dynamo.reset()
-        check(f, x, kernels=1)
+        check(f, x, kernels=kernels)
 
 
 @pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "mean", "any"])
 def test_split_reductions_match_eager(op):
-    x = torch.rand(3, 8192, device=DEVICE) * 0.002 + 0.999
+    x = torch.rand(3, 16384, device=DEVICE) * 0.002 + 0.999
     if op == "any":
         x = x > 1.000998
         check(lambda a: (a.any(1), a.any()), x)
@@ -220,7 +264,8 @@ def test_gpu_config_candidates(shape, dim):
 def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
     """The H200 timing of an online log-sum-exp over 32000-wide rows (docs/backend.md): 2048 /
     4 warps beat every other chunk and warp count, so it is the heuristic's first choice."""
-    gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(1024, 8192))
+    with config.patch(split_long_normalizers=False):
+        gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(1024, 8192))
     with G.set_graph(graph):
         (g,) = gs
         cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
@@ -237,7 +282,8 @@ def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunk
     from tilefuse.codegen.triton import LONG_ROW_MIN
 
     for cols, second in ((32000, 4096), (LONG_ROW_MIN, 4096), (LONG_ROW_MIN - 1, 1024)):
-        gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(64, cols))
+        with config.patch(split_long_normalizers=False):
+            gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(64, cols))
         with G.set_graph(graph):
             g = next(g for g in gs if g.rnumel == cols)
             cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
@@ -247,6 +293,31 @@ def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunk
                               {"XBLOCK": 1, "RBLOCK": second, "num_warps": 4},
                               {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8},
                               {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8}], cols
+
+
+def test_chunked_row_normalizers_are_reduce_only_persistent_kernels():
+    """A logsumexp over 32000-wide rows is cut into 8 chunks of 4000 (``split_long_normalizers``):
+    the chunk kernel stores only per-row results (``reduce_only``), so it tries a row per program
+    at 2 warps, then 4, before the usual persistent candidates; its loads are ``evict_first``;
+    its sum-exp has no per-element guard. The combining kernel (8 chunks per row) follows."""
+    gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(64, 32000))
+    assert [(g.numel, g.rnumel) for g in gs] == [(64 * 8, 4000), (64, 8)]
+    with G.set_graph(graph):
+        cg = TritonKernelCodegen(gs[0], "k0", torch.device("cuda"), keep=set(gs[0].names()))
+        gk = cg.generate()
+    assert cg.persistent and cg.reduce_only
+    assert gk.configs[:2] == [{"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 2}, {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}]
+    loads = [ln for ln in gk.source.splitlines() if "tl.load(" in ln]
+    assert loads and all("evict_first" in ln for ln in loads)
+    assert "1.0, tl.exp(" not in gk.source
+    # a softmax's persistent kernel also stores the output: not reduce_only, the guarded exp that
+    # the output shares, no hint on its loads
+    gs, graph = groups_of(lambda a: torch.softmax(a, 1), torch.randn(64, 4000))
+    with G.set_graph(graph):
+        cg = TritonKernelCodegen(gs[0], "k0", torch.device("cuda"), keep=set(gs[0].names()))
+        gk = cg.generate()
+    assert cg.persistent and not cg.reduce_only and "1.0, tl.exp(" in gk.source
+    assert gk.configs[0]["num_warps"] >= 4
 
 
 def test_reduction_hint_simplifies_reshaped_indices_and_ignores_broadcast_loads():
@@ -325,17 +396,25 @@ def _rows_with_extremes(rows, cols, dtype):
     return x
 
 
-@pytest.mark.parametrize("persistent, cols", [(True, 300), (False, 300), (False, 3000)])
+@pytest.mark.parametrize("mode, cols", [("persistent", 300), ("looped", 300), ("looped", 3000), ("chunked", 300),
+                                         ("chunked", 3000), ("chunked", 3001)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_softmax_family_online_normalizer_matches_eager(persistent, cols, dtype, tmp_path):
+def test_softmax_family_online_normalizer_matches_eager(mode, cols, dtype, tmp_path):
     """softmax / log_softmax / logsumexp / cross-entropy lower to max + sumexp (one pass over a
     looped row for both), with eager's NaN / inf results on extreme rows. Rows of 3000 take two
     iterations of the CPU's 2048-element chunks, so the running maximum grows between chunks
-    (the rescale), a chunk can be all -inf, and a NaN or +inf can arrive in the last chunk."""
+    (the rescale), a chunk can be all -inf, and a NaN or +inf can arrive in the last chunk.
+    Chunked (rows longer than the persistent threshold, ``split_long_normalizers``): per-chunk
+    maxima and sums combined through the chunks' log-sum-exps, the same extremes in whole
+    chunks; 300 = 8 chunks of 38 and 3001 = 4 chunks of 751, the last chunk's 4 / 3 positions
+    past the row masked."""
     x = _rows_with_extremes(9, cols, dtype)
     opts = dict(debug_dir=str(tmp_path))
-    if not persistent:
-        opts["persistent_reduction_threshold"] = 16  # rows of 300: looped
+    persistent = mode == "persistent"
+    if mode == "looped":
+        opts.update(persistent_reduction_threshold=16, split_long_normalizers=False)  # rows of 300: looped
+    if mode == "chunked":
+        opts.update(persistent_reduction_threshold=64 if cols == 300 else 1024)  # 8 / 4 chunks
     with config.patch(**opts):
         metrics.reset()
         got = torch.compile(_softmax_family, backend="tilefuse")(x)
@@ -345,7 +424,13 @@ def test_softmax_family_online_normalizer_matches_eager(persistent, cols, dtype,
         torch.testing.assert_close(g, w, equal_nan=True, **tol)
     assert metrics.fallback_kernel_count == 0
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    if not persistent:
+    if mode == "chunked":
+        # no loop over a row: per-chunk max / sum-exp kernels (the chunk's length) and their
+        # combination (over the chunks)
+        assert "for roffset" not in src
+        chunks = 8 if cols == 300 else 4
+        assert f"rnumel = {-(-cols // chunks)}\n" in src and f"rnumel = {chunks}\n" in src
+    elif not persistent:
         # the sumexp recurrence runs inside a loop over the row, next to the max
         loops = src.split("for roffset")
         assert any("tl.maximum(" in body and "tl.exp(" in body for body in loops[1:])

@@ -117,3 +117,24 @@ def test_layer_norm_backward_dx_joins_its_row_reduction_not_the_weight_gradient_
     got = torch.autograd.grad(out, xs, g)
     for gt, wt in zip(got, f(x, w, b, g)):
         torch.testing.assert_close(gt, wt, atol=1e-4, rtol=1e-4)
+
+
+def test_a_pointwise_node_joins_its_producer_rather_than_an_unrelated_reduction_loop():
+    """Buffers in order: row sums of x (64 rows), a full sum of y (one output, 64 elements), then
+    t = 2·rowsum, a graph output. t fits both kernels: inside the full sum's loop (its 64 elements
+    are that loop's elements) or as the row-sum kernel's epilogue. The full sum writes nothing t
+    reads, so t goes to its producer (_loop_guest): run in the one-program loop, its work would
+    not be spread over the GPU."""
+    def f(x, y):
+        s = x.sum(1)
+        c = y.sum()
+        return c, s * 2
+
+    x, y = torch.randn(64, 300), torch.randn(64)
+    groups = [i for i in scheduled(f, x, y) if isinstance(i, KernelGroup)]
+    assert sorted((g.numel, g.rnumel, len(g.nodes)) for g in groups) == [(1, 64, 1), (64, 300, 2)]
+    (rows,) = [g for g in groups if g.numel == 64]
+    assert [rows.maps[n][0] for n in rows.nodes if not n.is_reduction()] == ["x"]
+    compiled = torch.compile(f, backend="tilefuse")
+    for got, want in zip(compiled(x, y), f(x, y)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -67,6 +67,11 @@ Options:
         does: a value the backward can recompute cheaply (a pointwise chain over tensors it saves
         anyway) is recomputed in the backward's kernels instead of being saved by the forward.
         False: AOTAutograd's default partitioner (saves every intermediate the backward uses).
+    split_long_normalizers (bool, env TILEFUSE_SPLIT_LONG_NORMALIZERS, default True): the row
+        maximum and sum of exponentials of a softmax, log_softmax, logsumexp or cross-entropy over
+        a last dim longer than ``persistent_reduction_threshold`` are computed per chunk of the row
+        (persistent reductions of at most that length) and then combined, instead of by one looped
+        online reduction over the row (``lowering._normalizer_chunks``). False: looped.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -129,6 +134,7 @@ max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
 autotune_pointwise: bool = _env_bool("TILEFUSE_AUTOTUNE_POINTWISE", False)
 tiling: bool = _env_bool("TILEFUSE_TILING", True)
+split_long_normalizers: bool = _env_bool("TILEFUSE_SPLIT_LONG_NORMALIZERS", True)
 
 
 def _usable_cores() -> int:
@@ -159,6 +165,7 @@ _OPTIONS = (
     "autotune",
     "autotune_pointwise",
     "tiling",
+    "split_long_normalizers",
     "compile_workers",
     "compile_pool",
     "symbolic_shapes",

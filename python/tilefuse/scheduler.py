@@ -137,7 +137,8 @@ class SchedulerNode:
         if self.numel == numel:
             return "x", dict(zip(iv, digits(XINDEX, self.sizes)))
         if rnumel != 1 and self.numel == numel * rnumel:
-            flat = XINDEX * rnumel + RINDEX
+            # one output row: xindex is 0 (so that the node's index equals a reduction's rindex)
+            flat = RINDEX if numel == 1 else XINDEX * rnumel + RINDEX
             return "xr", dict(zip(iv, digits(flat, self.sizes)))
         return None
 
@@ -316,6 +317,20 @@ def _fits(group: KernelGroup, node: SchedulerNode) -> bool:
     return node.numel in (group.numel, group.numel * group.rnumel)
 
 
+def _loop_guest(fused: KernelGroup, node: SchedulerNode, reads: set[str]) -> bool:
+    """Whether ``node`` joined ``fused`` as a pointwise node inside another reduction's loop
+    (kind 'xr') without reading anything the kernel writes: horizontal fusion into a loop. Such a
+    node runs on the reduction's programs — few, when the reduction has few outputs — so the
+    scheduler prefers, within the lookback, the kernel that produces the node's inputs, where the
+    node becomes an epilogue or joins its own loop (vertical fusion first, as Inductor's fusion
+    score ranks it). Cross-entropy's per-row target losses (8192 gathers) would otherwise join the
+    one-program count of non-ignored targets instead of the row log-sum-exp kernel that computes
+    their normalizers."""
+    if node.is_reduction() or fused.maps[node][0] != "xr":
+        return False
+    return not any(reads & {d.name for d in n.write_deps()} for n in fused.nodes if n is not node)
+
+
 def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     """Fuse the graph's buffers into an ordered list of KernelGroup / ExternSchedulerNode.
 
@@ -323,8 +338,10 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     that fails it may move back to join one of the ``FUSION_LOOKBACK`` kernels before, when no
     item in between writes a buffer it reads (so running it earlier reads the same values) —
     horizontal fusion of independent work over the same iteration space (e.g. the partial sums
-    of several split reductions of one tensor, or bias gradients in a backward graph). Kernels
-    with in-place (atomic) updates never take other nodes."""
+    of several split reductions of one tensor, or bias gradients in a backward graph). A pointwise
+    node whose first fit puts it inside another reduction's loop without reading what that kernel
+    writes goes instead to a kernel within the lookback that writes a buffer it reads, when one
+    takes it (``_loop_guest``). Kernels with in-place (atomic) updates never take other nodes."""
     items: list[Any] = []
     for buf in buffers:
         if not isinstance(buf, ir.ComputedBuffer):
@@ -345,16 +362,24 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
         reads = node.read_names()
         written_after: set[str] = set()
         placed = False
+        into_loop = None  # (position, fused group): the first fit, as a pointwise node in a loop
         for j in range(len(items) - 1, max(-1, len(items) - 1 - FUSION_LOOKBACK), -1):
             it = items[j]
             if (isinstance(it, KernelGroup) and not (reads & written_after) and _fits(it, node)
                     and not any(n.is_mutation() for n in it.nodes)):
                 fused = _try_fuse(it, node)
                 if fused is not None:
-                    items[j] = fused
-                    placed = True
-                    break
+                    if into_loop is None and _loop_guest(fused, node, reads):
+                        # keep looking for the kernel that produces what the node reads
+                        into_loop = (j, fused)
+                    elif into_loop is None or reads & _writes(it):
+                        items[j] = fused
+                        placed = True
+                        break
             written_after |= _writes(it)
+        if not placed and into_loop is not None:
+            items[into_loop[0]] = into_loop[1]
+            placed = True
         if not placed:
             group = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
             assert group is not None

@@ -220,9 +220,9 @@ SPLIT_TARGET_PROGRAMS = 512
 SPLIT_OUTER_ROWS = 64
 SPLIT_MIN_CHUNK = 2048
 SPLIT_MIN_CHUNK_OUTER = 256
-# a reduction that gathers (an indirect load per element, e.g. cross-entropy's target logits):
-# each element is one random memory access, so a chunk is latency-bound, not bandwidth-bound
-SPLIT_MIN_CHUNK_GATHER = 256
+# an inner reduction of at most this many elements per output is never split (Inductor's
+# inner_reduction_splits rule: one program reduces it faster than two kernels)
+SPLIT_MAX_UNSPLIT_INNER = 8192
 
 
 class Reduction(Loops):
@@ -232,8 +232,9 @@ class Reduction(Loops):
     ``Σ exp(v - max(v))`` over the row computed in one pass with a running maximum (the online
     softmax normalizer; softmax, log_softmax and logsumexp use it with a max reduction of the same
     row, which it does not depend on, so both share one loop over the row instead of the max loop
-    feeding a second loop). A row of only ``-inf`` gives 0 when looped, its length when
-    persistent (every consumer then yields NaN or ``-inf`` as eager), a row whose maximum is
+    feeding a second loop). A row of only ``-inf`` gives 0 when looped or in a persistent kernel
+    that stores only per-row results, its length in a persistent kernel that also stores
+    per-element values (every consumer then yields NaN or ``-inf`` as eager), a row whose maximum is
     ``+inf`` or that holds a NaN gives NaN."""
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
@@ -279,6 +280,11 @@ class Reduction(Loops):
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
+        if allow_split and Reduction.gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges,
+                                                             reduction_type, src_dtype):
+            vals = Reduction.realize_gathered_values(device, inner_fn, ranges, reduction_ranges, src_dtype)
+            return Reduction.create(device, dtype, lambda idx, ridx: vals(list(idx) + list(ridx)), ranges,
+                                    reduction_ranges, reduction_type, src_dtype)
         split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
                                      src_dtype) if allow_split else 1
         if split > 1:
@@ -287,6 +293,58 @@ class Reduction(Loops):
         box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
         box.realize()
         return box
+
+    @staticmethod
+    def _trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
+        """The reduction body traced over fresh index symbols (a probe store), for the lowering's
+        decisions below."""
+        from .loop_body import LoopBody
+
+        iv = [S.sym(f"i{k}") for k in range(len(ranges))]
+        rv = [S.sym(f"r{k}") for k in range(len(reduction_ranges))]
+        var_ranges = dict(zip(iv, ranges)) | dict(zip(rv, reduction_ranges))
+        probe = Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        return LoopBody.trace(probe.store_fn("split_probe", lambda idx: S.Integer(0)), iv, rv, var_ranges,
+                              lambda name: dtype if name == "split_probe" else G.dtype_of(name))
+
+    @staticmethod
+    def _programs(numel, outer: bool) -> int:
+        return -(-numel // (SPLIT_OUTER_ROWS if outer else 1))
+
+    @staticmethod
+    def gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
+                                src_dtype) -> bool:
+        """Whether the values this reduction combines are gathered (an ``indirect_indexing`` in its
+        body: one random access per element, e.g. cross-entropy's target logits, 8192 gathers from
+        8192 rows of 32000) while it produces too few outputs to fill the GPU (fewer than
+        ``SPLIT_TARGET_PROGRAMS`` programs, the split rule's measure) — then ``create`` realizes
+        the values first (``realize_gathered_values``). Symbolic sizes are judged at their hints."""
+        sv = SV.current()
+        numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
+        if rnumel < 2 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
+            return False
+        body = Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        if not any(n.op == "indirect_indexing" for n in body.nodes):
+            return False
+        return Reduction._programs(numel, body.reduction_hint() == "outer") < SPLIT_TARGET_PROGRAMS
+
+    @staticmethod
+    def realize_gathered_values(device, inner_fn, ranges, reduction_ranges, src_dtype) -> Callable[[Index], Any]:
+        """Realize a gathering reduction's values as a pointwise buffer of ``ranges +
+        reduction_ranges`` in ``src_dtype`` (the values the reduction combines, unchanged) and
+        return its loader. The gathers then run in a kernel over all ``numel × rnumel`` elements
+        — or in the epilogue of the kernel that produces the values' other inputs: cross-entropy's
+        per-row loss joins the row log-sum-exp kernel, which has just read that row —, and the
+        reduction reads a contiguous buffer. A reduction over few outputs that gathered itself
+        ran its random accesses on few programs: latency-bound (on the H200 cross-entropy's sum
+        of the gathered target log-probabilities took 44 µs on 4 programs of 2048 gathers, and
+        split 32 × 256 it still cost two kernels beside the count of targets, 5 in all). Costs
+        one write and one read of ``numel × rnumel`` elements, small beside the gathers."""
+        nk = len(ranges)
+        vals = Pointwise.create(device, src_dtype, lambda idx: inner_fn(list(idx[:nk]), list(idx[nk:])),
+                                list(ranges) + list(reduction_ranges))
+        vals.realize()
+        return vals.make_loader()
 
     @staticmethod
     def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype) -> int:
@@ -298,42 +356,25 @@ class Reduction(Loops):
         (one output per program for inner reductions, ``SPLIT_OUTER_ROWS`` for outer ones); ``s`` is
         the smallest power of two that reaches the target while chunks keep at least
         ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements (a chunk count that does
-        not divide rnumel masks the last chunk's tail). A reduction whose body gathers (an
-        ``indirect_indexing``: one random access per element, as cross-entropy's sum of target
-        log-probabilities over 8192 rows of 32000) is latency-bound rather than bandwidth-bound,
-        so its chunks go down to ``SPLIT_MIN_CHUNK_GATHER`` elements and it is split from
-        ``SPLIT_MIN_CHUNK_GATHER`` × 2 elements on (on the H200 that sum ran 4 programs of 2048
-        gathers: 44 µs, a fifth of the whole loss). Only for sum, prod, max, min and any
-        (combinable partials)."""
-        from .loop_body import LoopBody
-
+        not divide rnumel masks the last chunk's tail). Rows of fewer than 4096 elements, and
+        inner rows of at most ``SPLIT_MAX_UNSPLIT_INNER`` (Inductor's ``inner_reduction_splits``
+        bound), are not split. Only for sum, prod, max, min and any (combinable partials)."""
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
-        numel, rnumel = prod(ranges), prod(reduction_ranges)
         # symbolic sizes are judged at their hints; chunks are CeilDiv(rnumel, s) long with the
         # tail masked whenever s does not divide rnumel statically (create_split), so any s is
         # exact for every size
         sv = SV.current()
-        numel, rnumel = sv.hint(numel), sv.hint(rnumel)
-        if rnumel < 2 * SPLIT_MIN_CHUNK_GATHER or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
+        numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
+        if rnumel < 4096 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
             return 1  # too short to split, or enough programs whichever the hint: no body trace
-        iv = [S.sym(f"i{k}") for k in range(len(ranges))]
-        rv = [S.sym(f"r{k}") for k in range(len(reduction_ranges))]
-        var_ranges = dict(zip(iv, ranges)) | dict(zip(rv, reduction_ranges))
-        probe = Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
-        body = LoopBody.trace(probe.store_fn("split_probe", lambda idx: S.Integer(0)), iv, rv, var_ranges,
-                              lambda name: dtype if name == "split_probe" else G.dtype_of(name))
-        gather = any(n.op == "indirect_indexing" for n in body.nodes)
-        if not gather and rnumel < 4096:
+        outer = Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype).reduction_hint() == "outer"
+        if not outer and rnumel <= SPLIT_MAX_UNSPLIT_INNER:
             return 1
-        outer = body.reduction_hint() == "outer"
-        programs = -(-numel // (SPLIT_OUTER_ROWS if outer else 1))
+        programs = Reduction._programs(numel, outer)
         if programs >= SPLIT_TARGET_PROGRAMS:
             return 1
-        if gather:
-            min_chunk = SPLIT_MIN_CHUNK_GATHER
-        else:
-            min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
+        min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
         best, s = 1, 2
         while rnumel // s >= min_chunk:
             best = s
