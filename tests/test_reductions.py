@@ -447,6 +447,31 @@ def test_softmax_family_online_normalizer_matches_eager(mode, cols, dtype, tmp_p
         assert first_loop.count("tl.exp(") == 2, first_loop
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_normalizers_keep_every_chunk_of_rows_of_huge_values(dtype):
+    """Rows longer than the persistent threshold are cut into chunks; the chunks combine against
+    the row's maximum, so rows of huge values (an attention row masked with -1e9 or the dtype's
+    minimum, a constant 1e30, logits offset by 1e4 or 1e5) keep every chunk's share. Combining
+    the chunks' log-sum-exps rounded ``log s`` away there: 5000 × -1e9 in 2 chunks gave a softmax
+    summing to 2500."""
+    n = 5000  # 2 chunks of 2500 at the default threshold
+    x = torch.randn(8, n, device=DEVICE)
+    x[0] = -1e9
+    x[1] = torch.finfo(dtype).min
+    x[2] = 1e30
+    x[3] += 1e4
+    x[4] = x[4] * 1e9
+    x[5, : n // 2] = -1e9  # one chunk masked, the other finite
+    x[6] += 1e5
+    x = x.to(dtype)
+    got = torch.compile(lambda a: (torch.softmax(a, -1), torch.logsumexp(a, -1)), backend="tilefuse")(x)
+    want = (torch.softmax(x, -1), torch.logsumexp(x, -1))
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got[0], want[0], atol=tol, rtol=tol)
+    torch.testing.assert_close(got[0].float().sum(-1), torch.ones(8, device=DEVICE), atol=tol * 10, rtol=0)
+    torch.testing.assert_close(got[1], want[1], atol=tol, rtol=tol)
+
+
 def test_softmax_family_under_dynamic_shapes_and_backward():
     def f(x):
         return (torch.log_softmax(x, -1) * torch.softmax(x, 0)).sum()

@@ -997,15 +997,15 @@ def _normalizer_chunks(size, rdims) -> int:
 
 def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
     """The row normalizer pair of ``_max_and_sumexp`` from ``chunks`` chunks of each row (dim
-    ``dim``, the last): per chunk its maximum ``m`` and ``s = Σ exp(x - m)`` (one persistent
-    reduction each, sharing a kernel); per chunk its log-sum-exp ``w = m + log s`` (``m`` itself
-    when infinite); then the max and sum-exp over a row's chunks of ``w``. The pair returned is
-    ``(M, S)`` with ``M = max w`` — not the row's maximum, but a reference at most log(n) above
-    it, with ``S = Σ exp(x - M)`` exactly: every consumer uses them together (softmax
-    ``exp(x - M) / S``, log_softmax ``x - M - log S``, logsumexp ``M + log S``), so the results
-    are those of the unsplit pair. Special rows as there: only ``-inf`` gives ``M = -inf``, a
-    ``+inf`` gives ``M = +inf`` and ``S`` NaN, a NaN gives NaN. Positions past the row's end in
-    the last chunk read ``-inf`` (they add nothing)."""
+    ``dim``, the last): per chunk its maximum ``m`` and ``s = Σ exp(x - m)`` (persistent
+    reductions sharing one kernel); then per row ``M = max m`` — the row's maximum — and
+    ``S = Σ s · exp(m - M)`` over its chunks (the exponent against ``M`` with ``-inf`` replaced
+    by 0). ``m - M`` is taken before anything is added to it, so rows of huge values (an
+    attention row masked with -1e9 or the dtype's minimum) keep every chunk's share: combining the
+    chunks' log-sum-exps ``m + log s`` instead rounds ``log s`` away at that magnitude (a row of
+    5000 × -1e9 in 4 chunks gave a softmax summing to 2500). Special rows as the unsplit pair:
+    only ``-inf`` gives ``M = -inf`` and ``S = 0``, a ``+inf`` gives ``M = +inf`` and ``S`` NaN,
+    a NaN gives NaN. Positions past the row's end in the last chunk read ``-inf``."""
     n = size[dim]
     chunk = -(-n // chunks)
     kept = list(size[:dim])
@@ -1022,17 +1022,19 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
 
     view = Pointwise.create(xs.get_device(), acc, chunked, kept + [chunks, chunk])
     last = len(kept) + 1
-    m = make_reduction("amax", allow_split=False)(view, [last], True)
-    d = make_reduction("sumexp")(view, [last], True)
-    inf = float("inf")
+    m = ir.reshape_view(make_reduction("amax", allow_split=False)(view, [last], True), kept + [chunks])
+    s = ir.reshape_view(make_reduction("sumexp")(view, [last], True), kept + [chunks])
+    big_m = make_reduction("amax", allow_split=False)(m, [len(kept)], True)  # kept + [1]
+    m_load, s_load, big_m_load = m.make_loader(), s.make_loader(), big_m.make_loader()
+    ninf = float("-inf")
 
-    def lse(mv, dv):
-        return ops.where(ops.eq(ops.abs(mv), ops.constant(inf, acc)), mv, ops.add(mv, ops.log(dv)))
+    def share(idx):
+        mv, sv, top = m_load(idx), s_load(idx), big_m_load(list(idx[:-1]) + [S.Integer(0)])
+        base = ops.where(ops.eq(top, ops.constant(ninf, acc)), ops.constant(0.0, acc), top)
+        return ops.mul(sv, ops.exp(ops.sub(mv, base)))
 
-    w = make_pointwise(lse, NO_OPMATH, out_dtype=acc, compute_dtype=acc)(m, d)
-    w = ir.reshape_view(w, kept + [chunks])
-    big_m = make_reduction("amax", allow_split=False)(w, [len(kept)], True)
-    big_s = make_reduction("sumexp")(w, [len(kept)], True)
+    shares = Pointwise.create(xs.get_device(), acc, share, kept + [chunks])
+    big_s = make_reduction("sum")(shares, [len(kept)], True)
     return big_m, big_s
 
 
