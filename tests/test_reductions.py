@@ -174,7 +174,7 @@ def test_few_long_rows_keep_the_softmax_max_unsplit_beside_its_sumexp():
 
 @pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "mean", "any"])
 def test_split_reductions_match_eager(op):
-    x = torch.rand(3, 16384, device=DEVICE) * 0.002 + 0.999
+    x = torch.rand(3, 8193, device=DEVICE) * 0.002 + 0.999  # just past the unsplit bound: 4 chunks
     if op == "any":
         x = x > 1.000998
         check(lambda a: (a.any(1), a.any()), x)
