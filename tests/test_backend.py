@@ -446,7 +446,7 @@ def test_decomposition_table_keeps_what_tilefuse_lowers():
     aten = torch.ops.aten
     table = decompositions()
     # lowered ops reach the lowering whole, except the two the min-cut partitioner must see
-    # through (detach -> alias, log_softmax -> x - logsumexp: see _log_softmax_as_logsumexp)
+    # through (detach -> alias, log_softmax -> torch's amax / exp / sum decomposition)
     assert {k for k in table if k in lowerings} == {aten.detach.default, aten._log_softmax.default}
     for op in (aten.transpose.int, aten.split.Tensor, aten._unsafe_view.default, aten.t.default):
         assert op in lowerings and op not in table
@@ -527,10 +527,10 @@ def test_training_partition_recomputes_pointwise_chains_in_the_backward(monkeypa
     assert results[True][0] < results[False][0], results  # fewer forward outputs saved
 
 
-def test_cross_entropy_training_saves_the_logits_and_logsumexp_not_the_log_probs(monkeypatch):
+def test_cross_entropy_training_saves_the_logits_and_row_normalizer_not_the_log_probs(monkeypatch):
     """A language-model loss (bf16 logits upcast with ``.float()``, as transformers computes it):
-    log_softmax decomposes to ``x - logsumexp(x)`` and detach to alias, so the min-cut
-    partitioner saves the bf16 logits and a per-row logsumexp and recomputes the log-probs in the
+    log_softmax decomposes to ``(x - amax) - log(sum(exp(x - amax)))`` and detach to alias, so the
+    min-cut partitioner saves the bf16 logits and per-row values and recomputes the log-probs in the
     backward instead of saving them as a float32 [rows, vocab] tensor (Inductor's partition).
     Loss and gradient match eager."""
     import tilefuse.backend as B
@@ -566,7 +566,7 @@ def test_cross_entropy_training_saves_the_logits_and_logsumexp_not_the_log_probs
     torch.testing.assert_close(a.grad.float(), b.grad.float(), atol=1e-3, rtol=1e-2)
     big = [s for s in saved["outs"] if s[0] == (rows, vocab)]
     assert big == [((rows, vocab), torch.bfloat16)], saved["outs"]  # the logits themselves, nothing float32
-    assert ((rows, 1), torch.float32) in saved["outs"]  # the logsumexp per row
+    assert ((rows, 1), torch.float32) in saved["outs"]  # the row maximum / log of the sum-exp
 
 
 def test_torch_compile_mode_is_ignored_with_one_warning_per_mode():

@@ -129,14 +129,19 @@ def test_unary_low_precision(name, dtype):
 def test_exact_gelu_half_precision_uses_polynomial_erfc(dtype, tmp_path):
     # half-precision exact GELU: erf from the log2-erfc polynomial (no libdevice erf), matching
     # eager over [-8, 8] (both tails, the cutoff at |x/sqrt(2)| = 4) and at +-inf and NaN;
-    # float32 keeps erf
-    x = torch.cat([torch.linspace(-8, 8, 4001), torch.tensor([-5.657, 5.657, float("inf"), float("-inf"), float("nan")])])
+    # float32 keeps erf. GELU(+inf) is +inf, compared with that value: eager's CPU kernel gives
+    # NaN there on its vectorized (AVX-512) path and +inf on its scalar path
+    x = torch.cat([torch.linspace(-8, 8, 4001), torch.tensor([-5.657, 5.657, float("-inf"), float("nan")])])
     bias = torch.linspace(-0.5, 0.5, x.numel())
     with config.patch(debug_dir=str(tmp_path)):
         check(lambda a, b: F.gelu(a + b), x.to(dtype), bias.to(dtype), tol=TOL[dtype], kernels=1)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert ("erf(" in src) == (dtype == torch.float32)
     assert ("exp2(" in src) == (dtype != torch.float32)
+    torch._dynamo.reset()
+    top = to_device(torch.tensor([float("inf"), 3.0, float("inf")], dtype=dtype))
+    got = torch.compile(lambda a: F.gelu(a), backend="tilefuse")(top)
+    assert got[0].item() == float("inf") and got[2].item() == float("inf")
 
 
 def test_exact_gelu_half_precision_gradient_matches_eager():

@@ -141,6 +141,33 @@ def _train_step_matches(model, make_batch, sizes, atol=1e-5, rtol=1e-4):
             torch.testing.assert_close(p.grad, q.grad, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
 
 
+def test_float_of_symbolic_sizes_stays_symbolic():
+    """A ``SymFloat`` computed from sizes (``torch.sym_float``, ``/`` of sizes) is computed in the
+    kernels from their size arguments (``sizevars.SymbolicFloat``): cross-entropy with label
+    smoothing (``0.1 / sym_float(classes)``), forward and backward, and a value scaled by
+    ``rows / cols``, for several row and class counts, compile once and give eager's values."""
+    def ce(a, t):
+        return F.cross_entropy(a, t, label_smoothing=0.1)
+
+    def scaled(x):
+        return x * (x.shape[0] / x.shape[1]) - torch.sym_float(x.shape[1]) * 0.5
+
+    cce = torch.compile(ce, backend="tilefuse", dynamic=True)
+    cscaled = torch.compile(scaled, backend="tilefuse", dynamic=True)
+    for rows, classes in ((5, 37), (9, 37), (13, 100), (6, 7)):
+        a = torch.randn(rows, classes, device=DEVICE, requires_grad=True)
+        t = torch.randint(0, classes, (rows,), device=DEVICE)
+        a2 = a.detach().clone().requires_grad_(True)
+        got, want = cce(a, t), ce(a2, t)
+        got.backward()
+        want.backward()
+        _close(got, want)
+        _close(a.grad, a2.grad)
+        x = torch.randn(rows, classes, device=DEVICE)
+        _close(cscaled(x), scaled(x))
+    assert metrics.specialized_graph_count == 0 and metrics.symbolic_graph_count >= 3  # ce fwd + bwd, scaled
+
+
 def test_mlp_training_with_dynamic_batch():
     torch.manual_seed(0)
     m = MLP()

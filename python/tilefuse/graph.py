@@ -21,7 +21,7 @@ from . import sizevars as SV
 from .ir import graph_context as G
 from . import symbolic as S
 from .ir import nodes as ir
-from .lowering import EXTERN_OPS, lowerings
+from .lowering import EXTERN_OPS, lowerings, max_and_sumexp_pair, online_normalizers
 
 log = logging.getLogger("tilefuse")
 
@@ -104,7 +104,10 @@ def _shape_env(example_inputs: list) -> Any:
 
 _SIZE_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
                     torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
-                    torch.sym_max, torch.sym_min, torch.sym_sum}
+                    torch.sym_max, torch.sym_min, torch.sym_sum, torch.sym_float, operator.truediv}
+# size arithmetic with a float result (a SymFloat): the SymbolicFloat op it becomes
+_FLOAT_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
+                     operator.neg: "neg", torch.sym_float: "float"}
 
 
 class GraphLowering(torch.fx.Interpreter):
@@ -142,6 +145,10 @@ class GraphLowering(torch.fx.Interpreter):
         for n in gm.graph.nodes:
             if n.op == "output":
                 self._output_nodes |= {a for a in pytree.tree_leaves(n.args[0]) if isinstance(a, torch.fx.Node)}
+        # amax / sum(exp(x - amax)) node pairs lowered as one row normalizer (see
+        # lowering.online_normalizers); (x node, dims) -> the lowered (max, sum-exp) pair
+        self._normalizer_nodes = online_normalizers(gm)
+        self._normalizer_pairs: dict = {}
 
     # ---------------------------------------------------------------- registry
     def new_buffer_name(self) -> str:
@@ -222,6 +229,10 @@ class GraphLowering(torch.fx.Interpreter):
             return args[0][args[1]]
         if target in _SIZE_ARITHMETIC:
             return self._size_arithmetic(target, args)
+        if self.current_node in self._normalizer_nodes:
+            pair = self._normalizer_pair(self.current_node, args)
+            if pair is not None:
+                return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
         if fn is not None and not self._kernel_dtypes_only(self.current_node):
             log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel",
@@ -241,6 +252,20 @@ class GraphLowering(torch.fx.Interpreter):
                     raise
                 log.debug("tilefuse: lowering of %s needs static sizes (%s); using a fallback kernel", target, e)
         return self.fallback(target, args, kwargs)
+
+    def _normalizer_pair(self, n: torch.fx.Node, args: tuple) -> tuple | None:
+        """The lowered (max, sum-exp) pair of the matched normalizer ``n`` belongs to, lowered at
+        its amax (which comes first in the graph); None where it cannot be (the pair declines, or
+        the amax was lowered another way): ``n`` is then lowered as itself."""
+        x_node, dims = self._normalizer_nodes[n]
+        key = (x_node, tuple(dims))
+        if n.target is torch.ops.aten.amax.default and key not in self._normalizer_pairs:
+            try:
+                self._normalizer_pairs[key] = max_and_sumexp_pair(args[0], dims)
+            except NotImplementedError as e:
+                log.debug("tilefuse: amax / sum-exp of %s not lowered as one normalizer (%s)", x_node, e)
+                self._normalizer_pairs[key] = None
+        return self._normalizer_pairs.get(key)
 
     def output(self, target, args, kwargs):
         result = args[0]
@@ -275,6 +300,12 @@ class GraphLowering(torch.fx.Interpreter):
         if isinstance(meta, (torch.SymInt, int)) and not isinstance(meta, bool):
             # the ShapeEnv already knows the value: take its (replaced, simplified) expression
             return self.sizevars.size(meta)
+        if isinstance(meta, float):
+            return meta
+        if isinstance(meta, torch.SymFloat) and target in _FLOAT_ARITHMETIC:
+            # a float of symbolic sizes (label smoothing's 0.1 / sym_float(classes)): computed
+            # in the kernels that use it, from their size arguments
+            return SV.SymbolicFloat(_FLOAT_ARITHMETIC[target], *args)
         raise SV.SymbolicSizeError(f"symbolic {target} with a {type(meta).__name__} result")
 
     # ---------------------------------------------------------------- helpers

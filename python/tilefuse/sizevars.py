@@ -57,6 +57,58 @@ def _finite_int(v: Any) -> int | None:
         return None
 
 
+class SymbolicFloat:
+    """A float computed from symbolic sizes: Dynamo's ``SymFloat`` in a graph with dynamic shapes,
+    e.g. ``torch.sym_float(s0)`` and ``0.1 / sym_float(s0)`` (cross-entropy's label smoothing
+    divides by the class count). ``op`` is "float" (``args``: one int-valued ``Expr``) or one of
+    "add", "sub", "mul", "truediv", "neg" (``args``: operands, each a ``SymbolicFloat``, a Python
+    number or an ``Expr``). A kernel computes it from its size arguments (``emit``), in float64
+    as Python computes the ``SymFloat``, then converts it to the kernel's dtype, as eager converts
+    a Python scalar operand. It has no value at compile time: ``float()`` raises TypeError (a
+    lowering that needs one declines, and the op runs as the aten op)."""
+
+    OPS = ("float", "add", "sub", "mul", "truediv", "neg")
+    __slots__ = ("op", "args")
+
+    def __init__(self, op: str, *args: Any):
+        if op not in self.OPS:
+            raise ValueError(f"unknown SymbolicFloat op {op!r}; expected one of {self.OPS}")
+        self.op = op
+        self.args = args
+
+    def emit(self, dtype: Any) -> Any:
+        """The value as an ``ops`` value of ``dtype`` (inside a loop body being traced)."""
+        import torch
+
+        from .virtualized import ops
+
+        f64 = torch.float64
+
+        def value(a: Any) -> Any:
+            if isinstance(a, SymbolicFloat):
+                return a.emit(f64)
+            if isinstance(a, S.Expr) and not a.is_number:
+                return ops.index_expr(a, f64)
+            if isinstance(a, S.Expr):
+                a = a.int_value
+            return ops.constant(float(a), f64)
+
+        if self.op == "float":
+            v = value(self.args[0])
+        elif self.op == "neg":
+            v = ops.neg(value(self.args[0]))
+        else:
+            v = getattr(ops, self.op)(value(self.args[0]), value(self.args[1]))
+        return v if dtype == f64 else ops.to_dtype(v, dtype)
+
+    def __float__(self) -> float:
+        raise TypeError("symbolic expression: a float computed from symbolic sizes has no value when "
+                        "compiling")
+
+    def __repr__(self) -> str:
+        return f"SymbolicFloat({self.op}, {', '.join(map(repr, self.args))})"
+
+
 class SymbolicSizeError(NotImplementedError):
     """A size question the backend cannot answer symbolically (an unbacked size, a sympy node the
     native core has no counterpart for). The graph is then compiled per concrete shape instead

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import symbolic as S
+from ..sizevars import SymbolicFloat
 from ..virtualized import set_ops_handler
 
 _BOOL_OPS = frozenset(
@@ -194,6 +195,9 @@ class _Tracer:
         return self.body.add("scan", (dtype, scan_type, value), dtype)
 
     def constant(self, value, dtype: torch.dtype) -> BodyValue:
+        if isinstance(value, SymbolicFloat):
+            # a float computed from symbolic sizes (``x * (0.1 / s0)``), from the size arguments
+            return value.emit(dtype)
         if isinstance(value, S.Expr):
             # a symbolic size used as a value (``x * s0``): computed from the kernel's size arguments
             if value.is_number:

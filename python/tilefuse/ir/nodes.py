@@ -280,13 +280,21 @@ class Reduction(Loops):
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
+        traced: list = []  # the body traced once, by whichever decision below needs it first
+
+        def trace():
+            if not traced:
+                traced.append(Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
+                                               src_dtype))
+            return traced[0]
+
         if allow_split and Reduction.gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges,
-                                                             reduction_type, src_dtype):
+                                                             reduction_type, src_dtype, trace):
             vals = Reduction.realize_gathered_values(device, inner_fn, ranges, reduction_ranges, src_dtype)
             return Reduction.create(device, dtype, lambda idx, ridx: vals(list(idx) + list(ridx)), ranges,
                                     reduction_ranges, reduction_type, src_dtype)
         split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                     src_dtype) if allow_split else 1
+                                     src_dtype, trace) if allow_split else 1
         if split > 1:
             return Reduction.create_split(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
                                           src_dtype, split)
@@ -313,17 +321,20 @@ class Reduction(Loops):
 
     @staticmethod
     def gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                src_dtype) -> bool:
+                                src_dtype, trace: Callable | None = None) -> bool:
         """Whether the values this reduction combines are gathered (an ``indirect_indexing`` in its
         body: one random access per element, e.g. cross-entropy's target logits, 8192 gathers from
         8192 rows of 32000) while it produces too few outputs to fill the GPU (fewer than
         ``SPLIT_TARGET_PROGRAMS`` programs, the split rule's measure) — then ``create`` realizes
-        the values first (``realize_gathered_values``). Symbolic sizes are judged at their hints."""
+        the values first (``realize_gathered_values``). Symbolic sizes are judged at their hints.
+        ``trace``: returns the traced body (``create`` passes one that traces once for both this
+        and ``num_splits``); by default the body is traced here."""
         sv = SV.current()
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
         if rnumel < 2 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
             return False
-        body = Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        body = trace() if trace is not None else \
+            Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
         if not any(n.op == "indirect_indexing" for n in body.nodes):
             return False
         return Reduction._programs(numel, body.reduction_hint() == "outer") < SPLIT_TARGET_PROGRAMS
@@ -347,7 +358,8 @@ class Reduction(Loops):
         return vals.make_loader()
 
     @staticmethod
-    def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype) -> int:
+    def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
+                   trace: Callable | None = None) -> int:
         """How many chunks to split the reduction into (1: no split), after Inductor's split
         reductions. A reduction whose kernel would run on fewer than ``SPLIT_TARGET_PROGRAMS``
         programs leaves most of the GPU idle (a full sum of a large tensor runs on one): it is
@@ -358,7 +370,8 @@ class Reduction(Loops):
         ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements (a chunk count that does
         not divide rnumel masks the last chunk's tail). Rows of fewer than 4096 elements, and
         inner rows of at most ``SPLIT_MAX_UNSPLIT_INNER`` (Inductor's ``inner_reduction_splits``
-        bound), are not split. Only for sum, prod, max, min and any (combinable partials)."""
+        bound), are not split. Only for sum, prod, max, min and any (combinable partials).
+        ``trace``: as for ``gathers_for_few_outputs``."""
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
             return 1
         # symbolic sizes are judged at their hints; chunks are CeilDiv(rnumel, s) long with the
@@ -368,7 +381,9 @@ class Reduction(Loops):
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
         if rnumel < 4096 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
             return 1  # too short to split, or enough programs whichever the hint: no body trace
-        outer = Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype).reduction_hint() == "outer"
+        body = trace() if trace is not None else \
+            Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        outer = body.reduction_hint() == "outer"
         if not outer and rnumel <= SPLIT_MAX_UNSPLIT_INNER:
             return 1
         programs = Reduction._programs(numel, outer)
@@ -403,10 +418,8 @@ class Reduction(Loops):
             ident = _combine_identity(reduction_type, src_dtype)
 
             def part_fn(idx, ridx):
-                flat = idx[0] * chunk + ridx[0]
-                v = inner_fn(list(idx[1:]), digits(S.Min(flat, rnumel - 1), list(reduction_ranges)))
-                inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(as_expr(rnumel), torch.int64))
-                return ops.where(inside, v, ops.constant(ident, v.dtype))
+                return masked_tail(lambda pos: inner_fn(list(idx[1:]), digits(pos, list(reduction_ranges))),
+                                   idx[0] * chunk + ridx[0], rnumel, ident)
 
         part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
                                           src_dtype))
@@ -416,6 +429,17 @@ class Reduction(Loops):
                                          [split], reduction_type, dtype))
         box.realize()
         return box
+
+
+def masked_tail(load_at: Callable, pos, n, fill):
+    """The value at position ``pos`` of a run of ``n`` elements read in equal chunks, the last of
+    which may run past ``n`` (a split reduction's partials, a long row's normalizer chunks):
+    ``load_at(Min(pos, n - 1))`` (always in bounds), replaced by ``fill`` — the reduction's
+    identity — where ``pos >= n``. Exact for every ``n``, static or symbolic. ``load_at`` maps a
+    position to an ``ops`` value."""
+    v = load_at(S.Min(pos, n - 1))
+    inside = ops.lt(ops.index_expr(pos, torch.int64), ops.index_expr(as_expr(n), torch.int64))
+    return ops.where(inside, v, ops.constant(fill, v.dtype))
 
 
 class Scan(Reduction):

@@ -23,6 +23,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from .. import symbolic as S
+from ..sizevars import SymbolicFloat
 from ..ir import nodes as ir
 from ..ir.nodes import Pointwise, Reduction, TensorBox, prod
 from ..virtualized import ops
@@ -86,6 +87,8 @@ def _meta(x):
         return t
     if isinstance(x, S.Expr):
         return 1
+    if isinstance(x, SymbolicFloat):
+        return 1.0
     return x
 
 
@@ -1016,9 +1019,7 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
         pos = idx[-2] * chunk + idx[-1]
         if chunk * chunks == n:
             return load(list(idx[:-2]) + [pos])
-        v = load(list(idx[:-2]) + [S.Min(pos, n - 1)])
-        inside = ops.lt(ops.index_expr(pos, torch.int64), ops.index_expr(S.Integer(n), torch.int64))
-        return ops.where(inside, v, ops.constant(float("-inf"), acc))
+        return ir.masked_tail(lambda p: load(list(idx[:-2]) + [p]), pos, n, float("-inf"))
 
     view = Pointwise.create(xs.get_device(), acc, chunked, kept + [chunks, chunk])
     last = len(kept) + 1
@@ -1036,6 +1037,65 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
     shares = Pointwise.create(xs.get_device(), acc, share, kept + [chunks])
     big_s = make_reduction("sum")(shares, [len(kept)], True)
     return big_m, big_s
+
+
+def _node_arg(n, pos: int, name: str, default=None):
+    """Argument ``name`` of FX node ``n`` (positional ``pos`` or keyword)."""
+    return n.args[pos] if len(n.args) > pos else n.kwargs.get(name, default)
+
+
+def online_normalizers(gm) -> dict:
+    """The row normalizers of ``gm`` written out as torch's decomposition of log_softmax writes
+    them: ``s = sum(exp(x - m), dims, keepdim=True)`` with ``m = amax(x, dims, keepdim=True)``
+    (the same ``x`` node, the same dims, float32/float64 ``x``). Returns a map from each such
+    ``amax`` node and ``sum`` node to ``(x node, dims)``: ``GraphLowering`` lowers the two as one
+    pair (``max_and_sumexp_pair``), so a row is read once for both and a long row is reduced per
+    chunk, instead of a max reduction and then a second pass summing ``exp(x - m)``. The pattern is
+    Inductor's ``prepare_softmax_pattern`` (its post-grad replacement by
+    ``prepare_softmax_online``); it is matched here after AOTAutograd's partitioner, which so
+    still sees the plain amax/sub/exp/sum ops it may recompute around."""
+    out: dict = {}
+    for s in gm.graph.nodes:
+        if s.op != "call_function" or s.target is not aten.sum.dim_IntList:
+            continue
+        if not _node_arg(s, 2, "keepdim", False) or s.kwargs.get("dtype") is not None:
+            continue
+        e = s.args[0]
+        if not (isinstance(e, torch.fx.Node) and e.target is aten.exp.default):
+            continue
+        d = e.args[0]
+        if not (isinstance(d, torch.fx.Node) and d.target is aten.sub.Tensor and d.kwargs.get("alpha", 1) == 1
+                and len(d.args) == 2):
+            continue
+        x, m = d.args
+        if not (isinstance(m, torch.fx.Node) and m.target is aten.amax.default and m.args[0] is x
+                and _node_arg(m, 2, "keepdim", False)):
+            continue
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor) or val.dtype not in (torch.float32, torch.float64) or val.dim() == 0:
+            continue
+        rank = val.dim()
+        dims_s, dims_m = _node_arg(s, 1, "dim"), _node_arg(m, 1, "dim", [])
+        if not dims_s or not dims_m:
+            continue
+        norm_s = sorted({int(v) % rank for v in dims_s})
+        if norm_s != sorted({int(v) % rank for v in dims_m}):
+            continue
+        out[m] = out[s] = (x, norm_s)
+    return out
+
+
+def max_and_sumexp_pair(x, dims):
+    """``(m, s)`` for a matched ``online_normalizers`` pair: ``m = amax(x, dims, keepdim=True)``
+    and ``s = Σ exp(x - m)`` over ``dims`` (keepdim), from ``_max_and_sumexp``'s one-pass (or
+    chunked) reductions. A row of only ``-inf`` gives ``s`` NaN, as ``exp(-inf - -inf)`` does in
+    the decomposition it replaces (the sum-exp reduction itself gives 0 there). ``x`` float32 or
+    float64, of rank >= 1; declines (NotImplementedError) empty rows."""
+    _xs, m, d, acc = _max_and_sumexp(x, dims)
+    ninf = float("-inf")
+    d = make_pointwise(lambda mv, dv: ops.where(ops.eq(mv, ops.constant(ninf, acc)), ops.constant(float("nan"), acc),
+                                                dv), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(m, d)
+    return m, d
 
 
 def _empty_like(x, dtype):
@@ -1384,6 +1444,7 @@ def decompositions() -> dict:
     # returns the probabilities where the aten backward expects the logsumexp)
     keep = (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std,
             aten._softmax, aten._log_softmax, aten.logsumexp,  # lowered with an online normalizer
+            # (log_softmax's own decomposition is put back below)
             aten._scaled_dot_product_flash_attention_for_cpu,
             aten._scaled_dot_product_flash_attention_for_cpu_backward,
             aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
@@ -1400,7 +1461,13 @@ def decompositions() -> dict:
     # left whole counts as a non-fusible user, which makes the tensor it detaches (log-probs
     # saved for log_softmax's backward) "materialized" and so saved rather than recomputed
     table.update(get_decompositions([aten.detach]))
-    table[aten._log_softmax.default] = _log_softmax_as_logsumexp
+    # log_softmax as torch decomposes it, ``(x - amax) - log(sum(exp(x - amax)))``: the partitioner
+    # recomputes the log-probabilities in the backward from the input and two per-row values (a
+    # whole log_softmax is an op it cannot recompute, so it would save the log-probabilities:
+    # 823 MB for the 12-layer GPT step's 4096 x 50257 float32 logits); GraphLowering lowers the
+    # amax and the sum of exponentials as one row normalizer (online_normalizers). The output is
+    # rounded at the size of ``x - amax``, as eager's kernel rounds it
+    table.update(get_decompositions([aten._log_softmax]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
     return table
 
@@ -1437,30 +1504,6 @@ def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.T
     erfc = torch.where(u < 4.0, torch.exp2(p), 0.0)
     erf_abs = 1.0 - erfc
     return (0.5 * v * (1.0 + torch.where(v < 0, -erf_abs, erf_abs))).to(x.dtype)
-
-
-def _log_softmax_as_logsumexp(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
-    """Decomposition of ``aten._log_softmax``: ``x - logsumexp(x, dim)``, computed in float32 for
-    float16/bfloat16 inputs (torch's accumulation type) and returned in float32 when
-    ``half_to_float``, else in ``x``'s dtype. ``logsumexp`` stays whole (lowered with the online
-    normalizer, one read of a long row), so the kernels are those of the ``_log_softmax``
-    lowering; what changes is what AOTAutograd's min-cut partitioner sees. Kept whole, log_softmax
-    is an op it cannot recompute, so a training graph saves the full log-probabilities (float32
-    for a bf16 model's ``logits.float()``) for the backward; decomposed, it saves the input and
-    the per-row logsumexp and recomputes ``x - lse`` inside the backward's kernel, as Inductor's
-    decomposition (amax, exp, sum, log) lets it. Measured in the 12-layer GPT training step
-    (4096 x 50257 logits): 823 MB written by the forward and read back by the backward."""
-    out = torch.float32 if half_to_float else x.dtype
-    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    xa = x.to(acc)
-    lse = torch.logsumexp(xa, dim, keepdim=True)
-    res = xa - lse
-    # torch's log_softmax of a row holding +inf is NaN throughout (x - max - log Σ exp(x - max)
-    # takes inf - inf); logsumexp is +inf there, which gives -inf for the finite entries. The
-    # fix-up comes after the subtraction: the partitioner bans recomputing a fusible user of x
-    # that comes, in graph order, after the first non-fusible use downstream of logsumexp
-    # ("used far apart"), so ``x - lse`` must be logsumexp's first user
-    return torch.where(lse == float("inf"), float("nan"), res).to(out)
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
