@@ -138,3 +138,28 @@ def test_a_pointwise_node_joins_its_producer_rather_than_an_unrelated_reduction_
     compiled = torch.compile(f, backend="tilefuse")
     for got, want in zip(compiled(x, y), f(x, y)):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_node_joins_a_kernel_beyond_the_lookback_that_shares_its_buffers():
+    """Ten kernels over other iteration spaces separate the row sums of x from two late nodes:
+    t = 2·rowsum (reads the sums) and u = 3·x (reads x, which the row-sum kernel reads). Both are
+    beyond FUSION_LOOKBACK, nothing after the row-sum kernel writes what they read, so they join
+    it (``_far_kernel``: t as its epilogue, u in its loop) instead of a new kernel at the end —
+    AOTAutograd's saved values and converted gradients sit that far from their producers. The
+    results match eager."""
+    from tilefuse import scheduler
+
+    def f(x, *ys):
+        s = x.sum(1)
+        outs = [y.cos().sum(0) for y in ys]
+        return (s * 2, x * 3, *outs)
+
+    x = torch.randn(64, 300)
+    ys = [torch.randn(3, 5 + k) for k in range(scheduler.FUSION_LOOKBACK + 2)]
+    groups = [i for i in scheduled(f, x, *ys) if isinstance(i, KernelGroup)]
+    assert len(groups) == 1 + len(ys)
+    (rows,) = [g for g in groups if (g.numel, g.rnumel) == (64, 300)]
+    assert sorted(rows.maps[n][0] for n in rows.nodes) == ["red", "x", "xr"]
+    compiled = torch.compile(f, backend="tilefuse")
+    for got, want in zip(compiled(x, *ys), f(x, *ys)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)

@@ -343,9 +343,20 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     writes goes instead to a kernel within the lookback that writes a buffer it reads, when one
     takes it (``_loop_guest``). Kernels with in-place (atomic) updates never take other nodes."""
     items: list[Any] = []
+    last_writer: dict[str, int] = {}  # buffer name -> position of the item that last wrote it
+    touching: dict[str, set[int]] = {}  # buffer name -> positions of the kernels reading or writing it
+
+    def wrote(j: int, item: Any, node: SchedulerNode | None = None) -> None:
+        for name in _writes(item):
+            last_writer[name] = j
+        if node is not None:
+            for name in node.read_names() | {d.name for d in node.write_deps()}:
+                touching.setdefault(name, set()).add(j)
+
     for buf in buffers:
         if not isinstance(buf, ir.ComputedBuffer):
             items.append(ExternSchedulerNode(buf))
+            wrote(len(items) - 1, items[-1])
             continue
         node = SchedulerNode.create(buf)
         if node.numel == 0 and node.is_mutation():
@@ -353,13 +364,20 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
         if node.numel == 0:
             # nothing to compute: the buffer is allocated (empty) by the wrapper
             items.append(ExternSchedulerNode(buf))
+            wrote(len(items) - 1, items[-1])
             continue
         if node.is_mutation():
             # atomic updates of another buffer: a kernel of its own, ordered after the kernel
             # that initializes the target and before every reader
             items.append(_try_fuse(KernelGroup([], node.numel, node.rnumel), node))
+            wrote(len(items) - 1, items[-1], node)
             continue
         reads = node.read_names()
+        far = _far_kernel(items, last_writer, touching, node, reads)
+        if far is not None:
+            items[far[0]] = far[1]
+            wrote(far[0], far[1], node)
+            continue
         written_after: set[str] = set()
         placed = False
         into_loop = None  # (position, fused group): the first fit, as a pointwise node in a loop
@@ -374,14 +392,57 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
                         into_loop = (j, fused)
                     elif into_loop is None or reads & _writes(it):
                         items[j] = fused
+                        wrote(j, fused, node)
                         placed = True
                         break
             written_after |= _writes(it)
         if not placed and into_loop is not None:
             items[into_loop[0]] = into_loop[1]
+            wrote(into_loop[0], into_loop[1], node)
             placed = True
         if not placed:
             group = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
             assert group is not None
             items.append(group)
+            wrote(len(items) - 1, group, node)
     return items
+
+
+def _far_kernel(items: list[Any], last_writer: dict[str, int], touching: dict[str, set[int]],
+               node: SchedulerNode, reads: set[str]) -> tuple[int, KernelGroup] | None:
+    """``(position, fused group)`` when ``node`` joins a kernel beyond the ``FUSION_LOOKBACK``
+    that shares a buffer with it, at or after the last writer of everything it reads; None
+    otherwise (the lookback decides). Nothing after that writer writes a buffer the node reads,
+    so the node computes the same values there. Candidates are ranked by how many of the node's
+    reads they touch (Inductor's fusion score: shared memory), the earliest first among equals —
+    vertical fusion and fusion with a kernel reading the same inputs at any distance, as
+    Inductor fuses wherever the graph put a node. AOTAutograd's graphs put nodes far from their
+    producers: the forward's residual-stream values saved for the backward are realized at the
+    graph's end, the backward's bias gradients are converted to bfloat16 there. Within the
+    lookback they only found each other: in the 12-layer GPT training step, 64 unrelated nodes
+    in one kernel of 136 arguments (2 s per config to compile on the H200 host, the longest job
+    of the forward graph; each re-read the inputs of a value an earlier kernel had computed) and
+    64 conversions in the backward (1.1 s). A pointwise node does not join the loop of a
+    reduction over few rows (fewer than ``FEW_ROWS``) this way unless it reads what that kernel
+    writes (``_loop_guest``: it would run on few programs)."""
+    p = max((last_writer.get(r, -1) for r in reads), default=-1)
+    limit = len(items) - FUSION_LOOKBACK
+    if p >= limit:
+        return None
+    score: dict[int, int] = {}
+    for r in reads:
+        for q in touching.get(r, ()):
+            if p <= q < limit:
+                score[q] = score.get(q, 0) + 1
+    sv = SV.current()
+    for q in sorted(score, key=lambda q: (-score[q], q)):
+        it = items[q]
+        if not isinstance(it, KernelGroup) or any(n.is_mutation() for n in it.nodes) or not _fits(it, node):
+            continue
+        fused = _try_fuse(it, node)
+        if fused is None:
+            continue
+        if _loop_guest(fused, node, reads) and sv.hint(fused.numel) < FEW_ROWS:
+            continue
+        return q, fused
+    return None
