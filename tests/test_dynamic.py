@@ -144,13 +144,16 @@ def _train_step_matches(model, make_batch, sizes, atol=1e-5, rtol=1e-4):
 def test_float_of_symbolic_sizes_stays_symbolic():
     """A ``SymFloat`` computed from sizes (``torch.sym_float``, ``/`` of sizes) is computed in the
     kernels from their size arguments (``sizevars.SymbolicFloat``): cross-entropy with label
-    smoothing (``0.1 / sym_float(classes)``), forward and backward, and a value scaled by
-    ``rows / cols``, for several row and class counts, compile once and give eager's values."""
+    smoothing (``0.1 / sym_float(classes)``), forward and backward, a value scaled by
+    ``rows / cols`` and ``torch.full`` with a float of sizes as its fill (a float tensor, as in
+    eager), for several row and class counts, compile once and give eager's values and dtypes."""
     def ce(a, t):
         return F.cross_entropy(a, t, label_smoothing=0.1)
 
     def scaled(x):
-        return x * (x.shape[0] / x.shape[1]) - torch.sym_float(x.shape[1]) * 0.5
+        return (x * (x.shape[0] / x.shape[1]) - torch.sym_float(x.shape[1]) * 0.5,
+                x + torch.full((x.shape[1],), x.shape[0] / 3, device=x.device),  # a float fill: float32
+                torch.full((3,), float(x.shape[0]), device=x.device))
 
     cce = torch.compile(ce, backend="tilefuse", dynamic=True)
     cscaled = torch.compile(scaled, backend="tilefuse", dynamic=True)
@@ -164,7 +167,13 @@ def test_float_of_symbolic_sizes_stays_symbolic():
         _close(got, want)
         _close(a.grad, a2.grad)
         x = torch.randn(rows, classes, device=DEVICE)
-        _close(cscaled(x), scaled(x))
+        for got, want in zip(cscaled(x), scaled(x)):
+            assert got.dtype == want.dtype
+            _close(got, want)
+        xb = x.to(torch.bfloat16)  # bfloat16 + a float32 fill is float32, as in eager
+        for got, want in zip(cscaled(xb), scaled(xb)):
+            assert got.dtype == want.dtype
+            _close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
     assert metrics.specialized_graph_count == 0 and metrics.symbolic_graph_count >= 3  # ce fwd + bwd, scaled
 
 

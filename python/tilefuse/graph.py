@@ -499,6 +499,9 @@ class GraphLowering(torch.fx.Interpreter):
                                           f"value, so its outputs' shapes and dtypes are unknown")
             meta = self.current_node.meta["val"]
         flat, spec = pytree.tree_flatten((args, kwargs))
+        if any(isinstance(a, SV.SymbolicFloat) for a in flat):
+            # the wrapper has no value to pass for it: the graph is compiled per shape instead
+            raise SV.SymbolicSizeError(f"{target} as a fallback kernel with a float of symbolic sizes as an argument")
         inputs: list = []
         new_flat = []
         for a in flat:

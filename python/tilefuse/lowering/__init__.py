@@ -486,7 +486,8 @@ def _alias(x):
 
 
 def _full(size, value, dtype, device):
-    dtype = dtype or (torch.get_default_dtype() if isinstance(value, float) else
+    # a float of symbolic sizes (``full((n,), s0 / 3)``) is a float fill as a Python float is
+    dtype = dtype or (torch.get_default_dtype() if isinstance(value, (float, SymbolicFloat)) else
                       torch.bool if isinstance(value, bool) else torch.int64)
     return Pointwise.create(_as_device(device), dtype, lambda idx: ops.constant(value, dtype), list(size))
 
@@ -686,7 +687,7 @@ def _arange_symbolic(start, end, step, dtype, device):
     meta), each element ``start + i*step`` from the kernel's size arguments."""
     from ..ir import graph_context as G
 
-    if any(isinstance(v, float) for v in (start, end, step)):
+    if any(isinstance(v, (float, SymbolicFloat)) for v in (start, end, step)):
         raise NotImplementedError("arange mixing symbolic and floating bounds")
     meta = G.graph().current_node.meta.get("val")
     n = _sv().size(meta.shape[0])
