@@ -516,15 +516,18 @@ def test_training_partition_recomputes_pointwise_chains_in_the_backward(monkeypa
     for mc in (True, False):
         torch._dynamo.reset()
         a, b = w1.detach().to(DEVICE).requires_grad_(), w2.detach().to(DEVICE).requires_grad_()
+        metrics.reset()
         cf = torch.compile(f, backend="tilefuse", options={"min_cut_partition": mc})
         cf(x.to(DEVICE), a, b).backward()
-        results[mc] = (saved["n"], a.grad, b.grad)
+        results[mc] = (saved["n"], a.grad, b.grad, metrics.phase_seconds.get("partition", 0.0))
     a, b = w1.detach().to(DEVICE).requires_grad_(), w2.detach().to(DEVICE).requires_grad_()
     f(x.to(DEVICE), a, b).backward()
     for mc in (True, False):
         torch.testing.assert_close(results[mc][1], a.grad, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(results[mc][2], b.grad, atol=1e-4, rtol=1e-4)
     assert results[True][0] < results[False][0], results  # fewer forward outputs saved
+    # the min-cut partitioner's time is a compile phase of its own (0 when it is not used)
+    assert results[True][3] > 0 and results[False][3] == 0, results
 
 
 def test_cross_entropy_training_saves_the_logits_and_row_normalizer_not_the_log_probs(monkeypatch):

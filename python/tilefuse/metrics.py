@@ -14,7 +14,8 @@ and are compiled per concrete input shape instead (``backend.SpecializingGraph``
 ``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
 ``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
 ``precompile`` (as ``precompile_seconds``), ``autotune`` (first launches that time their configs),
-``restore`` (a graph cache hit loading its kernels' cubins from launch records).
+``restore`` (a graph cache hit loading its kernels' cubins from launch records), ``partition``
+(AOTAutograd's min-cut partitioner splitting a training graph, ``config.min_cut_partition``).
 ``graph_cache_hits``: graphs whose compiled module came from the graph cache
 (``tilefuse.runtime.graph_cache``) instead of being compiled; a hit adds the kernel, fallback
 and extern counts its graph had when compiled, but not ``generated_graph_count``.
