@@ -163,3 +163,24 @@ def test_a_node_joins_a_kernel_beyond_the_lookback_that_shares_its_buffers():
     compiled = torch.compile(f, backend="tilefuse")
     for got, want in zip(compiled(x, *ys), f(x, *ys)):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
+
+
+def test_a_far_node_does_not_join_the_loop_of_a_reduction_over_few_rows():
+    """The far-kernel rule keeps ``_loop_guest``'s reason: y·2 shares y with the full sum of y
+    (one output) ten kernels back, but inside that sum's loop it would run on one program; it
+    gets a kernel of its own (or another fit), never the one-output reduction's loop."""
+    from tilefuse import scheduler
+
+    def f(y, *zs):
+        c = y.sum()
+        outs = [z.cos().sum(0) for z in zs]
+        return (c, y * 2, *outs)
+
+    y = torch.randn(8, 300)  # 2400 elements: one unsplit reduction
+    zs = [torch.randn(3, 5 + k) for k in range(scheduler.FUSION_LOOKBACK + 2)]
+    groups = [i for i in scheduled(f, y, *zs) if isinstance(i, KernelGroup)]
+    (full,) = [g for g in groups if g.numel == 1 and g.rnumel == 8 * 300]
+    assert len(full.nodes) == 1
+    compiled = torch.compile(f, backend="tilefuse")
+    for got, want in zip(compiled(y, *zs), f(y, *zs)):
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-5)
