@@ -346,11 +346,13 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     last_writer: dict[str, int] = {}  # buffer name -> position of the item that last wrote it
     touching: dict[str, set[int]] = {}  # buffer name -> positions of the kernels reading or writing it
 
-    def wrote(j: int, item: Any, node: SchedulerNode | None = None) -> None:
-        for name in _writes(item):
+    def wrote(j: int, node: Any) -> None:
+        """``node`` (a SchedulerNode, or an extern / empty item) now sits in item ``j``."""
+        writes = {d.name for d in node.write_deps()}
+        for name in writes:
             last_writer[name] = j
-        if node is not None:
-            for name in node.read_names() | {d.name for d in node.write_deps()}:
+        if isinstance(node, SchedulerNode):
+            for name in node.read_names() | writes:
                 touching.setdefault(name, set()).add(j)
 
     for buf in buffers:
@@ -370,13 +372,13 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
             # atomic updates of another buffer: a kernel of its own, ordered after the kernel
             # that initializes the target and before every reader
             items.append(_try_fuse(KernelGroup([], node.numel, node.rnumel), node))
-            wrote(len(items) - 1, items[-1], node)
+            wrote(len(items) - 1, node)
             continue
         reads = node.read_names()
         far = _far_kernel(items, last_writer, touching, node, reads)
         if far is not None:
             items[far[0]] = far[1]
-            wrote(far[0], far[1], node)
+            wrote(far[0], node)
             continue
         written_after: set[str] = set()
         placed = False
@@ -392,19 +394,19 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
                         into_loop = (j, fused)
                     elif into_loop is None or reads & _writes(it):
                         items[j] = fused
-                        wrote(j, fused, node)
+                        wrote(j, node)
                         placed = True
                         break
             written_after |= _writes(it)
         if not placed and into_loop is not None:
             items[into_loop[0]] = into_loop[1]
-            wrote(into_loop[0], into_loop[1], node)
+            wrote(into_loop[0], node)
             placed = True
         if not placed:
             group = _try_fuse(KernelGroup([], node.numel, node.rnumel), node)
             assert group is not None
             items.append(group)
-            wrote(len(items) - 1, group, node)
+            wrote(len(items) - 1, node)
     return items
 
 

@@ -321,20 +321,19 @@ class Reduction(Loops):
 
     @staticmethod
     def gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                src_dtype, trace: Callable | None = None) -> bool:
+                                src_dtype, trace: Callable) -> bool:
         """Whether the values this reduction combines are gathered (an ``indirect_indexing`` in its
         body: one random access per element, e.g. cross-entropy's target logits, 8192 gathers from
         8192 rows of 32000) while it produces too few outputs to fill the GPU (fewer than
         ``SPLIT_TARGET_PROGRAMS`` programs, the split rule's measure) — then ``create`` realizes
         the values first (``realize_gathered_values``). Symbolic sizes are judged at their hints.
         ``trace``: returns the traced body (``create`` passes one that traces once for both this
-        and ``num_splits``); by default the body is traced here."""
+        and ``num_splits``)."""
         sv = SV.current()
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
         if rnumel < 2 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
             return False
-        body = trace() if trace is not None else \
-            Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+        body = trace()
         if not any(n.op == "indirect_indexing" for n in body.nodes):
             return False
         return Reduction._programs(numel, body.reduction_hint() == "outer") < SPLIT_TARGET_PROGRAMS
@@ -359,7 +358,7 @@ class Reduction(Loops):
 
     @staticmethod
     def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
-                   trace: Callable | None = None) -> int:
+                   trace: Callable) -> int:
         """How many chunks to split the reduction into (1: no split), after Inductor's split
         reductions. A reduction whose kernel would run on fewer than ``SPLIT_TARGET_PROGRAMS``
         programs leaves most of the GPU idle (a full sum of a large tensor runs on one): it is
@@ -381,9 +380,7 @@ class Reduction(Loops):
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
         if rnumel < 4096 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
             return 1  # too short to split, or enough programs whichever the hint: no body trace
-        body = trace() if trace is not None else \
-            Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
-        outer = body.reduction_hint() == "outer"
+        outer = trace().reduction_hint() == "outer"
         if not outer and rnumel <= SPLIT_MAX_UNSPLIT_INNER:
             return 1
         programs = Reduction._programs(numel, outer)
