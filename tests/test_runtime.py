@@ -687,14 +687,16 @@ def test_same_graph_compiled_again_finds_its_kernels_in_tritons_disk_cache(fresh
 
     a = torch.randn(64, 300, device="cuda")
     _compile_aten(f, a)  # cold: compiles into the fresh cache
+    R.finish_pending()  # (with precompile_overlap its workers may still run)
     hits = []
     triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
     try:
         cg = _compile_aten(f, a)  # a new module object from the same file, new JIT functions
+        got = cg([a])  # (the binaries are loaded by the compile, or before this first call)
     finally:
         triton.knobs.compilation.listener = None
     assert hits and all(hits), hits
-    for g, w in zip(cg([a]), f(a)):
+    for g, w in zip(got, f(a)):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
 
 
@@ -862,3 +864,147 @@ def test_forked_workers_run_without_garbage_collection_and_the_parent_keeps_it(t
     flags = sorted(p.name for p in tmp_path.iterdir())
     assert flags == [f"{i}.0" for i in range(6)]
     assert gc.isenabled()
+
+
+def test_forked_batch_compiles_while_this_process_goes_on(tmp_path):
+    """``ForkedBatch.start`` returns as soon as the workers are forked; the jobs run while this
+    process does other work, and ``collect`` gathers every report (each job once)."""
+    def job(i):
+        def run():
+            time.sleep(0.5)
+            (tmp_path / f"{i}.{os.getpid()}").write_text("x")
+        return run
+
+    metrics.reset()
+    batch = R.ForkedBatch([job(i) for i in range(4)], workers=4, labels=[f"j{i}" for i in range(4)])
+    t0 = time.perf_counter()
+    batch.start()
+    assert time.perf_counter() - t0 < 0.4  # not waiting for the 0.5 s jobs
+    assert batch in R._STARTED_BATCHES
+    busy = sum(i * i for i in range(200_000))  # this process's own work meanwhile
+    assert busy > 0 and len(list(tmp_path.iterdir())) < 4
+    seen = []
+    assert batch.collect(on_result=lambda i, err: seen.append((i, err))) == {}
+    assert sorted(seen) == [(i, None) for i in range(4)]
+    assert sorted(int(p.name.split(".")[0]) for p in tmp_path.iterdir()) == [0, 1, 2, 3]
+    assert sorted(metrics.precompile_job_labels) == ["j0", "j1", "j2", "j3"]
+    assert batch not in R._STARTED_BATCHES and batch.collect() == {}  # collected once
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_a_batch_never_collected_is_stopped_at_exit(tmp_path):
+    """Workers of a batch nobody waits for (a compiled graph never called) are killed by the
+    exit handler, not left compiling after this process is gone."""
+    def slow():
+        (tmp_path / str(os.getpid())).write_text("x")
+        time.sleep(60)
+
+    batch = R.ForkedBatch([slow] * 2, workers=2)
+    batch.start()
+    deadline = time.time() + 20
+    while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    pids = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(pids) == 2
+    R._stop_started_batches()  # what atexit runs
+
+    def running(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.time() + 10
+    while any(running(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(running(p) for p in pids) and batch not in R._STARTED_BATCHES
+
+
+_OVERLAP_SCRIPT = textwrap.dedent('''
+    import os, sys, tempfile
+    os.environ["TRITON_INTERPRET"] = "0"
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
+    sys.path.insert(0, {here!r})
+    import triton
+    from triton.runtime import _async_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    import tilefuse.runtime as R
+    import test_runtime as T
+
+    target = GPUTarget("cuda", 90, 32)   # compiling for a device needs no device
+    fn = triton.runtime.jit.JITFunction(T._scale_kernel)
+    sig = {{"in_ptr": "*fp32", "out_ptr": "*fp32", "XBLOCK": "constexpr"}}
+    filed = {{}}
+
+    class Launcher:
+        """What KernelLauncher.warmup does through JITFunction._do_compile, without a device."""
+        cuda = True
+
+        def __init__(self, xblock):
+            self.xblock = xblock
+
+        def warmup(self):
+            mode = _async_compile.active_mode.get()
+            assert mode is not None, "warmup outside the AsyncCompileMode"
+            src = ASTSource(fn, sig, {{"XBLOCK": self.xblock}}, {{(0,): [["tt.divisibility", 16]]}})
+            mode.submit(("scale", self.xblock), lambda: triton.compile(src, target=target, options={{"num_warps": 4}}),
+                        lambda k, xb=self.xblock: filed.__setitem__(xb, k))
+
+    first = R.start_precompile([Launcher(128), Launcher(256), Launcher(2 ** 21)], workers=2, pool="process")
+    # the caller's context has no active mode: the next graph compiles in it meanwhile
+    assert _async_compile.active_mode.get() is None
+    assert not first.done and filed == {{}} and list(R._PENDING) == [first]
+    second = R.start_precompile([Launcher(512), Launcher(1024)], workers=2, pool="process")
+    assert list(R._PENDING) == [first, second]
+    hits = []
+    triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    waited = R.finish_pending()
+    assert waited >= 0 and first.done and second.done and not R._PENDING
+    assert sorted(filed) == [128, 256, 512, 1024], sorted(filed)   # 2 ** 21 fails: left to the launch
+    assert all(filed[x].asm["cubin"] for x in filed)
+    assert hits == [True] * 4, hits   # this process only loaded what the workers compiled
+    assert first.wait() == 0.0 and first.seconds > 0
+    print("OK")
+''')
+
+
+def test_start_precompile_returns_before_the_workers_finish_and_files_every_kernel_on_wait():
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
+    r = subprocess.run([sys.executable, "-c", _OVERLAP_SCRIPT.format(here=here)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
+
+
+def test_first_call_of_a_compiled_graph_waits_for_every_pending_precompile():
+    """A graph's first call waits for the kernels still compiling in workers (any graph's), and
+    the time goes to the ``precompile_wait`` phase."""
+    import contextvars
+
+    def f(x):
+        return torch.relu(x) * 2
+
+    cf = torch.compile(f, backend="tilefuse")
+    x = torch.randn(16)
+    torch.testing.assert_close(cf(x), f(x))  # compiled (nothing pends on the CPU)
+    ex = R.ForkedCompileExecutor(workers=2)
+    futs = [ex.submit(time.sleep, 0.3) for _ in range(2)]
+    ex.start_jobs()
+
+    class Mode:  # stands in for Triton's AsyncCompileMode: its exit files the kernels
+        exited = False
+
+        def __exit__(self, *exc):
+            Mode.exited = True
+
+    pending = R.PendingPrecompile(0.0, ex, contextvars.copy_context(), Mode())
+    R._PENDING[pending] = None
+    metrics.reset()
+    try:
+        torch.testing.assert_close(cf(x), f(x))
+    finally:
+        R.finish_pending()
+    assert pending.done and Mode.exited and all(fu.done() for fu in futs)
+    assert metrics.phase_seconds["precompile_wait"] > 0.2 and metrics.precompile_seconds > 0.2

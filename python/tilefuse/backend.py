@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from . import config, metrics
+from . import runtime as _runtime
 from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
@@ -73,6 +74,8 @@ class CompiledGraph:
             args = call_args[0]
         else:
             args = list(call_args)
+        if _runtime._PENDING:
+            _finish_pending_precompiles()
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -123,6 +126,16 @@ class CompiledGraph:
             return tuple(x if isinstance(x, int) else x.evaluate(vals) for x in xs)
 
         return [None if lay is None else (ev(lay[0]), ev(lay[1])) for lay in self.input_layouts]
+
+
+def _finish_pending_precompiles() -> None:
+    """Before a compiled graph's first call: wait for every graph's kernels still compiling in
+    forked workers (``config.precompile_overlap``), its seconds added to the ``precompile_wait``
+    phase and ``metrics.precompile_seconds``. All of them, not only this graph's: kernels launched
+    (and configs timed by the autotuner) while the workers occupy every core would be slowed."""
+    waited = _runtime.finish_pending()
+    metrics.precompile_seconds += waited
+    metrics.add_phase("precompile_wait", waited)
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -317,7 +330,7 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     CompiledGraph, the GraphLowering and the module's constants."""
     from .codegen.wrapper import WrapperCodegen
     from .graph import GraphLowering
-    from .runtime import load_module, precompile
+    from .runtime import load_module, precompile, start_precompile
     from .scheduler import schedule
     from .ir import graph_context as G
 
@@ -331,8 +344,13 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     t3 = time.perf_counter()
     module = load_module(src, consts, config.debug_dir, name)
     t4 = time.perf_counter()
-    # CUDA: every kernel (every autotuning candidate) compiled now, in parallel, not at first launch
-    pre_s = precompile(module._launchers)
+    # CUDA: every kernel (every autotuning candidate) compiled ahead of its first launch, in
+    # parallel; with precompile_overlap the workers run on while the next graph is lowered, and
+    # the first call of any compiled graph waits for them (_finish_pending_precompiles)
+    if config.precompile_overlap:
+        pre_s = start_precompile(module._launchers).seconds
+    else:
+        pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
     for phase, sec in (("lower", t1 - t0), ("schedule", t2 - t1), ("codegen", t3 - t2), ("load", t4 - t3),
                        ("precompile", pre_s)):

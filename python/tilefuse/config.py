@@ -40,6 +40,12 @@ Options:
     compile_pool (str, env TILEFUSE_COMPILE_POOL, default "process"): what runs the parallel
         compiles: "process" (forked worker processes; Triton's front end holds the GIL) or
         "thread" (a thread pool driven by Triton's AsyncCompileMode).
+    precompile_overlap (bool, env TILEFUSE_PRECOMPILE_OVERLAP, default True): with the process
+        pool, a graph's compile returns once its compile workers are forked, and they compile its
+        kernels while this process goes on (lowering a training step's backward graph, Dynamo's
+        guards); the first call of any compiled graph waits for every graph's workers
+        (``runtime.start_precompile``, ``metrics.phase_seconds["precompile_wait"]``). False waits
+        for each graph's kernels before its compile returns.
     symbolic_shapes (bool, env TILEFUSE_SYMBOLIC_SHAPES, default True): a graph Dynamo hands over
         with symbolic sizes (dynamic shapes) is compiled once for all sizes (kernels take sizes as
         arguments; facts the kernels rely on become guards). A graph that cannot be compiled
@@ -146,6 +152,7 @@ def _usable_cores() -> int:
 
 compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
 compile_pool: str = (_env_value("TILEFUSE_COMPILE_POOL") or "process").strip()
+precompile_overlap: bool = _env_bool("TILEFUSE_PRECOMPILE_OVERLAP", True)
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
@@ -168,6 +175,7 @@ _OPTIONS = (
     "split_long_normalizers",
     "compile_workers",
     "compile_pool",
+    "precompile_overlap",
     "symbolic_shapes",
     "graph_cache",
     "pad_mm",

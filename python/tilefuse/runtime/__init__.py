@@ -35,7 +35,9 @@ job to an executor and files the results in the JIT's in-memory kernel cache. Tr
 executor therefore runs the jobs in forked worker processes (they inherit the jobs, nothing is
 pickled, and they never touch CUDA: each job compiles for an explicit target), which write the
 binaries to Triton's on-disk cache; each job then runs again in this process, where it is a
-cache hit that only loads the binary. Kernels are launched with torch's static CUDA launcher
+cache hit that only loads the binary. ``start_precompile`` (the backend's default,
+``config.precompile_overlap``) returns once the workers are forked; the compiled graph's first call
+waits for them (``finish_pending``), so the next graph is lowered while they compile. Kernels are launched with torch's static CUDA launcher
 (also while autotuning: ``_StaticLaunchJIT``), so Triton's per-signature C launcher (``gcc``,
 about 0.3 s each) is built only for a binary that launcher does not take, by the worker. Triton's driver helper module (also built
 with ``gcc`` on first use) and its compiler are initialized by background threads started at
@@ -1172,130 +1174,191 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
                               on_result: Callable[[int, str | None], None] | None = None,
                               labels: Sequence[str] | None = None) -> dict[int, str]:
     """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
-    for their side effect on Triton's on-disk cache. The workers inherit the jobs; nothing is
-    pickled. This process forks one worker, in a process group of its own, which forks the others
+    for their side effect on Triton's on-disk cache, and wait for them: ``ForkedBatch(jobs,
+    workers, labels)`` started and collected at once. Returns ``{job index: error}`` for the jobs
+    that raised; ``on_result(index, error or None)``, when given, is called in this process as
+    each job's report arrives. When no worker can be started, or none reports for ``timeout``
+    seconds, the remaining jobs are simply not run here (the caller compiles whatever is left
+    itself)."""
+    batch = ForkedBatch(jobs, workers, labels)
+    batch.start()
+    return batch.collect(timeout, on_result)
+
+
+class ForkedBatch:
+    """Compile jobs (callables without arguments) run in forked worker processes, started by
+    ``start`` and collected by ``collect``, with anything in between: this process goes on (it
+    lowers the next graph) while the workers compile. The workers inherit the jobs; nothing is
+    pickled. ``start`` forks one worker, in a process group of its own, which forks the others
     (``_fork_tree``); job indices go to the workers through one pipe (each takes the next index
-    when it is free) and every worker reports ``index<TAB>error`` lines on one shared pipe. Plain
-    ``os.fork`` and pipes, not a ``multiprocessing.Pool``: its helper threads and shutdown cost up
-    to half a second per graph. Returns ``{job index: error}`` for the jobs that raised. When no
-    worker can be started, or none reports for ``timeout`` seconds, the workers are killed and
-    the remaining jobs are simply not run here (the caller compiles whatever is left itself).
-    ``on_result(index, error or None)``, when given, is called in this process as each job's
-    report arrives, while the other jobs still compile. Each job's time in its worker goes to
-    ``metrics.precompile_job_seconds``, with its entry of ``labels`` (default "?") to
-    ``metrics.precompile_job_labels``."""
-    global _FORKED_JOBS
-    import select
-    import signal
+    when it is free) and every worker reports ``index<TAB>seconds<TAB>error`` lines on one shared
+    pipe, which holds 64 KiB, so the workers never wait for ``collect`` unless many jobs fail
+    with long messages. Plain ``os.fork`` and pipes, not a ``multiprocessing.Pool``: its helper
+    threads and shutdown cost up to half a second per graph. Each job's time in its worker goes
+    to ``metrics.precompile_job_seconds``, with its entry of ``labels`` (default "?") to
+    ``metrics.precompile_job_labels``. A batch started and never collected is stopped at exit
+    (its workers killed, so no compile outlives this process)."""
 
-    from .. import metrics
+    def __init__(self, jobs: Sequence[Callable[[], Any]], workers: int, labels: Sequence[str] | None = None):
+        self.jobs = list(jobs)
+        self.workers = workers
+        self.labels = labels
+        self.root = 0  # the first worker's pid (and process group), once started
+        self.res_r = -1
+        self.failed: dict[int, str] = {}
+        self.reported = 0
+        self.collected = False
+        self.owner = 0
 
-    failed: dict[int, str] = {}
-    n = len(jobs)
-    if n == 0:
-        return failed
-    _FORKED_JOBS = list(jobs)
-    task_r = task_w = res_r = res_w = -1
-    root = 0
-    reported = 0
-    try:
-        task_r, task_w = os.pipe()
-        # every index queued up front (4 bytes each; a pipe holds 64 KiB), then end-of-tasks
-        os.write(task_w, b"".join(i.to_bytes(4, "little") for i in range(n)))
-        os.close(task_w)
-        task_w = -1
-        res_r, res_w = os.pipe()
-        with warnings.catch_warnings():
-            # Python >= 3.12 warns that forking a multi-threaded process may deadlock the child;
-            # the workers only run Triton's compiler (Python, MLIR/LLVM, ptxas), never CUDA
-            warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
-            pid = os.fork()
-            if pid == 0:  # the first worker
-                code = 0
-                try:
-                    # no garbage collection in the workers (inherited by the ones forked next):
-                    # a worker lives for a few compiles and then exits without cleanup, and a
-                    # collection there would walk every object inherited from this process (a
-                    # torch + Dynamo heap), writing to each and so copying its page: about 0.1 s
-                    # of a job's compile measured on the development machine, more per worker
-                    # with a larger heap
-                    gc.disable()
-                    os.setpgid(0, 0)
-                    os.close(res_r)
-                    _fork_tree(min(workers, n))
-                    _forked_worker(task_r, res_w)
-                except BaseException:  # noqa: BLE001 - the parent compiles what is left
-                    code = 1
-                finally:
-                    os._exit(code)
-        root = pid
+    def start(self) -> None:
+        """Fork the workers and hand them every job; returns at once. A fork or pipe that fails
+        leaves the batch without workers: ``collect`` then returns at once, every job unrun."""
+        global _FORKED_JOBS
+        n = len(self.jobs)
+        if n == 0:
+            return
+        task_r = task_w = res_r = res_w = -1
         try:
-            os.setpgid(pid, pid)  # also here: the group exists whichever process runs first
-        except OSError:
-            pass
-        os.close(res_w)
-        res_w = -1
-        os.close(task_r)
-        task_r = -1
-        buf = b""
-        while reported < n:
-            ready, _, _ = select.select([res_r], [], [], timeout)
-            if not ready:
-                log.debug("tilefuse: forked compile workers gave no result for %.0f s; compiling the rest "
-                          "in this process", timeout)
-                break
-            chunk = os.read(res_r, 65536)
-            if not chunk:  # every worker has exited
-                break
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for ln in lines:
-                i, secs, err = ln.decode(errors="replace").split("\t", 2)
-                metrics.precompile_job_seconds.append(float(secs))
-                metrics.precompile_job_labels.append(labels[int(i)] if labels is not None else "?")
-                reported += 1
-                if err:
-                    failed[int(i)] = err
-                if on_result is not None:
-                    on_result(int(i), err or None)
-    except OSError as e:  # no fork / pipe: the caller compiles everything
-        log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
-                  type(e).__name__, e)
-    finally:
-        for fd in (task_r, task_w, res_r, res_w):
-            if fd >= 0:
-                os.close(fd)
-        if root:
-            if reported < n:  # a timeout or an error here: stop every worker still compiling
-                try:
-                    os.killpg(root, signal.SIGKILL)
-                except OSError:
-                    pass
-            # the others are reaped by init when their parents exit; in a process that adopts
-            # orphans (PID 1 of a container, a subreaper) they are its children: reaped here
-            for target in (root, -root):
-                try:
-                    while True:
-                        os.waitpid(target, 0)
-                        if target > 0:
-                            break
-                except ChildProcessError:
-                    pass
-        _FORKED_JOBS = None
-    return failed
+            task_r, task_w = os.pipe()
+            # every index queued up front (4 bytes each; a pipe holds 64 KiB), then end-of-tasks
+            os.write(task_w, b"".join(i.to_bytes(4, "little") for i in range(n)))
+            os.close(task_w)
+            task_w = -1
+            res_r, res_w = os.pipe()
+            _FORKED_JOBS = self.jobs
+            with warnings.catch_warnings():
+                # Python >= 3.12 warns that forking a multi-threaded process may deadlock the child;
+                # the workers only run Triton's compiler (Python, MLIR/LLVM, ptxas), never CUDA
+                warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
+                pid = os.fork()
+                if pid == 0:  # the first worker
+                    code = 0
+                    try:
+                        # no garbage collection in the workers (inherited by the ones forked next):
+                        # a worker lives for a few compiles and then exits without cleanup, and a
+                        # collection there would walk every object inherited from this process (a
+                        # torch + Dynamo heap), writing to each and so copying its page: about 0.1 s
+                        # of a job's compile measured on the development machine, more per worker
+                        # with a larger heap
+                        gc.disable()
+                        os.setpgid(0, 0)
+                        os.close(res_r)
+                        _fork_tree(min(self.workers, n))
+                        _forked_worker(task_r, res_w)
+                    except BaseException:  # noqa: BLE001 - the parent compiles what is left
+                        code = 1
+                    finally:
+                        os._exit(code)
+            self.root, self.owner = pid, os.getpid()
+            try:
+                os.setpgid(pid, pid)  # also here: the group exists whichever process runs first
+            except OSError:
+                pass
+            self.res_r, res_r = res_r, -1
+            _STARTED_BATCHES.add(self)
+        except OSError as e:  # no fork / pipe: the caller compiles everything
+            log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
+                      type(e).__name__, e)
+        finally:
+            _FORKED_JOBS = None  # the workers have their copies
+            for fd in (task_r, task_w, res_r, res_w):
+                if fd >= 0:
+                    os.close(fd)
+
+    def collect(self, timeout: float = FORKED_COMPILE_TIMEOUT_S,
+                on_result: Callable[[int, str | None], None] | None = None) -> dict[int, str]:
+        """Wait for the workers' reports (``on_result(index, error or None)`` called for each as
+        it arrives), then reap the workers; returns ``{job index: error}`` for the jobs that
+        raised. When none reports for ``timeout`` seconds, every worker is killed and the jobs not
+        reported are left to the caller. Only the first call waits; later calls return the same."""
+        import select
+
+        from .. import metrics
+
+        if self.collected:
+            return self.failed
+        self.collected = True
+        n = len(self.jobs)
+        try:
+            buf = b""
+            while self.res_r >= 0 and self.reported < n:
+                ready, _, _ = select.select([self.res_r], [], [], timeout)
+                if not ready:
+                    log.debug("tilefuse: forked compile workers gave no result for %.0f s; compiling the rest "
+                              "in this process", timeout)
+                    break
+                chunk = os.read(self.res_r, 65536)
+                if not chunk:  # every worker has exited
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for ln in lines:
+                    i, secs, err = ln.decode(errors="replace").split("\t", 2)
+                    metrics.precompile_job_seconds.append(float(secs))
+                    metrics.precompile_job_labels.append(self.labels[int(i)] if self.labels is not None else "?")
+                    self.reported += 1
+                    if err:
+                        self.failed[int(i)] = err
+                    if on_result is not None:
+                        on_result(int(i), err or None)
+        except OSError as e:
+            log.debug("tilefuse: reading the forked compile workers' reports failed (%s: %s)", type(e).__name__, e)
+        finally:
+            self._stop()
+        return self.failed
+
+    def _stop(self) -> None:
+        """Close the report pipe; kill the workers if any job is unreported; reap them."""
+        import signal
+
+        _STARTED_BATCHES.discard(self)
+        if self.res_r >= 0:
+            os.close(self.res_r)
+            self.res_r = -1
+        root, self.root = self.root, 0
+        if not root:
+            return
+        if self.reported < len(self.jobs):  # a timeout, an error, or exit: stop every worker still compiling
+            try:
+                os.killpg(root, signal.SIGKILL)
+            except OSError:
+                pass
+        # the others are reaped by init when their parents exit; in a process that adopts
+        # orphans (PID 1 of a container, a subreaper) they are its children: reaped here
+        for target in (root, -root):
+            try:
+                while True:
+                    os.waitpid(target, 0)
+                    if target > 0:
+                        break
+            except ChildProcessError:
+                pass
+
+
+# batches started and not yet collected: stopped at exit
+_STARTED_BATCHES: set = set()
+
+
+@atexit.register
+def _stop_started_batches() -> None:
+    for batch in list(_STARTED_BATCHES):
+        if batch.owner == os.getpid():  # not in a process forked from the one that started it
+            batch._stop()
 
 
 class ForkedCompileExecutor(concurrent.futures.Executor):
     """The executor ``precompile`` gives Triton's ``AsyncCompileMode`` for process-parallel
-    compiles: ``submit`` only collects the compile jobs; ``run_jobs`` compiles them all in
-    forked workers (``compile_in_forked_workers``), then runs each job in this process, where it
-    finds its binary in Triton's on-disk cache, and resolves its future with the result (or with
-    the error a worker reported, without compiling again)."""
+    compiles: ``submit`` only collects the compile jobs; ``start_jobs`` starts compiling them all
+    in forked workers (a ``ForkedBatch``) and returns; ``finish_jobs`` waits for the workers and
+    runs each job in this process, where it finds its binary in Triton's on-disk cache, resolving
+    its future with the result (or with the error a worker reported, without compiling again).
+    ``run_jobs`` does both."""
 
     def __init__(self, workers: int):
         self.workers = workers
         self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
         self.labels: list[str] = []
+        self._started: tuple[list, ForkedBatch | None] | None = None
 
     def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
         fut: concurrent.futures.Future = concurrent.futures.Future()
@@ -1304,11 +1367,28 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         return fut
 
     def run_jobs(self) -> None:
-        """Compile every collected job (in parallel) and resolve every future: each as soon as
-        its worker reports it, while the others still compile; any job no worker reported is
-        then run in this process."""
+        """Compile every collected job (in parallel) and resolve every future."""
+        self.start_jobs()
+        self.finish_jobs()
+
+    def start_jobs(self) -> None:
+        """Start compiling the jobs submitted so far in forked workers (a single job is left to
+        ``finish_jobs``, which runs it here)."""
         jobs, self.jobs = self.jobs, []
         labels, self.labels = self.labels, []
+        batch = None
+        if len(jobs) > 1:
+            batch = ForkedBatch([j for j, _ in jobs], self.workers, labels)
+            batch.start()
+        self._started = (jobs, batch)
+
+    def finish_jobs(self) -> None:
+        """Resolve the future of every job ``start_jobs`` started: each as soon as its worker
+        reports it, while the others still compile; any job no worker reported is then run in
+        this process."""
+        if self._started is None:
+            return
+        (jobs, batch), self._started = self._started, None
 
         def resolve(i: int, err: str | None) -> None:
             job, fut = jobs[i]
@@ -1322,10 +1402,61 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
             except BaseException as e:  # noqa: BLE001 - handed to the JIT through the future
                 fut.set_exception(e)
 
-        if len(jobs) > 1:
-            compile_in_forked_workers([j for j, _ in jobs], self.workers, on_result=resolve, labels=labels)
+        if batch is not None:
+            batch.collect(on_result=resolve)
         for i in range(len(jobs)):
             resolve(i, None)
+
+
+class PendingPrecompile:
+    """Kernels of one module being compiled ahead by forked workers (``start_precompile``) while
+    this process goes on; ``wait`` finishes it. ``seconds`` is the wall time this process spent
+    on it (submitting the jobs and forking, then waiting and loading the binaries), not the time
+    the workers ran alongside other work."""
+
+    def __init__(self, seconds: float = 0.0, executor: ForkedCompileExecutor | None = None,
+                 context: Any = None, mode: Any = None):
+        self.seconds = seconds
+        self._executor, self._context, self._mode = executor, context, mode
+
+    @property
+    def done(self) -> bool:
+        return self._executor is None
+
+    def wait(self) -> float:
+        """Wait for the workers and file every binary in the JIT's kernel cache, as Triton's
+        ``AsyncCompileMode`` does when its block ends; returns the seconds this call took (0 if
+        already done). Never raises for a kernel that failed to compile: that kernel compiles again
+        at its first launch, which reports the error."""
+        executor, self._executor = self._executor, None
+        _PENDING.pop(self, None)
+        if executor is None:
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            executor.finish_jobs()
+            # the AsyncCompileMode's exit, in the context it was entered in: each compiled kernel
+            # filed in its JITFunction's cache (its failures ignored)
+            self._context.run(self._mode.__exit__, None, None, None)
+        finally:
+            executor.shutdown()
+        took = time.perf_counter() - t0
+        self.seconds += took
+        return took
+
+
+# started and not yet waited for, in start order (``finish_pending``)
+_PENDING: dict = {}
+
+
+def finish_pending() -> float:
+    """Wait for every ``PendingPrecompile`` not yet finished, oldest first; returns the seconds
+    waited. Called before a compiled graph's first call, so no kernel launches (and no autotuning
+    times its configs) while compile workers still occupy the CPU cores."""
+    waited = 0.0
+    while _PENDING:
+        waited += next(iter(_PENDING)).wait()
+    return waited
 
 
 def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, pool: str | None = None) -> float:
@@ -1334,7 +1465,21 @@ def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, 
     ``config.compile_workers``): 0 does nothing (Triton compiles at first launch), 1 compiles in
     this process one after another, more run that many compiles at once, in forked processes or
     threads as ``pool`` says (default ``config.compile_pool``: "process" or "thread"). Interpreted
-    (CPU) kernels need no compiling and are skipped."""
+    (CPU) kernels need no compiling and are skipped. Raises ValueError for an unknown ``pool``."""
+    pending = start_precompile(launchers, workers, pool)
+    pending.wait()
+    return pending.seconds
+
+
+def start_precompile(launchers: Iterable[KernelLauncher], workers: int | None = None,
+                     pool: str | None = None) -> PendingPrecompile:
+    """``precompile`` without the wait, where it can: with the process pool and more than one
+    worker, the compile jobs are submitted and the workers forked, and the returned
+    ``PendingPrecompile`` (also in ``finish_pending``'s list) is waited for later, so this process
+    can lower and generate the next graph (a training step's backward) while its forward's kernels
+    compile. Otherwise the compiles are done before this returns (a finished PendingPrecompile)."""
+    import contextvars
+
     from .. import config
 
     wait_warmup()
@@ -1346,26 +1491,39 @@ def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, 
     if pool not in ("process", "thread"):
         raise ValueError(f"compile_pool must be 'process' or 'thread', not {pool!r}")
     if not todo or workers <= 0:
-        return 0.0
+        return PendingPrecompile()
     t0 = time.perf_counter()
     if workers == 1:
         for ln in todo:
             ln.warmup()
-        return time.perf_counter() - t0
+        return PendingPrecompile(time.perf_counter() - t0)
     import triton
 
-    if pool == "process" and hasattr(os, "fork"):
-        executor: concurrent.futures.Executor = ForkedCompileExecutor(workers)
-    else:
+    if pool == "thread" or not hasattr(os, "fork"):
         executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tilefuse-compile")
-    try:
-        with triton.AsyncCompileMode(executor, ignore_errors=True):
-            try:
+        try:
+            with triton.AsyncCompileMode(executor, ignore_errors=True):
                 for ln in todo:
                     ln.warmup()
-            finally:
-                if isinstance(executor, ForkedCompileExecutor):
-                    executor.run_jobs()  # every future resolved before AsyncCompileMode waits on them
+        finally:
+            executor.shutdown()
+        return PendingPrecompile(time.perf_counter() - t0)
+    forked = ForkedCompileExecutor(workers)
+    mode = triton.AsyncCompileMode(forked, ignore_errors=True)
+    # the mode is active only inside its own context: entered there, exited there by ``wait``,
+    # so nothing compiled in this context meanwhile (the next graph's kernels) goes to it
+    context = contextvars.copy_context()
+
+    def submit() -> None:
+        mode.__enter__()
+        for ln in todo:
+            ln.warmup()
+
+    pending = PendingPrecompile(0.0, forked, context, mode)
+    try:
+        context.run(submit)
     finally:
-        executor.shutdown()
-    return time.perf_counter() - t0
+        forked.start_jobs()  # whatever was submitted, so ``wait`` can resolve every future
+        pending.seconds = time.perf_counter() - t0
+        _PENDING[pending] = None
+    return pending
