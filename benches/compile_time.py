@@ -152,6 +152,8 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
                    graphs=metrics.generated_graph_count, jobs=len(metrics.precompile_job_seconds),
                    job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
                    job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
+                   load_s=round(metrics.precompile_load_seconds, 3),
+                   batch_s=[round(b, 2) for b in metrics.precompile_batch_seconds],
                    slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels),
                                        reverse=True)[:3])
     return res
@@ -385,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                 # compile jobs (kernel x config) run by the forked workers: their summed and
                 # longest times, against the precompile wall time above
                 print(f"#   tilefuse precompile: {extra.get('graphs')} graphs, {extra['jobs']} jobs in workers, "
-                      f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s", flush=True)
+                      f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s; loading their binaries "
+                      f"here {extra.get('load_s', 0.0):.2f} s; each batch's wall, fork to last report (s): "
+                      f"{extra.get('batch_s')}", flush=True)
                 print("#   slowest jobs: " + "; ".join(f"{t:.2f} s {lab}" for t, lab in extra.get("slowest_jobs", [])),
                       flush=True)
     return 1 if failed else 0

@@ -13,7 +13,9 @@ from the graph cache counts too: the count is of graphs in use, as the kernel co
 and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
 ``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
 ``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
-``precompile`` (as ``precompile_seconds``), ``autotune`` (first launches that time their configs),
+``precompile`` (compiling kernels ahead: submitting the jobs and forking the workers, or, with
+``config.precompile_overlap`` off, the whole compile), ``precompile_wait`` (a first call waiting
+for the workers still compiling and loading their binaries), ``autotune`` (first launches that time their configs),
 ``restore`` (a graph cache hit loading its kernels' cubins from launch records), ``partition``
 (AOTAutograd's min-cut partitioner splitting a training graph, ``config.min_cut_partition``).
 ``graph_cache_hits``: graphs whose compiled module came from the graph cache
@@ -27,6 +29,10 @@ worker count tells whether compiling ahead is bound by the number of jobs or by 
 ``precompile_job_labels``: for each entry of ``precompile_job_seconds``, the job's kernel and
 config (``"tf_red_fused_max_sumexp_3 XBLOCK=1,RBLOCK=2048,num_warps=4"``; ``"?"`` when unknown), to find the
 kernel on the critical path.
+``precompile_load_seconds``: of the precompile time, the part this process spent loading the
+binaries the workers compiled (each job run again here as a cache hit).
+``precompile_batch_seconds``: per batch of forked workers, seconds from its start (fork) to its
+last report: against the job sum / worker count it shows the fork and scheduling overhead.
 ``warmup_seconds``: how long each part of Triton's one-time warm-up took in its background thread
 (``tilefuse.runtime.start_warmup``): ``driver`` (Triton's CUDA driver and its helper module),
 ``key`` (``triton_key``, a hash of Triton's install) and ``compiler`` (the first compile's set-up).
@@ -46,6 +52,8 @@ precompile_seconds: float = 0.0
 phase_seconds: dict = {}
 precompile_job_seconds: list = []
 precompile_job_labels: list = []
+precompile_load_seconds: float = 0.0
+precompile_batch_seconds: list = []
 warmup_seconds: dict = {}
 warmup_wait_seconds: float = 0.0
 
@@ -55,7 +63,10 @@ def reset() -> None:
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
+    global precompile_load_seconds, precompile_batch_seconds
     phase_seconds = {}
+    precompile_load_seconds = 0.0
+    precompile_batch_seconds = []
     warmup_seconds = {}
     warmup_wait_seconds = 0.0
     precompile_job_seconds = []

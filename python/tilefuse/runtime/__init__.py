@@ -1209,6 +1209,7 @@ class ForkedBatch:
         self.reported = 0
         self.collected = False
         self.owner = 0
+        self.started_at = 0.0
 
     def start(self) -> None:
         """Fork the workers and hand them every job; returns at once. A fork or pipe that fails
@@ -1249,7 +1250,7 @@ class ForkedBatch:
                         code = 1
                     finally:
                         os._exit(code)
-            self.root, self.owner = pid, os.getpid()
+            self.root, self.owner, self.started_at = pid, os.getpid(), time.perf_counter()
             try:
                 os.setpgid(pid, pid)  # also here: the group exists whichever process runs first
             except OSError:
@@ -1297,6 +1298,8 @@ class ForkedBatch:
                     metrics.precompile_job_seconds.append(float(secs))
                     metrics.precompile_job_labels.append(self.labels[int(i)] if self.labels is not None else "?")
                     self.reported += 1
+                    if self.reported == n:
+                        metrics.precompile_batch_seconds.append(time.perf_counter() - self.started_at)
                     if err:
                         self.failed[int(i)] = err
                     if on_result is not None:
@@ -1386,6 +1389,8 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         """Resolve the future of every job ``start_jobs`` started: each as soon as its worker
         reports it, while the others still compile; any job no worker reported is then run in
         this process."""
+        from .. import metrics
+
         if self._started is None:
             return
         (jobs, batch), self._started = self._started, None
@@ -1397,10 +1402,12 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
             if err is not None:
                 fut.set_exception(RuntimeError(f"compiling in a worker failed: {err}"))
                 return
+            t0 = time.perf_counter()
             try:
                 fut.set_result(job())
             except BaseException as e:  # noqa: BLE001 - handed to the JIT through the future
                 fut.set_exception(e)
+            metrics.precompile_load_seconds += time.perf_counter() - t0
 
         if batch is not None:
             batch.collect(on_result=resolve)
