@@ -1008,3 +1008,66 @@ def test_first_call_of_a_compiled_graph_waits_for_every_pending_precompile():
         R.finish_pending()
     assert pending.done and Mode.exited and all(fu.done() for fu in futs)
     assert metrics.phase_seconds["precompile_wait"] > 0.2 and metrics.precompile_seconds > 0.2
+
+
+def test_forked_batch_hands_out_the_costliest_jobs_first(tmp_path):
+    """With estimated costs, the workers take the jobs in descending cost (longest processing
+    time first), so a long compile is not started last; without, in the given order."""
+    import json
+
+    log = tmp_path / "order"
+
+    def job(i):
+        def run():
+            with open(log, "a") as f:
+                f.write(f"{i}\n")
+        return run
+
+    costs = [1.0, 5.0, 0.5, 9.0, 3.0]
+    batch = R.ForkedBatch([job(i) for i in range(5)], workers=1, costs=costs)
+    assert batch.order == [3, 1, 4, 0, 2]
+    batch.start()
+    assert batch.collect() == {}
+    assert [int(x) for x in log.read_text().split()] == [3, 1, 4, 0, 2]
+    assert R.ForkedBatch([job(i) for i in range(3)], workers=1).order == [0, 1, 2]
+
+
+def test_compile_cost_grows_with_the_elements_each_thread_holds_and_the_source():
+    """``KernelLauncher.compile_cost``: source lines x elements per thread (block sizes over
+    num_warps x 32 threads, at least 1)."""
+    fn = types.SimpleNamespace(src="def k(x_ptr, XBLOCK, RBLOCK):\n" + "    a = 1\n" * 9, arg_names=["x_ptr"])
+    ln = R.KernelLauncher(fn, [("XBLOCK", 8)], [{"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}], (torch.float32,),
+                          device_type="cpu")
+    assert ln.compile_cost({"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}) == 10 * 32
+    assert ln.compile_cost({"XBLOCK": 8, "RBLOCK": 1024, "num_warps": 16}) == 10 * 16
+    assert ln.compile_cost({"XBLOCK": 1024, "num_warps": 4}) == 10 * 8
+    assert ln.compile_cost({"XBLOCK": 64, "num_warps": 4}) == 10  # under one element per thread: 1
+    longer = types.SimpleNamespace(src=fn.src + "    b = 2\n" * 10, arg_names=["x_ptr"])
+    ln2 = R.KernelLauncher(longer, [("XBLOCK", 8)], [{"XBLOCK": 1024, "num_warps": 4}], (torch.float32,),
+                           device_type="cpu")
+    assert ln2.compile_cost({"XBLOCK": 1024, "num_warps": 4}) == 20 * 8
+
+
+def test_forked_executor_orders_submitted_jobs_by_their_cost(tmp_path):
+    """The cost ``KernelLauncher.warmup`` sets for each job reaches the batch: the costliest job
+    runs first."""
+    log = tmp_path / "order"
+
+    def job(i):
+        def run():
+            with open(log, "a") as f:
+                f.write(f"{i}:{os.getpid()}\n")
+        return run
+
+    ex = R.ForkedCompileExecutor(workers=1)
+    for i, cost in enumerate([2.0, 7.0, 1.0]):
+        R._JOB_COST = cost
+        try:
+            ex.submit(job(i))
+        finally:
+            R._JOB_COST = 0.0
+    ex.run_jobs()
+    # each job runs in the worker, then again here (where it would load the binary)
+    runs = [x.split(":") for x in log.read_text().split()]
+    assert [int(i) for i, pid in runs if int(pid) != os.getpid()] == [1, 0, 2]
+    assert sorted(int(i) for i, pid in runs if int(pid) == os.getpid()) == [0, 1, 2]

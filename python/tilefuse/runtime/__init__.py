@@ -811,16 +811,33 @@ class KernelLauncher:
         self._direct.update(entries)
         return True
 
+    def compile_cost(self, cfg: dict[str, int]) -> float:
+        """Estimated relative cost of compiling the kernel with ``cfg``: the lines of its source
+        times the elements each thread holds (the config's block sizes multiplied, over
+        ``num_warps`` x 32 threads; at least 1). Triton lowers every block-shaped value to that many
+        scalars per thread, so LLVM and ptxas work grows with it: gpt12's slowest compile jobs on
+        the H200 were the ones holding the most (a looped reduction's 4096-element chunk at 4
+        warps, 32 per thread: 0.5-0.7 s; LayerNorm kernels at 16 per thread: 0.35 s; most jobs,
+        at 8 or fewer: under 0.2 s). Used only to order the compile jobs (``ForkedBatch``)."""
+        elems = 1
+        for k, v in cfg.items():
+            if k.endswith("BLOCK"):
+                elems *= int(v)
+        per_thread = max(1.0, elems / (32 * int(cfg.get("num_warps", 4))))
+        src = getattr(self.fn, "src", "") or ""
+        return float(max(1, src.count("\n"))) * per_thread
+
     def warmup(self) -> None:
         """Compile the kernel for every config it may launch with, without launching (CUDA only;
         inside ``AsyncCompileMode`` this only submits the compile jobs). Compile errors are left
         to the launch, which reports them, or to the autotuner, which skips that config."""
         if not self.cuda:
             return
-        global _JOB_LABEL
+        global _JOB_LABEL, _JOB_COST
         for c, cfg in zip(self.configs, self._triton_configs):
-            # names the compile job this submits (metrics.precompile_job_labels)
+            # names the compile job this submits (metrics.precompile_job_labels), with its cost
             _JOB_LABEL = f"{getattr(self.fn, '__name__', self.fn)} " + ",".join(f"{k}={v}" for k, v in c.items())
+            _JOB_COST = self.compile_cost(c)
             try:
                 # integer (size) arguments: any value, they are not specialized on
                 mock = [64 if a is int else a for a in self.arg_dtypes]
@@ -828,7 +845,7 @@ class KernelLauncher:
             except Exception as e:  # noqa: BLE001 - compiled again (and reported) at launch
                 log.debug("tilefuse: compiling %s with %s ahead failed: %s", self.fn, cfg, e)
             finally:
-                _JOB_LABEL = "?"
+                _JOB_LABEL, _JOB_COST = "?", 0.0
 
 
 def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
@@ -842,8 +859,10 @@ def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequen
 
 
 _FORKED_JOBS: list[Callable[[], Any]] | None = None
-# the kernel and config of the compile job being submitted (set by KernelLauncher.warmup)
+# the kernel and config of the compile job being submitted, and its estimated cost (set by
+# KernelLauncher.warmup)
 _JOB_LABEL = "?"
+_JOB_COST = 0.0
 
 
 def _run_forked_job(i: int) -> tuple[int, str | None]:
@@ -1188,7 +1207,8 @@ def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
 class ForkedBatch:
     """Compile jobs (callables without arguments) run in forked worker processes, started by
     ``start`` and collected by ``collect``, with anything in between: this process goes on (it
-    lowers the next graph) while the workers compile. The workers inherit the jobs; nothing is
+    lowers the next graph) while the workers compile. ``costs`` (estimated, any unit): the workers
+    take the costliest jobs first. The workers inherit the jobs; nothing is
     pickled. ``start`` forks one worker, in a process group of its own, which forks the others
     (``_fork_tree``); job indices go to the workers through one pipe (each takes the next index
     when it is free) and every worker reports ``index<TAB>seconds<TAB>error`` lines on one shared
@@ -1199,10 +1219,15 @@ class ForkedBatch:
     ``metrics.precompile_job_labels``. A batch started and never collected is stopped at exit
     (its workers killed, so no compile outlives this process)."""
 
-    def __init__(self, jobs: Sequence[Callable[[], Any]], workers: int, labels: Sequence[str] | None = None):
+    def __init__(self, jobs: Sequence[Callable[[], Any]], workers: int, labels: Sequence[str] | None = None,
+                 costs: Sequence[float] | None = None):
         self.jobs = list(jobs)
         self.workers = workers
         self.labels = labels
+        # the order the workers take the jobs in: the most costly first (longest processing time
+        # first: a long job started last would end the batch alone), else as given
+        n = len(self.jobs)
+        self.order = sorted(range(n), key=lambda i: -costs[i]) if costs is not None else list(range(n))
         self.root = 0  # the first worker's pid (and process group), once started
         self.res_r = -1
         self.failed: dict[int, str] = {}
@@ -1222,7 +1247,7 @@ class ForkedBatch:
         try:
             task_r, task_w = os.pipe()
             # every index queued up front (4 bytes each; a pipe holds 64 KiB), then end-of-tasks
-            os.write(task_w, b"".join(i.to_bytes(4, "little") for i in range(n)))
+            os.write(task_w, b"".join(i.to_bytes(4, "little") for i in self.order))
             os.close(task_w)
             task_w = -1
             res_r, res_w = os.pipe()
@@ -1351,8 +1376,9 @@ def _stop_started_batches() -> None:
 
 class ForkedCompileExecutor(concurrent.futures.Executor):
     """The executor ``precompile`` gives Triton's ``AsyncCompileMode`` for process-parallel
-    compiles: ``submit`` only collects the compile jobs; ``start_jobs`` starts compiling them all
-    in forked workers (a ``ForkedBatch``) and returns; ``finish_jobs`` waits for the workers and
+    compiles: ``submit`` only collects the compile jobs (with the label and estimated cost
+    ``KernelLauncher.warmup`` set for each); ``start_jobs`` starts compiling them all in forked
+    workers (a ``ForkedBatch``, costliest first) and returns; ``finish_jobs`` waits for the workers and
     runs each job in this process, where it finds its binary in Triton's on-disk cache, resolving
     its future with the result (or with the error a worker reported, without compiling again).
     ``run_jobs`` does both."""
@@ -1361,12 +1387,14 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         self.workers = workers
         self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
         self.labels: list[str] = []
+        self.costs: list[float] = []
         self._started: tuple[list, ForkedBatch | None] | None = None
 
     def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
         fut: concurrent.futures.Future = concurrent.futures.Future()
         self.jobs.append((functools.partial(fn, *args, **kwargs), fut))
         self.labels.append(_JOB_LABEL)
+        self.costs.append(_JOB_COST)
         return fut
 
     def run_jobs(self) -> None:
@@ -1379,9 +1407,10 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         ``finish_jobs``, which runs it here)."""
         jobs, self.jobs = self.jobs, []
         labels, self.labels = self.labels, []
+        costs, self.costs = self.costs, []
         batch = None
         if len(jobs) > 1:
-            batch = ForkedBatch([j for j, _ in jobs], self.workers, labels)
+            batch = ForkedBatch([j for j, _ in jobs], self.workers, labels, costs)
             batch.start()
         self._started = (jobs, batch)
 
