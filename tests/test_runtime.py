@@ -196,26 +196,48 @@ def test_precompile_leaves_interpreted_kernels_alone_and_checks_the_pool():
         R.precompile([], workers=2, pool="fork")
 
 
-_FORK_SCRIPT = textwrap.dedent('''
+# a subprocess compiling _scale_kernel for sm_90 with Triton (no device needed) in a fresh cache
+_COMPILE_SCRIPT_PREAMBLE = textwrap.dedent('''
     import os, sys, tempfile
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
     sys.path.insert(0, {here!r})
-    import triton, triton.language as tl
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from tilefuse.runtime import ForkedCompileExecutor
+    import tilefuse.runtime as R
     import test_runtime as T
 
     target = GPUTarget("cuda", 90, 32)   # compiling for a device needs no device
     fn = triton.runtime.jit.JITFunction(T._scale_kernel)
     sig = {{"in_ptr": "*fp32", "out_ptr": "*fp32", "XBLOCK": "constexpr"}}
+''')
 
+
+def _run_compile_script(body: str) -> None:
+    """Run ``_COMPILE_SCRIPT_PREAMBLE`` + ``body`` in a fresh interpreter; it must print OK."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
+    script = _COMPILE_SCRIPT_PREAMBLE.format(here=here) + textwrap.dedent(body)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie awaiting its reaper (reads /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+_FORK_SCRIPT = '''
     def job(xblock, warps):
-        src = ASTSource(fn, sig, {{"XBLOCK": xblock}}, {{(0,): [["tt.divisibility", 16]]}})
-        return lambda: triton.compile(src, target=target, options={{"num_warps": warps}})
+        src = ASTSource(fn, sig, {"XBLOCK": xblock}, {(0,): [["tt.divisibility", 16]]})
+        return lambda: triton.compile(src, target=target, options={"num_warps": warps})
 
-    ex = ForkedCompileExecutor(2)
+    ex = R.ForkedCompileExecutor(2)
     futs = [ex.submit(job(xb, w)) for xb, w in [(128, 4), (256, 4), (1024, 8)]]
     futs.append(ex.submit(job(2 ** 21, 4)))   # over Triton's tensor size limit: fails to compile
     hits = []
@@ -228,15 +250,11 @@ _FORK_SCRIPT = textwrap.dedent('''
     assert err is not None and "CompilationError" in str(err), err
     assert hits == [True, True, True], hits   # this process only loaded what the workers compiled
     print("OK")
-''')
+'''
 
 
 def test_forked_compile_workers_fill_tritons_cache():
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
-    r = subprocess.run([sys.executable, "-c", _FORK_SCRIPT.format(here=here)], capture_output=True, text=True,
-                       env=env, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
+    _run_compile_script(_FORK_SCRIPT)
 
 
 def test_compiler_warm_up_compiles_even_when_cached(fresh_triton_cache):
@@ -298,19 +316,12 @@ def test_forked_workers_are_killed_after_the_timeout(tmp_path):
     t0 = time.perf_counter()
     failed = R.compile_in_forked_workers([slow] * 4, workers=4, timeout=1.0)
     assert failed == {} and time.perf_counter() - t0 < 20
-    def running(pid):  # not gone and not a zombie awaiting its reaper
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert pids
     deadline = time.time() + 10
-    while any(running(p) for p in pids) and time.time() < deadline:
+    while any(_running(p) for p in pids) and time.time() < deadline:
         time.sleep(0.1)
-    assert not any(running(p) for p in pids), pids
+    assert not any(_running(p) for p in pids), pids
 
 
 # ------------------------------------------------------------------------------ GPU only
@@ -907,36 +918,15 @@ def test_a_batch_never_collected_is_stopped_at_exit(tmp_path):
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert len(pids) == 2
     R._stop_started_batches()  # what atexit runs
-
-    def running(pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
     deadline = time.time() + 10
-    while any(running(p) for p in pids) and time.time() < deadline:
+    while any(_running(p) for p in pids) and time.time() < deadline:
         time.sleep(0.05)
-    assert not any(running(p) for p in pids) and batch not in R._STARTED_BATCHES
+    assert not any(_running(p) for p in pids) and batch not in R._STARTED_BATCHES
 
 
-_OVERLAP_SCRIPT = textwrap.dedent('''
-    import os, sys, tempfile
-    os.environ["TRITON_INTERPRET"] = "0"
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
-    sys.path.insert(0, {here!r})
-    import triton
+_OVERLAP_SCRIPT = '''
     from triton.runtime import _async_compile
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    import tilefuse.runtime as R
-    import test_runtime as T
-
-    target = GPUTarget("cuda", 90, 32)   # compiling for a device needs no device
-    fn = triton.runtime.jit.JITFunction(T._scale_kernel)
-    sig = {{"in_ptr": "*fp32", "out_ptr": "*fp32", "XBLOCK": "constexpr"}}
-    filed = {{}}
+    filed = {}
 
     class Launcher:
         """What KernelLauncher.warmup does through JITFunction._do_compile, without a device."""
@@ -948,14 +938,14 @@ _OVERLAP_SCRIPT = textwrap.dedent('''
         def warmup(self):
             mode = _async_compile.active_mode.get()
             assert mode is not None, "warmup outside the AsyncCompileMode"
-            src = ASTSource(fn, sig, {{"XBLOCK": self.xblock}}, {{(0,): [["tt.divisibility", 16]]}})
-            mode.submit(("scale", self.xblock), lambda: triton.compile(src, target=target, options={{"num_warps": 4}}),
+            src = ASTSource(fn, sig, {"XBLOCK": self.xblock}, {(0,): [["tt.divisibility", 16]]})
+            mode.submit(("scale", self.xblock), lambda: triton.compile(src, target=target, options={"num_warps": 4}),
                         lambda k, xb=self.xblock: filed.__setitem__(xb, k))
 
     first = R.start_precompile([Launcher(128), Launcher(256), Launcher(2 ** 21)], workers=2, pool="process")
     # the caller's context has no active mode: the next graph compiles in it meanwhile
     assert _async_compile.active_mode.get() is None
-    assert not first.done and filed == {{}} and list(R._PENDING) == [first]
+    assert not first.done and filed == {} and list(R._PENDING) == [first]
     second = R.start_precompile([Launcher(512), Launcher(1024)], workers=2, pool="process")
     assert list(R._PENDING) == [first, second]
     hits = []
@@ -967,15 +957,11 @@ _OVERLAP_SCRIPT = textwrap.dedent('''
     assert hits == [True] * 4, hits   # this process only loaded what the workers compiled
     assert first.wait() == 0.0 and first.seconds > 0
     print("OK")
-''')
+'''
 
 
 def test_start_precompile_returns_before_the_workers_finish_and_files_every_kernel_on_wait():
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
-    r = subprocess.run([sys.executable, "-c", _OVERLAP_SCRIPT.format(here=here)], capture_output=True, text=True,
-                       env=env, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-2000:] + r.stderr[-4000:]
+    _run_compile_script(_OVERLAP_SCRIPT)
 
 
 def test_first_call_of_a_compiled_graph_waits_for_every_pending_precompile():
@@ -1013,23 +999,27 @@ def test_first_call_of_a_compiled_graph_waits_for_every_pending_precompile():
 def test_forked_batch_hands_out_the_costliest_jobs_first(tmp_path):
     """With estimated costs, the workers take the jobs in descending cost (longest processing
     time first), so a long compile is not started last; without, in the given order."""
-    import json
-
     log = tmp_path / "order"
-
-    def job(i):
-        def run():
-            with open(log, "a") as f:
-                f.write(f"{i}\n")
-        return run
-
     costs = [1.0, 5.0, 0.5, 9.0, 3.0]
-    batch = R.ForkedBatch([job(i) for i in range(5)], workers=1, costs=costs)
+    batch = R.ForkedBatch([_logging_job(log, i) for i in range(5)], workers=1, costs=costs)
     assert batch.order == [3, 1, 4, 0, 2]
     batch.start()
     assert batch.collect() == {}
-    assert [int(x) for x in log.read_text().split()] == [3, 1, 4, 0, 2]
-    assert R.ForkedBatch([job(i) for i in range(3)], workers=1).order == [0, 1, 2]
+    assert [i for i, _ in _job_log(log)] == [3, 1, 4, 0, 2]
+    assert R.ForkedBatch([_logging_job(log, i) for i in range(3)], workers=1).order == [0, 1, 2]
+
+
+def _logging_job(log, i):
+    """A compile job standing in: appends ``i:pid`` to the file ``log``."""
+    def run():
+        with open(log, "a") as f:
+            f.write(f"{i}:{os.getpid()}\n")
+    return run
+
+
+def _job_log(log) -> list:
+    """(job index, pid) of each run ``_logging_job`` logged, in order."""
+    return [tuple(int(v) for v in x.split(":")) for x in log.read_text().split()]
 
 
 def test_compile_cost_grows_with_the_elements_each_thread_holds_and_the_source():
@@ -1052,22 +1042,15 @@ def test_forked_executor_orders_submitted_jobs_by_their_cost(tmp_path):
     """The cost ``KernelLauncher.warmup`` sets for each job reaches the batch: the costliest job
     runs first."""
     log = tmp_path / "order"
-
-    def job(i):
-        def run():
-            with open(log, "a") as f:
-                f.write(f"{i}:{os.getpid()}\n")
-        return run
-
     ex = R.ForkedCompileExecutor(workers=1)
     for i, cost in enumerate([2.0, 7.0, 1.0]):
         R._JOB_COST = cost
         try:
-            ex.submit(job(i))
+            ex.submit(_logging_job(log, i))
         finally:
             R._JOB_COST = 0.0
     ex.run_jobs()
     # each job runs in the worker, then again here (where it would load the binary)
-    runs = [x.split(":") for x in log.read_text().split()]
-    assert [int(i) for i, pid in runs if int(pid) != os.getpid()] == [1, 0, 2]
-    assert sorted(int(i) for i, pid in runs if int(pid) == os.getpid()) == [0, 1, 2]
+    runs = _job_log(log)
+    assert [i for i, pid in runs if pid != os.getpid()] == [1, 0, 2]
+    assert sorted(i for i, pid in runs if pid == os.getpid()) == [0, 1, 2]
