@@ -1054,3 +1054,29 @@ def test_forked_executor_orders_submitted_jobs_by_their_cost(tmp_path):
     runs = _job_log(log)
     assert [i for i, pid in runs if pid != os.getpid()] == [1, 0, 2]
     assert sorted(i for i, pid in runs if pid == os.getpid()) == [0, 1, 2]
+
+
+def test_a_forked_child_never_reads_the_starters_reports(tmp_path):
+    """A process forked while a batch runs (a data loader's worker) must not consume the
+    reports: ``collect`` there returns at once, and the starting process still gets every one."""
+    def job(i):
+        def run():
+            time.sleep(0.2)
+        return run
+
+    batch = R.ForkedBatch([job(i) for i in range(3)], workers=3)
+    batch.start()
+    pid = os.fork()
+    if pid == 0:  # the child: collect must not touch the pipe
+        code = 0
+        try:
+            t0 = time.perf_counter()
+            if batch.collect() != {} or time.perf_counter() - t0 > 0.1 or batch.reported:
+                code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    seen = []
+    assert batch.collect(on_result=lambda i, err: seen.append(i)) == {}
+    assert sorted(seen) == [0, 1, 2]

@@ -1296,12 +1296,17 @@ class ForkedBatch:
         """Wait for the workers' reports (``on_result(index, error or None)`` called for each as
         it arrives), then reap the workers; returns ``{job index: error}`` for the jobs that
         raised. When none reports for ``timeout`` seconds, every worker is killed and the jobs not
-        reported are left to the caller. Only the first call waits; later calls return the same."""
+        reported are left to the caller. Only the first call waits; later calls return the same.
+        In a process forked from the starter, returns at once without reading the reports."""
         import select
 
         from .. import metrics
 
         if self.collected:
+            return self.failed
+        if self.owner and self.owner != os.getpid():
+            # a process forked from the one that started the batch (a data loader's worker, say):
+            # the reports are the starter's to read; here every job counts as unreported
             return self.failed
         self.collected = True
         n = len(self.jobs)
