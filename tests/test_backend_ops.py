@@ -1053,3 +1053,23 @@ def test_adaptive_max_pool1d_with_nan():
     x = make([2, 3, 10])
     x[0, 1, 4] = float("nan")
     check(lambda a: F.adaptive_max_pool1d(a, 4, return_indices=True), x, exact=True)
+
+
+def test_static_broadcast_matches_torch_including_errors():
+    """``lowering.broadcast_shapes`` on static sizes gives torch.broadcast_shapes' result, and a
+    RuntimeError exactly where torch raises one (random shapes, brute force)."""
+    import random
+
+    from tilefuse.lowering import broadcast_shapes
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.randint(1, 3)
+        shapes = [[rng.choice((0, 1, 1, 2, 3)) for _ in range(rng.randint(0, 3))] for _ in range(n)]
+        try:
+            want = list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="do not broadcast"):
+                broadcast_shapes(*shapes)
+            continue
+        assert broadcast_shapes(*shapes) == want, shapes

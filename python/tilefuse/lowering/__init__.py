@@ -96,11 +96,9 @@ def broadcast_shapes(*shapes):
     """torch's broadcast of ``shapes`` as a list; raises RuntimeError when incompatible. Symbolic
     sizes broadcast as in torch with dynamic shapes: a size-1 dim takes the other size, equal
     sizes stay, and two different symbolic sizes are asserted equal (a guard)."""
-    if all(isinstance(d, int) for sh in shapes for d in sh):
-        return list(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
-    from .. import sizevars as SV
-
-    sv = SV.current()
+    first = shapes[0]
+    if all(sh == first for sh in shapes):  # the common case: nothing to broadcast
+        return list(first)
     rank = max(len(sh) for sh in shapes)
     out: list = [1] * rank
     for sh in shapes:
@@ -113,7 +111,9 @@ def broadcast_shapes(*shapes):
             elif o != d:
                 if isinstance(o, int) and isinstance(d, int):
                     raise RuntimeError(f"shapes {[list(x) for x in shapes]} do not broadcast (dim {i}: {o} vs {d})")
-                out[i] = sv.guard_equals(o, d)
+                from .. import sizevars as SV
+
+                out[i] = SV.current().guard_equals(o, d)
     return out
 
 
