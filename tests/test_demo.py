@@ -131,3 +131,16 @@ def test_demo_second_run_reuses_graphs_from_the_graph_cache(tmp_path, monkeypatc
     out = capsys.readouterr().out
     assert f"graphs compiled by tilefuse: 0 ({second.cached_graphs} reused from the graph cache)" in out
     assert "no eager fallback" in out
+
+
+def test_report_says_when_the_interpreter_is_off_and_the_timing_is_eagers(capsys, monkeypatch):
+    """On the CPU without TRITON_INTERPRET=1 the graphs run eagerly: the header says the
+    interpreter is off, and the time per call is not presented as tilefuse's."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    demo.report(_result(failures=["graph 'inference_0' failed (RuntimeError: set TRITON_INTERPRET=1)"]))
+    out = capsys.readouterr().out
+    assert "Triton interpreter OFF" in out and "ran eagerly: not a tilefuse figure" in out
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    demo.report(_result(compiled_graphs=1))
+    out = capsys.readouterr().out
+    assert "on CPU, Triton interpreter\n" in out and "interpreter: not a performance figure" in out

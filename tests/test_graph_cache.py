@@ -121,6 +121,14 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
             d = R.cache_dir()
         assert d != bad and os.path.isdir(d) and "tilefuse_private_" in d
         assert R.cache_dir() == d  # checked once
+    # any other reason the OS refuses the folder: a name too long, a path in a pseudo file system
+    for bad in (str(tmp_path / ("x" * 300)), "/proc/tilefuse_no_such_dir"):
+        if bad.startswith("/proc") and not os.path.isdir("/proc"):
+            continue
+        monkeypatch.setattr(R, "_CACHE_DIR", bad)
+        with pytest.warns(RuntimeWarning, match="cannot create cache directory"):
+            d = R.cache_dir()
+        assert d != bad and os.path.isdir(d) and "tilefuse_private_" in d
     shared = tmp_path / "tilefuse_shared"
     shared.mkdir()
     shared.chmod(0o777)

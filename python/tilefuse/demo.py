@@ -303,7 +303,12 @@ def report(res: Result, out=None) -> None:
     out = out if out is not None else sys.stdout
     c = res.config
     p = lambda *a: print(*a, file=out)  # noqa: E731
-    where = "CUDA" if res.device == "cuda" else "CPU, Triton interpreter"
+    if res.device == "cuda":
+        where = "CUDA"
+    elif os.environ.get("TRITON_INTERPRET") == "1":
+        where = "CPU, Triton interpreter"
+    else:  # triton was imported without the interpreter: the graphs fall back to eager
+        where = "CPU, Triton interpreter OFF (TRITON_INTERPRET unset)"
     p(f"GPT-2 (transformers GPT2LMHeadModel, random weights) on {where}")
     p(f"  config: n_layer={c['n_layer']} n_head={c['n_head']} n_embd={c['n_embd']} vocab={c['vocab_size']}  "
       f"input: batch {c['batch']} x seq {c['seq']} tokens, fp32")
@@ -327,7 +332,10 @@ def report(res: Result, out=None) -> None:
     p(f"  first call (Dynamo + AOTAutograd + tilefuse): {res.compile_s:.2f} s"
       + (f"; training step (fw+bw compile): {res.train_compile_s:.2f} s" if res.train_compile_s is not None else ""))
     speed = res.eager_ms / res.compiled_ms if res.compiled_ms > 0 else float("nan")
-    note = "" if res.device == "cuda" else "  (interpreter: not a performance figure)"
+    if res.failures:
+        note = "  (graphs that could not be compiled ran eagerly: not a tilefuse figure)"
+    else:
+        note = "" if res.device == "cuda" else "  (interpreter: not a performance figure)"
     p(f"  time per call: eager {res.eager_ms:.2f} ms, tilefuse {res.compiled_ms:.2f} ms -> {speed:.2f}x{note}")
     if res.failures:
         p(f"  WARNING: {len(res.failures)} graph(s) could not be compiled by tilefuse and ran EAGERLY "

@@ -256,13 +256,14 @@ def _remove_private_dir(path: str, owner_pid: int) -> None:
 
 def make_cache_dir(path: str, mode: int = 0o777) -> None:
     """Create ``path`` (a cache directory; ``mode`` as ``os.makedirs``'s) if needed; RuntimeError
-    saying what to do when it cannot be one (it or a parent is a file, or it is not writable)."""
+    saying what to do when it cannot be one (it or a parent is a file, it cannot be created for
+    any other reason the OS gives, or it is not writable)."""
     try:
         os.makedirs(path, mode=mode, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise RuntimeError(f"tilefuse: cache directory {path!r} (or a folder above it) exists and is not a "
                            f"directory; point TILEFUSE_CACHE_DIR at a directory (or unset it)") from None
-    except PermissionError as e:
+    except OSError as e:  # no permission, a read-only or pseudo file system, a name too long, ...
         raise RuntimeError(f"tilefuse: cannot create cache directory {path!r} ({e}); point TILEFUSE_CACHE_DIR "
                            f"at a writable directory") from None
     if not os.access(path, os.W_OK | os.X_OK):
