@@ -369,8 +369,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             ph = extra.get("phases", {})
             # lower, schedule, codegen, load (module; waits for the warm-up), precompile (kernels
-            # compiled ahead), on the GPU autotune, and for training graphs partition (the min-cut
-            # partitioner); rest = Dynamo + the rest of AOTAutograd + running
+            # compiled ahead: with config.precompile_overlap only submitting and forking) and
+            # precompile_wait (a first call waiting for the workers), on the GPU autotune, and for
+            # training graphs partition (the min-cut partitioner); rest = Dynamo + the rest of
+            # AOTAutograd + running
             print("#   tilefuse phases (s): " + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
                   + f" rest={tf - sum(ph.values()):.2f}", flush=True)
             wt = warm.get("tilefuse")
