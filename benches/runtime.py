@@ -10,7 +10,8 @@ time each with ``triton.testing.do_bench`` and print
 The copy bandwidth is measured in the same run (a large tensor copy: 2 × bytes / time). Achieved
 bandwidth counts the bytes a perfect kernel must move (every input read once, every output written
 once); it is left out for matmul-bound workloads (MLP, transformer block). Kernel counts of both
-backends are printed too. A workload whose graph tilefuse could not compile (it warns and runs that
+backends are printed too, and each backend's peak memory over one call (MiB the caching allocator
+held beyond what was allocated before the call, outputs included: ``peak_mib``). A workload whose graph tilefuse could not compile (it warns and runs that
 graph eagerly) is flagged "EAGER" — its time is then eager's, not tilefuse's.
 
 Usage:
@@ -336,6 +337,22 @@ def _cpu_bench(fn, warmup: int = 1, rep: int = 1) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def peak_mib(fn: Callable[[], Any], device: str) -> float:
+    """MiB the device's caching allocator held at most during one call of ``fn`` beyond what was
+    allocated before it (its outputs, which the call returns, included): torch's
+    ``max_memory_allocated`` after ``reset_peak_memory_stats``. NaN off CUDA."""
+    if device != "cuda":
+        return float("nan")
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return peak / 2**20
+
+
 def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | None = None) -> float:
     """Device-to-device copy bandwidth in GB/s (reads + writes), from a large tensor copy."""
     if bench is None:
@@ -371,7 +388,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
     print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
     other = "Inductor" if against == "inductor" else against
     hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
-           f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8}  notes")
+           f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes")
     print(hdr)
     print("-" * len(hdr))
     bad = 0
@@ -401,6 +418,8 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
                 notes.append("(Inductor itself differs from eager: " + imsg + ")")
             t_tf = do_bench(lambda: tf_fn(*args), warmup=25, rep=rep)
             t_ind = do_bench(lambda: ind_fn(*args), warmup=25, rep=rep)
+            m_tf = peak_mib(lambda: tf_fn(*args), device)
+            m_ind = peak_mib(lambda: ind_fn(*args), device)
         except torch.cuda.OutOfMemoryError:
             print(f"{w.name:<20} {shape:<22} out of memory: rerun with --small")
             bad += 1
@@ -420,7 +439,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
         else:
             tf_bw, ind_bw = f"{'-':>10}", f"{'-':>11}"
         print(f"{w.name:<20} {shape:<22} {t_tf:11.3f} {t_ind:11.3f} {ratio:6.2f} {tf_bw} {ind_bw} "
-              f"{tf_kernels:7d} {ind_kernels:8d}  {'; '.join(notes)}")
+              f"{tf_kernels:7d} {ind_kernels:8d} {m_tf:8.1f} {m_ind:8.1f}  {'; '.join(notes)}")
         del args, want, got, ind_out
         if device == "cuda":
             torch.cuda.empty_cache()

@@ -107,3 +107,40 @@ def test_runtime_refuses_bad_arguments(args, message):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "runtime.py"), *args], capture_output=True,
                        text=True, env=env, timeout=300, cwd=ROOT)
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+def _runtime_module():
+    sys.path.insert(0, os.path.join(ROOT, "benches"))
+    try:
+        import runtime
+    finally:
+        sys.path.pop(0)
+    return runtime
+
+
+def test_peak_memory_is_nan_off_cuda():
+    import math
+
+    calls = []
+    assert math.isnan(_runtime_module().peak_mib(lambda: calls.append(1), "cpu")) and calls == []  # not even run
+
+
+@pytest.mark.gpu
+def test_peak_memory_counts_what_one_call_allocates():
+    """``runtime.peak_mib``: a call that allocates a 64 MiB temporary and returns a 16 MiB output
+    peaks at 80 MiB above what was allocated before it, whatever was allocated earlier."""
+    import torch
+
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs a CUDA GPU")
+    rt = _runtime_module()
+    keep = torch.empty(32 * 2**20, dtype=torch.uint8, device="cuda")  # allocated before: not counted
+
+    def call():
+        tmp = torch.ones(64 * 2**20, dtype=torch.uint8, device="cuda")
+        out = torch.empty(16 * 2**20, dtype=torch.uint8, device="cuda")
+        del tmp
+        return out
+
+    assert 80.0 <= rt.peak_mib(call, "cuda") < 81.0
+    del keep
