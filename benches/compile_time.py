@@ -159,9 +159,10 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     return res
 
 
-def _profile(name: str, mode: str, device: str, top: int) -> None:
+def _profile(name: str, mode: str, device: str, top: int, out: str | None = None) -> None:
     """tilefuse's cold first call of one workload under cProfile, in this (fresh) process: the
-    compile phases and the top functions by own time and by cumulative time."""
+    compile phases and the top functions by own time and by cumulative time; with ``out``, the
+    whole profile saved there too (``pstats.Stats(out)`` reads it, e.g. for ``print_callers``)."""
     import cProfile
     import pstats
 
@@ -170,6 +171,8 @@ def _profile(name: str, mode: str, device: str, top: int) -> None:
     print(f"# {name} {mode}: first call {res['first_call_s']:.2f} s, phases {res['phases']}, "
           f"kernels {res['kernels']}")
     st = pstats.Stats(prof)
+    if out:
+        st.dump_stats(out)
     st.sort_stats("tottime").print_stats(top)
     st.sort_stats("cumulative").print_stats(top)
 
@@ -223,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", metavar="WORKLOAD",
                     help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
     ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
+    ap.add_argument("--profile-out", metavar="FILE", help="--profile: also save the whole profile to FILE (pstats)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="fresh processes per backend (and per warm run); the table shows the median "
                          "first call (of an even count, the lower of the two middle ones), and a line "
@@ -276,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                        TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
                        TRITON_INTERPRET="0" if device == "cuda" else "1")
             cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
-                   "--device", device, "--top", str(args.top)]
+                   "--device", device, "--top", str(args.top)] + (["--profile-out", args.profile_out]
+                                                                  if args.profile_out else [])
             return subprocess.run(cmd, env=env).returncode
         finally:
             shutil.rmtree(caches, ignore_errors=True)
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        _profile(args.profile, modes[0], device, args.top)
+        _profile(args.profile, modes[0], device, args.top, args.profile_out)
         return 0
     if args.child:
         name, backend, mode, device = args.child

@@ -49,6 +49,20 @@ def test_compile_time_profile_asks_for_the_cpu_explicitly():
     assert r.returncode == 2 and "add --device cpu" in r.stderr, r.stderr[-2000:]
 
 
+def test_compile_time_profile_saves_the_whole_profile(tmp_path):
+    """``--profile --profile-out``: the listings are printed and the saved profile holds the
+    backend's own compile functions (readable by pstats, e.g. for callers of one function)."""
+    import pstats
+
+    out = tmp_path / "first_call.prof"
+    r = _run("--profile", "softmax", "--device", "cpu", "--top", "3", "--profile-out", str(out), timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "Ordered by: internal time" in r.stdout and "Ordered by: cumulative time" in r.stdout
+    st = pstats.Stats(str(out))
+    funcs = {(os.path.basename(f), name) for f, _, name in st.stats}
+    assert ("backend.py", "compile_graph") in funcs and ("graph.py", "run") in funcs, sorted(funcs)[:20]
+
+
 def test_compile_time_cpu_row():
     """The CPU path end to end, with two processes per measurement and warm runs: the table shows
     the median (of two: the lower) of the first calls the spread line lists."""
