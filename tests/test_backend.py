@@ -403,6 +403,80 @@ def test_matrix_products_write_into_pooled_buffers(tmp_path):
     assert "# reused" in src  # x @ p's storage, dead after relu, taken by a later allocation
 
 
+def _generated(tmp_path) -> str:
+    return "".join(p.read_text() for p in tmp_path.iterdir())
+
+
+def test_pointwise_output_is_stored_over_its_dying_input(tmp_path):
+    # an MLP: the bias + GELU kernel stores over the first product's memory (in_out_ptr), and the
+    # second product's bias kernel over the second product's: one allocation per product
+    def mlp(x, w1, b1, w2, b2):
+        h = torch.nn.functional.gelu(x @ w1.t() + b1, approximate="tanh")
+        return h @ w2.t() + b2
+
+    args = (torch.randn(64, 32), torch.randn(128, 32) * 0.2, torch.randn(128), torch.randn(32, 128) * 0.1,
+            torch.randn(32))
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(mlp, *args, atol=1e-4, rtol=1e-4)
+    src = _generated(tmp_path)
+    assert src.count("# in place") == 2 and "in_out_ptr0" in src, src
+    call = src.split("\ndef call(")[1]
+    assert call.count("torch.empty_strided(") + call.count("_empty_strided_cuda(") == 2, call
+
+
+@pytest.mark.parametrize("case", ["read_later", "graph_output", "other_dtype", "transposed", "flipped", "two_readers"])
+def test_no_in_place_store_where_the_input_is_still_needed_or_laid_out_otherwise(tmp_path, case):
+    # each graph has a product whose result one pointwise kernel reads; the kernel's output must
+    # not take the product's memory: the product is read again, returned, of another dtype, read
+    # at other positions than the output's, or read by two outputs of the kernel
+    a, w = torch.randn(16, 24), torch.randn(24, 16)
+
+    def f(x, p):
+        h = x @ p
+        if case == "read_later":
+            return torch.relu(h) @ h
+        if case == "graph_output":
+            return torch.relu(h), h
+        if case == "other_dtype":
+            return torch.relu(h).to(torch.float16)
+        if case == "transposed":
+            return torch.relu(h.t()) + 1
+        if case == "flipped":  # a 1-D kernel whose lanes read other lanes' elements
+            return torch.relu(h.flip(-1)) + 1
+        return torch.relu(h), torch.sigmoid(h)
+
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, a, w, atol=1e-3, rtol=1e-3)
+    assert "# in place" not in _generated(tmp_path)
+
+
+def test_in_place_store_chains_through_several_kernels(tmp_path):
+    # a product, then pointwise kernels separated by products that read their results: every
+    # pointwise result lands in the memory of the product before it, values as eager
+    def f(x, p, q):
+        h = torch.tanh(x @ p)
+        g = torch.sigmoid(h @ q) * 3
+        return torch.relu(g @ p.t()) - 1
+
+    a, w, v = torch.randn(32, 16), torch.randn(16, 16), torch.randn(16, 16)
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(f, a, w, v, atol=1e-4, rtol=1e-4)
+    assert _generated(tmp_path).count("# in place") == 3
+
+
+def test_in_place_kernel_autotuned_sees_its_input_restored(tmp_path):
+    # with pointwise autotuning each candidate config runs the kernel once more: the input the
+    # kernel stores over is restored before every run (a mutated argument), so the result is
+    # that of one run
+    def f(x, p):
+        return torch.exp(x @ p) * 0.5 + 1
+
+    a, w = torch.randn(64, 32) * 0.1, torch.randn(32, 64) * 0.1
+    with config.patch(debug_dir=str(tmp_path), autotune_pointwise=True):
+        compile_and_check(f, a, w, atol=1e-4, rtol=1e-4)
+    assert "# in place" in _generated(tmp_path)
+
+
 def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
     # three identical LayerNorm+GELU layers: three launches of one kernel definition
     def f(x, w, b):

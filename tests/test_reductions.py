@@ -295,6 +295,21 @@ def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunk
                               {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8}], cols
 
 
+def test_looped_rows_that_also_store_every_element_keep_1024_element_chunks():
+    """A long-row kernel that stores every element in a second loop (a softmax, a log-softmax
+    gradient) is not ``reduce_only``: its 4096-element candidate would hold twice the values per
+    thread and was the slowest compile job of a GPT training step, so it keeps 1024."""
+    with config.patch(split_long_normalizers=False):
+        gs, graph = groups_of(lambda a: torch.softmax(a, 1), torch.randn(64, 32000))
+    with G.set_graph(graph):
+        g = next(g for g in gs if g.rnumel == 32000)
+        cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
+        gk = cg.generate()
+    assert not cg.persistent and not cg.reduce_only
+    assert [c["RBLOCK"] for c in gk.configs] == [2048, 1024, 1024, 2048]
+    assert max(c["XBLOCK"] * c["RBLOCK"] / c["num_warps"] for c in gk.configs) == 512
+
+
 def test_chunked_row_normalizers_are_reduce_only_persistent_kernels():
     """A logsumexp over 32000-wide rows is cut into 8 chunks of 4000 (``split_long_normalizers``):
     the chunk kernel stores only per-row results (``reduce_only``), so it tries a row per program

@@ -123,19 +123,26 @@ def _identity(rtype: str, dtype: torch.dtype) -> str:
 
 @dataclass
 class KernelArgs:
-    """Pointer arguments of a kernel: buffer name -> parameter name, in first-use order."""
+    """Pointer arguments of a kernel: buffer name -> parameter name, in first-use order.
+
+    ``inplace`` (output buffer -> input buffer): outputs stored into their input's memory
+    (Inductor's ``in_out_ptr``): one parameter serves both, listed under the input's name."""
 
     inputs: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    inplace: dict[str, str] = field(default_factory=dict)
 
     def input(self, name: str) -> str:
         if name in self.outputs:
             return self.outputs[name]
         if name not in self.inputs:
-            self.inputs[name] = f"in_ptr{len(self.inputs)}"
+            shared = name in self.inplace.values()
+            self.inputs[name] = f"in_out_ptr{len(self.inputs)}" if shared else f"in_ptr{len(self.inputs)}"
         return self.inputs[name]
 
     def output(self, name: str) -> str:
+        if name in self.inplace:
+            return self.input(self.inplace[name])
         if name not in self.outputs:
             self.outputs[name] = f"out_ptr{len(self.outputs)}"
         return self.outputs[name]
@@ -182,6 +189,10 @@ class GeneratedKernel:
     # entries of arg_names the kernel updates in place (atomic adds into a buffer another kernel
     # initialized): the autotuner restores them after each timed run
     mutated_args: list[str] = field(default_factory=list)
+    # output buffer -> the input buffer whose memory it is stored into (an ``in_out_ptr``
+    # parameter, listed in arg_names under the input's name); the wrapper makes the output that
+    # input's tensor
+    inplace: dict[str, str] = field(default_factory=dict)
 
 
 # body ops that say nothing about what a kernel computes (left out of its name)
@@ -217,12 +228,14 @@ def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
 class TritonKernelCodegen:
     """Generates the source of one kernel for a KernelGroup."""
 
-    def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str]):
+    def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str],
+                 inplace: dict[str, str] | None = None):
         self.g, self.name, self.device = group, name, device
         self.interpret = device.type != "cuda"
         # buffers read or returned outside this kernel, and buffers updated in place
         self.keep = set(keep) | {n.buf.target.name for n in group.nodes if isinstance(n.buf, ir.MutationBuffer)}
         self.args = KernelArgs()
+        self._inplace_asked = dict(inplace or {})
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -286,6 +299,12 @@ class TritonKernelCodegen:
             small = min(self.tiling.ynumel, self.tiling.xnumel, key=self.sv.hint)
             if not self.sv.evaluate_leq(small, 65535):
                 self.tiling, self.dyn_tile = None, False
+        # outputs stored into a dying input's memory (the wrapper's choice, ``inplace_candidates``):
+        # only in 1-D pointwise kernels, where every lane loads an element before it stores that
+        # same element in the same layout (a 2-D tile or a reduction may lay loads and stores out
+        # differently across the program's threads)
+        if not self.reduction and self.tiling is None:
+            self.args.inplace = self._inplace_asked
 
     # ------------------------------------------------------------------ emission helpers
     def emit(self, line: str) -> int:
@@ -469,8 +488,10 @@ class TritonKernelCodegen:
                 grid_axes.reverse()
         else:
             grid_axes = [("XBLOCK", "xnumel" if self.dyn_numel else g.numel)]
+        inplace = {o: i for o, i in self.args.inplace.items() if o not in removed and o in self.produced}
         return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
-                               grid_axes, configs, removed, self.index_dtype, size_args, size_params)
+                               grid_axes, configs, removed, self.index_dtype, size_args, size_params,
+                               inplace=inplace)
 
     def _resolve_eviction(self, lines: list[str]) -> list[str]:
         """Cache eviction hints on loads (Inductor's rule, a named heuristic):
@@ -592,7 +613,7 @@ class TritonKernelCodegen:
           2048 elements (at least 2), and at 4 warps, first;
         * persistent outer (rnumel ≤ OUTER_PERSISTENT_MAX): up to 128 columns per program;
         * looped inner: XBLOCK 1, RBLOCK 2048, 4 warps (plus 1024-element chunks — 4096 for rows
-          of ``LONG_ROW_MIN`` or more —, two rows, and 8 warps);
+          of ``LONG_ROW_MIN`` or more in a kernel that only reduces —, two rows, and 8 warps);
         * looped outer: XBLOCK 64, RBLOCK 8, 8 warps (wide column blocks, short row chunks).
 
         Block sizes never exceed the next power of two of their extent."""
@@ -643,9 +664,15 @@ class TritonKernelCodegen:
             # a language model's loss): 2048/4 warps 199 µs, 1024/4 235, 2048/8 250, 1024/8 293,
             # 4096/16 320; with one maximum and one exp per element (seventh session, a
             # hand-written kernel of the generated form): 4096/4 150 µs, 2048/4 154, 1024/4 168,
-            # so rows of LONG_ROW_MIN elements or more try 4096-element chunks instead of 1024
+            # so rows of LONG_ROW_MIN elements or more try 4096-element chunks instead of 1024 —
+            # in kernels that only reduce (the measured form). A kernel that also stores every
+            # element in a second loop (a log-softmax gradient) holds twice the values per thread
+            # at 4096: on the H200 host its 4096-element candidate took 0.5-0.8 s to compile
+            # against 0.2-0.4 s for 2048, the longest job of its compile batch (twelfth and
+            # thirteenth sessions), for at most a few percent of a kernel run once per step
+            long_chunk = self.reduce_only and self.sv.hint(self.g.rnumel) >= LONG_ROW_MIN
             add(1, 2048, 4)
-            add(1, 4096 if self.sv.hint(self.g.rnumel) >= LONG_ROW_MIN else 1024, 4)
+            add(1, 4096 if long_chunk else 1024, 4)
             add(2, 1024, 8)
             add(1, 2048, 8)
         return out

@@ -208,10 +208,45 @@ class WrapperCodegen:
             if key is not None and name not in out_names and safe_readers(name):
                 reusable[name] = key
 
+        consumed: set[str] = set()  # buffers whose memory an in-place output took over
+
+        def inplace_candidates(item: KernelGroup, i: int) -> dict[str, str]:
+            """Output -> input pairs of a pointwise kernel that can share memory (Inductor's
+            in-place reuse, ``Scheduler.decide_inplace_update``): the input is a buffer this
+            wrapper allocated (``reusable``: static layout, read only by kernels), not a graph
+            output, read for the last time here and, in this kernel, only by that output's node,
+            at exactly the index the output is stored at, with the same storage key (dtype,
+            elements, size, stride); the output is read by no other node of the kernel. Each
+            element is then loaded before the same lane stores over it, so the output needs no
+            memory of its own (an MLP's GELU stored over its matmul's result)."""
+            if item.rnumel != 1:
+                return {}
+            pairs: dict[str, str] = {}
+            readers_in = {n.name: n.read_names() for n in item.nodes}
+            for n in item.nodes:
+                if isinstance(n.buf, ir.MutationBuffer) or n.name not in (readers.keys() | out_names):
+                    continue
+                key = _reuse_key(n.buf.layout) if n.buf.layout is not None else None
+                if key is None or any(n.name in r for m, r in readers_in.items() if m != n.name):
+                    continue
+                _, _, loads, stores = item.maps[n]
+                if len(stores) != 1:
+                    continue
+                for x, idx in loads:
+                    if (x in pairs.values() or x in consumed or x not in reusable or x in out_names
+                            or last_use.get(x) != i or reusable[x] != key or x in readers_in):
+                        continue
+                    if any(x in r for m, r in readers_in.items() if m != n.name):
+                        continue
+                    if all(j == stores[0][1] for y, j in loads if y == x):
+                        pairs[n.name] = x
+                        break
+            return pairs
+
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
                 keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
-                cg = TritonKernelCodegen(item, "", self.device, keep)
+                cg = TritonKernelCodegen(item, "", self.device, keep, inplace_candidates(item, i))
                 cg.name = kname = kernel_name(item, len(self.kernels), cg.persistent)
                 gk = cg.generate()
             if isinstance(item, KernelGroup) and not gk.arg_names:
@@ -219,8 +254,10 @@ class WrapperCodegen:
             elif isinstance(item, KernelGroup):
                 metrics.generated_kernel_count += 1
                 if not gk.mutated_args:
-                    # atomic-add targets: updated in place, so restored after each autotuning run
+                    # atomic-add targets and in-place outputs' inputs: updated in place, so
+                    # restored after each autotuning run
                     targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
+                    targets |= set(gk.inplace.values())
                     gk.mutated_args = [a for a in gk.arg_names if a in targets]
                 # identical kernels (the same layer repeated in a model) are defined, compiled and
                 # autotuned once: the key is the source with the kernel's name taken out, plus
@@ -239,7 +276,15 @@ class WrapperCodegen:
                 for n in item.nodes:
                     if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                         continue
-                    allocate(n.name, n.buf.layout)
+                    src = gk.inplace.get(n.name)
+                    if src is not None:
+                        # stored into the dying input's memory: the input's tensor is the output
+                        consumed.add(src)
+                        body.append(f"{n.name} = {src}  # in place")
+                        if n.name not in out_names and safe_readers(n.name):
+                            reusable[n.name] = reusable[src]
+                    else:
+                        allocate(n.name, n.buf.layout)
                     live.append(n.name)
                 body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
             else:
@@ -276,7 +321,7 @@ class WrapperCodegen:
             dead = [n for n in live if last_use.get(n, -1) <= i and n not in out_names]
             for n in dead:
                 live.remove(n)
-                if n in reusable:
+                if n in reusable and n not in consumed:
                     del_line[n] = len(body)
                     pool.setdefault(reusable[n][:3], []).append(n)
                 body.append(f"del {n}")
