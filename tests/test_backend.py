@@ -407,21 +407,27 @@ def _generated(tmp_path) -> str:
     return "".join(p.read_text() for p in tmp_path.iterdir())
 
 
-def test_pointwise_output_is_stored_over_its_dying_input(tmp_path):
+@pytest.mark.parametrize("batch", [(), (4,)])
+def test_pointwise_output_is_stored_over_its_dying_input(tmp_path, batch):
     # an MLP: the bias + GELU kernel stores over the first product's memory (in_out_ptr), and the
-    # second product's bias kernel over the second product's: one allocation per product
+    # second product's bias kernel over the second product's: one allocation per product. With a
+    # batch dimension the products are [64, n] matrices and the kernels' outputs [4, 16, n]
+    # tensors over the same memory
     def mlp(x, w1, b1, w2, b2):
         h = torch.nn.functional.gelu(x @ w1.t() + b1, approximate="tanh")
         return h @ w2.t() + b2
 
-    args = (torch.randn(64, 32), torch.randn(128, 32) * 0.2, torch.randn(128), torch.randn(32, 128) * 0.1,
-            torch.randn(32))
+    rows = (16,) if batch else (64,)
+    args = (torch.randn(*batch, *rows, 32), torch.randn(128, 32) * 0.2, torch.randn(128),
+            torch.randn(32, 128) * 0.1, torch.randn(32))
     with config.patch(debug_dir=str(tmp_path)):
         compile_and_check(mlp, *args, atol=1e-4, rtol=1e-4)
     src = _generated(tmp_path)
     assert src.count("# in place") == 2 and "in_out_ptr0" in src, src
     call = src.split("\ndef call(")[1]
     assert call.count("torch.empty_strided(") + call.count("_empty_strided_cuda(") == 2, call
+    placed = [ln for ln in call.splitlines() if ln.endswith("# in place")]
+    assert all(("reinterpret_tensor(" in ln) == bool(batch) for ln in placed), placed
 
 
 @pytest.mark.parametrize("case", ["read_later", "graph_output", "other_dtype", "transposed", "flipped", "two_readers"])

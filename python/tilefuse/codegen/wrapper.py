@@ -215,8 +215,9 @@ class WrapperCodegen:
             in-place reuse, ``Scheduler.decide_inplace_update``): the input is a buffer this
             wrapper allocated (``reusable``: static layout, read only by kernels), not a graph
             output, read for the last time here and, in this kernel, only by that output's node,
-            at exactly the index the output is stored at, with the same storage key (dtype,
-            elements, size, stride); the output is read by no other node of the kernel. Each
+            at exactly the memory offset the output is stored at, with the same device, dtype and
+            storage size (the sizes may differ: a [8192, 8192] product under a [8, 1024, 8192]
+            GELU); the output is read by no other node of the kernel. Each
             element is then loaded before the same lane stores over it, so the output needs no
             memory of its own (an MLP's GELU stored over its matmul's result)."""
             if item.rnumel != 1:
@@ -234,7 +235,7 @@ class WrapperCodegen:
                     continue
                 for x, idx in loads:
                     if (x in pairs.values() or x in consumed or x not in reusable or x in out_names
-                            or last_use.get(x) != i or reusable[x] != key or x in readers_in):
+                            or last_use.get(x) != i or reusable[x][:3] != key[:3] or x in readers_in):
                         continue
                     if any(x in r for m, r in readers_in.items() if m != n.name):
                         continue
@@ -280,9 +281,15 @@ class WrapperCodegen:
                     if src is not None:
                         # stored into the dying input's memory: the input's tensor is the output
                         consumed.add(src)
-                        body.append(f"{n.name} = {src}  # in place")
+                        L = n.buf.layout
+                        own = _reuse_key(L)
+                        if own == reusable[src]:
+                            body.append(f"{n.name} = {src}  # in place")
+                        else:
+                            body.append(f"{n.name} = reinterpret_tensor({src}, {_shape(L.size)}, "
+                                        f"{_shape(L.stride)}, 0)  # in place")
                         if n.name not in out_names and safe_readers(n.name):
-                            reusable[n.name] = reusable[src]
+                            reusable[n.name] = own
                     else:
                         allocate(n.name, n.buf.layout)
                     live.append(n.name)
