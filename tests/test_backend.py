@@ -665,3 +665,57 @@ def test_torch_compile_mode_is_ignored_with_one_warning_per_mode():
         warnings.simplefilter("error", UserWarning)  # once per mode and process
         torch.testing.assert_close(torch.compile(lambda t: t - 2, backend="tilefuse", mode="max-autotune")(x), x - 2)
         torch.testing.assert_close(torch.compile(lambda t: t * 5, backend="tilefuse", mode="default")(x), x * 5)
+
+
+def test_gc_paused_pauses_only_an_enabled_collector_and_always_restores_it():
+    import gc
+
+    from tilefuse.backend import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested: the outer block re-enables
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError):
+        with gc_paused():
+            1 / 0
+    assert gc.isenabled()
+    with config.patch(pause_gc=False), gc_paused():
+        assert gc.isenabled()
+    gc.disable()  # a collector the user turned off stays off
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("pause", [True, False])
+def test_the_collector_is_paused_while_a_graph_compiles(monkeypatch, pause):
+    # a training step: the backend's trace and the forward's compile (inside Dynamo's frame
+    # compile) and the backward's compile (at the first backward) all run without the collector
+    # when pause_gc is on; it is enabled again once the call returns
+    import gc
+
+    import tilefuse.backend as tb
+
+    seen = []
+    orig = tb._compile
+
+    def spy(gm, ex, name):
+        seen.append((name.split("_")[0], gc.isenabled()))
+        return orig(gm, ex, name)
+
+    monkeypatch.setattr(tb, "_compile", spy)
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8)
+    f = torch.compile(lambda a, b: torch.tanh(a @ b).sum(), backend="tilefuse", options={"pause_gc": pause})
+    f(x, w).backward()
+    assert sorted(k for k, _ in seen) == ["backward", "forward"]
+    assert all(enabled is not pause for _, enabled in seen), seen
+    assert gc.isenabled()
+    torch.testing.assert_close(w.grad, torch.autograd.grad(torch.tanh(x @ w).sum(), w)[0], atol=1e-5, rtol=1e-5)

@@ -20,7 +20,9 @@ the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (th
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import itertools
 import logging
 import os
@@ -191,10 +193,36 @@ class SpecializingGraph:
         return out
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector paused for the block when ``config.pause_gc`` is on and
+    the collector is enabled (re-enabled after, also on error; nested blocks and a collector the
+    user disabled are left alone). A compile allocates hundreds of thousands of short-lived
+    objects, enough to trigger full collections over the process's whole heap (torch, Dynamo,
+    the model): on the development machine a 12-layer GPT-2 training step's first call ran 7 of
+    them, 0.4 s each, 2 inside tilefuse's partition and scheduling. Their garbage is collected
+    after the block as usual."""
+    if not (config.pause_gc and gc.isenabled()):
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward",
                   specialized_from: str | None = None) -> Any:
     """Compile one aten graph to a boxed callable; on error warn and fall back to eager. A graph
-    with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time)."""
+    with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time).
+    The garbage collector is paused meanwhile (``gc_paused``)."""
+    with gc_paused():
+        return _compile_graph(gm, example_inputs, kind, specialized_from)
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
+                   specialized_from: str | None) -> Any:
     name = f"{kind}_{next(_graph_ids)}"
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
         if not config.symbolic_shapes:
@@ -399,21 +427,22 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
             # the backward's fused kernels instead of being written out by the forward and read
             # back (torch's min-cut rematerialization; default_partition saves every one)
             extra["partition_fn"] = _timed_min_cut_partition
-    return aot_autograd(
-        fw_compiler=make_compiler("forward"),
-        bw_compiler=make_compiler("backward"),
-        inference_compiler=make_compiler("inference"),
-        decompositions=decompositions(),
-        **extra,
-    )(gm, example_inputs)
+    with config.patch(**opts), gc_paused():  # AOTAutograd's trace and partition, the forward's compile
+        return aot_autograd(
+            fw_compiler=make_compiler("forward"),
+            bw_compiler=make_compiler("backward"),
+            inference_compiler=make_compiler("inference"),
+            decompositions=decompositions(),
+            **extra,
+        )(gm, example_inputs)
 
 
 def _timed_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
     """torch's ``min_cut_rematerialization_partition`` (the partitioner Inductor uses), its wall
-    seconds added to ``metrics.phase_seconds["partition"]``: on a 12-layer GPT-2 training step it is
-    the largest part of the backend's compile time outside tilefuse's own phases (1.3 s of the
-    profiled first call on the H200 host), and a backend using ``default_partition`` (aot_eager)
-    does not pay it."""
+    seconds added to ``metrics.phase_seconds["partition"]`` (2-3 s of a 12-layer GPT-2 training
+    step's first call on the H200 host, half of it importing ``torch._inductor.pattern_matcher``
+    for the partitioner's CSE). torch 2.11's ``aot_eager`` backend runs the same partitioner, so
+    ``benches/compile_time.py``'s backend time (first call minus aot_eager's) leaves it out."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     t0 = time.perf_counter()

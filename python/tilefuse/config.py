@@ -78,6 +78,13 @@ Options:
         a last dim longer than ``persistent_reduction_threshold`` are computed per chunk of the row
         (persistent reductions of at most that length) and then combined, instead of by one looped
         online reduction over the row (``lowering._normalizer_chunks``). False: looped.
+    pause_gc (bool, env TILEFUSE_PAUSE_GC, default True): Python's cyclic garbage collector is
+        paused while tilefuse compiles (the backend's AOTAutograd trace and partition, and each
+        graph's lowering, scheduling and code generation), as a full collection walks the whole
+        heap of torch and Dynamo objects: 0.4-0.5 s each, several per 12-layer GPT training step's
+        first call on the development machine. The pause ends with the compile (Dynamo then
+        collects the young generations after the frame, ``run_gc_after_compile``); nothing is
+        kept alive longer than that. False: the collector runs as usual.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -161,6 +168,7 @@ pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
 min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
+pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -182,6 +190,7 @@ _OPTIONS = (
     "warmup",
     "triton_key_from_stat",
     "min_cut_partition",
+    "pause_gc",
 )
 
 
