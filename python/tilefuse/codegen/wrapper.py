@@ -225,7 +225,7 @@ class WrapperCodegen:
             pairs: dict[str, str] = {}
             readers_in = {n.name: n.read_names() for n in item.nodes}
             for n in item.nodes:
-                if isinstance(n.buf, ir.MutationBuffer) or n.name not in (readers.keys() | out_names):
+                if isinstance(n.buf, ir.MutationBuffer) or (n.name not in readers and n.name not in out_names):
                     continue
                 key = _reuse_key(n.buf.layout) if n.buf.layout is not None else None
                 if key is None or any(n.name in r for m, r in readers_in.items() if m != n.name):
