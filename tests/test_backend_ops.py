@@ -764,6 +764,28 @@ def test_complex_intermediates_fall_back():
     assert got.shape == (4, 4, 2)
 
 
+def test_kernel_dtype_check_reads_plain_tensors_tuples_and_inputs():
+    """``GraphLowering._kernel_dtypes_only``: a node is generated only when every tensor it
+    produces (a tensor, or tensors in a tuple / list) and every tensor it reads has a kernel dtype."""
+    from tilefuse.graph import GraphLowering
+
+    g = torch.fx.Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    n = g.call_function(torch.add, (a, b))
+    f32, c64 = torch.empty(2), torch.empty(2, dtype=torch.complex64)
+    cases = [
+        ((f32, f32, f32), True),
+        ((f32, c64, f32), False),               # reads a complex input
+        ((c64, f32, f32), False),               # produces a complex tensor
+        (((f32, c64), f32, f32), False),        # a multi-output node, one complex result
+        (([f32, f32], f32, None), True),        # a list result; an input without a tensor value
+        ((f32, 3, torch.empty(2, dtype=torch.uint32)), False),
+    ]
+    for (out, va, vb), want in cases:
+        n.meta["val"], a.meta["val"], b.meta["val"] = out, va, vb
+        assert GraphLowering._kernel_dtypes_only(n) is want, (out, va, vb)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_pow_negative_base_and_special_values(dtype):
     """Under the interpreter pow is computed from exp/log: a negative base with a non-integer

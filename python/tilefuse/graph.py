@@ -316,7 +316,14 @@ class GraphLowering(torch.fx.Interpreter):
         from .lowering import KERNEL_DTYPES
 
         vals = [n.meta.get("val")] + [a.meta.get("val") for a in n.all_input_nodes]
-        return all(v.dtype in KERNEL_DTYPES for v in pytree.tree_leaves(vals) if isinstance(v, torch.Tensor))
+        for v in vals:
+            if isinstance(v, torch.Tensor):  # the common case, without pytree's flattening
+                if v.dtype not in KERNEL_DTYPES:
+                    return False
+            elif isinstance(v, (list, tuple, dict)):
+                if not all(t.dtype in KERNEL_DTYPES for t in pytree.tree_leaves(v) if isinstance(t, torch.Tensor)):
+                    return False
+        return True
 
     def _maybe_realize_on_reuse(self, n: torch.fx.Node, box: ir.TensorBox) -> None:
         """Realize a lazily computed value read by several consumers when recomputing it in each
