@@ -719,3 +719,71 @@ def test_the_collector_is_paused_while_a_graph_compiles(monkeypatch, pause):
     assert all(enabled is not pause for _, enabled in seen), seen
     assert gc.isenabled()
     torch.testing.assert_close(w.grad, torch.autograd.grad(torch.tanh(x @ w).sum(), w)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_it():
+    import random
+
+    from tilefuse.codegen.wrapper import _free_inputs_after_last_use
+
+    rng = random.Random(0)
+    inputs = ["arg0", "arg1", "arg10", "arg2", "arg3"]
+    for _ in range(200):
+        body = []
+        for k in range(rng.randint(0, 8)):
+            used = rng.sample(inputs, rng.randint(0, 3))
+            body.append(f"buf{k} = kernel({', '.join(used + ['buf_x'])})")
+        returned = ", ".join(rng.sample(inputs + ["buf0"], rng.randint(0, 2)))
+        out = _free_inputs_after_last_use(body, inputs, returned)
+        assert [ln for ln in out if not ln.startswith("del ")] == body  # only dels added
+        for name in inputs:
+            dels = [k for k, ln in enumerate(out) if ln == f"del {name}"]
+            uses = [k for k, ln in enumerate(out) if re.search(rf"\b{name}\b", ln) and not ln.startswith("del ")]
+            if re.search(rf"\b{name}\b", returned):
+                assert dels == []
+            else:
+                assert len(dels) == 1 and all(u < dels[0] for u in uses), (name, out)
+                # right after the last use (or first of all when unused)
+                assert dels[0] - 1 == (uses[-1] if uses else -1) or out[dels[0] - 1].startswith("del ")
+
+
+def test_a_graph_input_is_released_once_the_call_is_done_with_it():
+    # the call takes its inputs in a list it clears: an input read only by the first kernel is
+    # gone (no reference left) by the time the matmul's epilogue kernel launches
+    import weakref
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.backend import compile_graph
+    from tilefuse.lowering import decompositions
+
+    def f(a, b):
+        return torch.relu((a * 2) @ b) + 1
+
+    a, b = torch.randn(16, 8), torch.randn(8, 4)
+    gm = make_fx(f, decomposition_table=decompositions())(a, b)
+    cg = compile_graph(gm, [a, b], "inference")
+    assert "del arg0" in cg.source
+    want = f(a, b)
+    first, *rest = cg.module._launchers
+    assert rest, cg.source
+    seen = []
+    ref = None
+
+    class Spy:
+        def __init__(self, ln):
+            self.ln = ln
+
+        def __call__(self, *args):
+            seen.append(ref())
+            return self.ln(*args)
+
+    mod = cg.module
+    for name, val in list(vars(mod).items()):
+        if val is rest[-1]:
+            setattr(mod, name, Spy(val))
+    args = [a.clone(), b]
+    ref = weakref.ref(args[0])
+    got = cg(args)
+    torch.testing.assert_close(got[0], want)
+    assert seen == [None]

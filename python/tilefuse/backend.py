@@ -91,6 +91,7 @@ class CompiledGraph:
                 a = args[i] = a.resolve_neg().resolve_conj()
             if a.stride() != stride and a.numel() > 1:
                 args[i] = ensure_strides(a, size, stride)
+        a = None  # the list holds the inputs' only references here: the call frees each after its last use
         if self.cache_key is None:
             return self.module.call(args)
         out = self.module.call(args)

@@ -62,6 +62,34 @@ def _ref(node: Any) -> str:
     raise TypeError(f"no runtime reference for {type(node).__name__}")
 
 
+def _free_inputs_after_last_use(body: list[str], inputs: list[str], returned: str) -> list[str]:
+    """``body`` with ``del <input>`` after the last line that names each graph input (at the top
+    for one no line names), except inputs the return expression names. The call takes its inputs
+    in one list it clears (AOTAutograd's boxed convention), so these names hold the only
+    references the call has: a training step's backward receives the forward's saved activations
+    this way, and each is released as soon as the backward is done with it instead of at the
+    end of the call, as Inductor's wrapper does (``del primals_3``). Liveness is textual: the
+    body is straight-line code, and a line that makes another name refer to an input (``buf5 =
+    arg3``, a view of it) keeps the tensor alive through that name."""
+    if not inputs:
+        return body
+    word = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(inputs, key=len, reverse=True)) + r")\b")
+    kept = set(word.findall(returned))
+    last: dict[str, int] = {}
+    for k, ln in enumerate(body):
+        for name in word.findall(ln):
+            last[name] = k
+    after: dict[int, list[str]] = {}
+    for name in inputs:
+        if name not in kept:
+            after.setdefault(last.get(name, -1), []).append(name)
+    out = [f"del {n}" for n in after.get(-1, [])]
+    for k, ln in enumerate(body):
+        out.append(ln)
+        out += [f"del {n}" for n in after.get(k, [])]
+    return out
+
+
 def _same_layout(a: Any, b: Any) -> bool:
     """Whether two layouts are the same static view: size, stride and offset (0 for both)."""
     vals = (*a.size, *a.stride, *b.size, *b.stride, a.offset, b.offset)
@@ -340,6 +368,7 @@ class WrapperCodegen:
                 rets.append(_ref(o))
             else:
                 rets.append(self._const(o))
+        body = _free_inputs_after_last_use(body, [n for n in g.graph_input_order if n], ", ".join(rets))
         head = [
             f"# tilefuse: generated module for graph {g.name}",
             "import functools",
