@@ -126,3 +126,11 @@ def test_process_wide_option_is_refused_per_compile_and_kept_out_of_the_graph_ke
     assert config.triton_key_from_stat is True
     # it changes no generated code: not part of the graph cache key
     assert "triton_key_from_stat" in graph_cache._KEY_EXCLUDED_OPTIONS
+
+
+def test_a_numpy_bool_is_refused_naming_its_type():
+    np = pytest.importorskip("numpy")
+    from tilefuse import config
+
+    with pytest.raises(TypeError, match=r"'pause_gc' must be True or False, got numpy\.\w+ "):
+        config.validate({"pause_gc": np.bool_(True)})

@@ -407,6 +407,15 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
                       f"autotuning and CUDA graphs); tilefuse autotunes its reduction and tiled kernels anyway, and "
                       f"options={{'autotune_pointwise': True}} adds pointwise candidates", UserWarning, stacklevel=2)
     opts = config.validate(options)
+    # everything after the options' check runs with the collector paused (``gc_paused``): the
+    # imports of the first compile, AOTAutograd's trace and partition, the forward's compile
+    with config.patch(**opts), gc_paused():
+        return _aot_compile(gm, example_inputs, opts)
+
+
+def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> Any:
+    """AOTAutograd with tilefuse's decompositions, partitioner and per-graph compilers (under
+    ``opts`` already patched in by the caller)."""
     from torch._dynamo.backends.common import aot_autograd
 
     from .lowering import decompositions
@@ -420,22 +429,20 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
         return compiler
 
     extra = {}
-    with config.patch(**opts):
-        start_warmup()  # Triton's one-time set-up in background threads (if the lookup has not started it)
-        if config.min_cut_partition:
-            # Inductor's partitioner: values the backward can recompute cheaply from what it
-            # saves anyway (pointwise chains such as GELU's intermediates) are recomputed inside
-            # the backward's fused kernels instead of being written out by the forward and read
-            # back (torch's min-cut rematerialization; default_partition saves every one)
-            extra["partition_fn"] = _timed_min_cut_partition
-    with config.patch(**opts), gc_paused():  # AOTAutograd's trace and partition, the forward's compile
-        return aot_autograd(
-            fw_compiler=make_compiler("forward"),
-            bw_compiler=make_compiler("backward"),
-            inference_compiler=make_compiler("inference"),
-            decompositions=decompositions(),
-            **extra,
-        )(gm, example_inputs)
+    start_warmup()  # Triton's one-time set-up in background threads (if the lookup has not started it)
+    if config.min_cut_partition:
+        # Inductor's partitioner: values the backward can recompute cheaply from what it
+        # saves anyway (pointwise chains such as GELU's intermediates) are recomputed inside
+        # the backward's fused kernels instead of being written out by the forward and read
+        # back (torch's min-cut rematerialization; default_partition saves every one)
+        extra["partition_fn"] = _timed_min_cut_partition
+    return aot_autograd(
+        fw_compiler=make_compiler("forward"),
+        bw_compiler=make_compiler("backward"),
+        inference_compiler=make_compiler("inference"),
+        decompositions=decompositions(),
+        **extra,
+    )(gm, example_inputs)
 
 
 def _timed_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:

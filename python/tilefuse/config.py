@@ -233,7 +233,9 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
         else:
             ok, want = True, ""
         if not ok:
-            raise TypeError(f"tilefuse option {k!r} must be {want}, got {type(v).__name__} {v!r}")
+            t = type(v)
+            tname = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+            raise TypeError(f"tilefuse option {k!r} must be {want}, got {tname} {v!r}")
         _check_value(k, v)
     return options
 
