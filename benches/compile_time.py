@@ -142,7 +142,7 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     first = time.perf_counter() - t0
     if prof is not None:
         prof.disable()
-    res = dict(first_call_s=first)
+    res = dict(first_call_s=first, dynamo=_dynamo_sections())
     if backend == "tilefuse":
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
                    specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
@@ -159,17 +159,37 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     return res
 
 
-def _profile(name: str, mode: str, device: str, top: int, out: str | None = None) -> None:
-    """tilefuse's cold first call of one workload under cProfile, in this (fresh) process: the
-    compile phases and the top functions by own time and by cumulative time; with ``out``, the
-    whole profile saved there too (``pstats.Stats(out)`` reads it, e.g. for ``print_callers``)."""
+# Dynamo's own timed sections (``torch._dynamo.utils.compile_times``), summed over the graphs:
+# the whole frame compile, its bytecode tracing, the backend call (AOTAutograd: trace, partition,
+# forward compile), the joint trace inside it, and the lazy backward compile at the first backward
+DYNAMO_SECTIONS = ("_compile.compile_inner", "bytecode_tracing", "OutputGraph.call_user_compiler",
+                   "aot_trace_joint_graph", "backward._backward_impl", "gc")
+
+
+def _dynamo_sections() -> dict:
+    """Seconds per Dynamo timed section in ``DYNAMO_SECTIONS`` this process recorded (those it did
+    not record are left out), read through Dynamo's public ``compile_times`` (csv form)."""
+    from torch._dynamo.utils import compile_times
+
+    got = compile_times(repr="csv", aggregate=True)
+    if not got:
+        return {}
+    return {k: round(float(v), 3) for k, v in zip(*got) if k in DYNAMO_SECTIONS}
+
+
+def _profile(name: str, mode: str, device: str, top: int, out: str | None = None,
+             backend: str = "tilefuse") -> None:
+    """``backend``'s (default tilefuse's) cold first call of one workload under cProfile, in this
+    (fresh) process: tilefuse's compile phases and the top functions by own time and by cumulative
+    time; with ``out``, the whole profile saved there too (``pstats.Stats(out)`` reads it, e.g. for
+    ``print_callers``, or to set a tilefuse profile against an aot_eager one function by function)."""
     import cProfile
     import pstats
 
     prof = cProfile.Profile()
-    res = _child(name, "tilefuse", mode, device, prof)
-    print(f"# {name} {mode}: first call {res['first_call_s']:.2f} s, phases {res['phases']}, "
-          f"kernels {res['kernels']}")
+    res = _child(name, backend, mode, device, prof)
+    extra = f", phases {res['phases']}, kernels {res['kernels']}" if backend == "tilefuse" else ""
+    print(f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}")
     st = pstats.Stats(prof)
     if out:
         st.dump_stats(out)
@@ -225,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="cuda (default when available) or cpu (tiny sizes)")
     ap.add_argument("--profile", metavar="WORKLOAD",
                     help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
+    ap.add_argument("--profile-backend", default="tilefuse", choices=BACKENDS,
+                    help="--profile: the backend profiled (default tilefuse; aot_eager or inductor to "
+                         "set their first call beside tilefuse's)")
     ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
     ap.add_argument("--profile-out", metavar="FILE", help="--profile: also save the whole profile to FILE (pstats)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -274,14 +297,14 @@ def main(argv: list[str] | None = None) -> int:
         mode = modes[0]
         caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
         try:
-            if _run(args.profile, "tilefuse", mode, device, caches, cold=True) is None:
+            if _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
                 return 1
             env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
                        TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
                        TRITON_INTERPRET="0" if device == "cuda" else "1")
             cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
-                   "--device", device, "--top", str(args.top)] + (["--profile-out", args.profile_out]
-                                                                  if args.profile_out else [])
+                   "--device", device, "--top", str(args.top), "--profile-backend", args.profile_backend]
+            cmd += ["--profile-out", args.profile_out] if args.profile_out else []
             return subprocess.run(cmd, env=env).returncode
         finally:
             shutil.rmtree(caches, ignore_errors=True)
@@ -291,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        _profile(args.profile, modes[0], device, args.top, args.profile_out)
+        _profile(args.profile, modes[0], device, args.top, args.profile_out, args.profile_backend)
         return 0
     if args.child:
         name, backend, mode, device = args.child
@@ -370,6 +393,11 @@ def main(argv: list[str] | None = None) -> int:
             if spread:
                 print(f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread),
                       flush=True)
+            for backend in backends:  # Dynamo's sections, per backend (median process)
+                dyn = res[backend].get("dynamo") or {}
+                if dyn:
+                    print(f"#   Dynamo sections, {backend} (s): " + " ".join(f"{k}={v:.2f}" for k, v in dyn.items()),
+                          flush=True)
             if "tilefuse" not in backends or not extra:
                 continue
             ph = extra.get("phases", {})

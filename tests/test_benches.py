@@ -63,6 +63,21 @@ def test_compile_time_profile_saves_the_whole_profile(tmp_path):
     assert ("backend.py", "compile_graph") in funcs and ("graph.py", "run") in funcs, sorted(funcs)[:20]
 
 
+def test_compile_time_profiles_another_backend(tmp_path):
+    """``--profile-backend aot_eager``: the baseline's first call profiled the same way, so the two
+    profiles can be set side by side; none of tilefuse's compile functions run in it."""
+    import pstats
+
+    out = tmp_path / "aot_eager.prof"
+    r = _run("--profile", "softmax", "--device", "cpu", "--top", "3", "--profile-backend", "aot_eager",
+             "--profile-out", str(out), timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "# softmax static aot_eager: first call" in r.stdout
+    funcs = {(os.path.basename(f), name) for f, _, name in pstats.Stats(str(out)).stats}
+    assert ("backend.py", "compile_graph") not in funcs
+    assert any(name == "aot_module_simplified" or name.startswith("aot_") for _, name in funcs), sorted(funcs)[:20]
+
+
 def test_compile_time_cpu_row():
     """The CPU path end to end, with two processes per measurement and warm runs: the table shows
     the median (of two: the lower) of the first calls the spread line lists."""
@@ -74,6 +89,11 @@ def test_compile_time_cpu_row():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert float(cells[2]) > 0 and float(cells[4]) > 0  # aot_eager's and tilefuse's first calls, s
     assert re.search(r"tilefuse phases \(s\): lower=\d", r.stdout)
+    # Dynamo's own sections per backend: the frame compile holds the backend call
+    for backend in ("aot_eager", "tilefuse"):
+        m = re.search(rf"Dynamo sections, {backend} \(s\): _compile.compile_inner=([\d.]+) .*"
+                      rf"OutputGraph.call_user_compiler=([\d.]+)", r.stdout)
+        assert m and float(m.group(1)) >= float(m.group(2)) > 0, r.stdout[-2000:]
     assert "# not run (--backends): inductor;" in r.stdout
     m = re.search(r"over 2 processes .*aot_eager ([\d.]+)/([\d.]+)/([\d.]+); "
                   r"tilefuse ([\d.]+)/([\d.]+)/([\d.]+), warm ([\d.]+)/([\d.]+)/([\d.]+)", r.stdout)
