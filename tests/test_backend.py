@@ -697,7 +697,8 @@ def test_gc_paused_pauses_only_an_enabled_collector_and_always_restores_it():
 @pytest.mark.parametrize("pause", [True, False])
 def test_the_collector_is_paused_while_a_graph_compiles(monkeypatch, pause):
     # a training step: the backend's trace and the forward's compile (inside Dynamo's frame
-    # compile) and the backward's compile (at the first backward) all run without the collector
+    # compile) and the backward's compile (there too with eager_backward, else at the first
+    # backward: both run here, with the default and lazily below) all run without the collector
     # when pause_gc is on; it is enabled again once the call returns
     import gc
 
@@ -719,6 +720,70 @@ def test_the_collector_is_paused_while_a_graph_compiles(monkeypatch, pause):
     assert all(enabled is not pause for _, enabled in seen), seen
     assert gc.isenabled()
     torch.testing.assert_close(w.grad, torch.autograd.grad(torch.tanh(x @ w).sum(), w)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_lazy_backward_compile_runs_without_the_collector(monkeypatch):
+    import gc
+
+    import tilefuse.backend as tb
+
+    seen = []
+    orig = tb._compile
+    monkeypatch.setattr(tb, "_compile", lambda gm, ex, name: (seen.append((name, gc.isenabled())),
+                                                             orig(gm, ex, name))[1])
+    w = torch.randn(8, 8, requires_grad=True)
+    out = torch.compile(lambda a, b: torch.tanh(a @ b).sum(), backend="tilefuse",
+                        options={"eager_backward": False})(torch.randn(4, 8), w)
+    assert [n.split("_")[0] for n, _ in seen] == ["forward"]
+    out.backward()
+    assert [n.split("_")[0] for n, _ in seen] == ["forward", "backward"]
+    assert not any(enabled for _, enabled in seen) and gc.isenabled()
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_eager_backward_compiles_the_backward_with_the_forward(monkeypatch, eager):
+    # config.eager_backward: the backward graph is compiled inside the forward's backend call
+    # (before the forward's first run), else at the first backward; gradients as eager either way
+    import tilefuse.backend as tb
+
+    seen = []
+    orig = tb._compile
+    monkeypatch.setattr(tb, "_compile", lambda gm, ex, name: (seen.append(name.split("_")[0]), orig(gm, ex, name))[1])
+    torch.manual_seed(0)
+    w = torch.randn(16, 8, requires_grad=True)
+    x = torch.randn(4, 16)
+
+    def step(a, b):
+        return torch.nn.functional.gelu(a @ b).square().mean()
+
+    out = torch.compile(step, backend="tilefuse", options={"eager_backward": eager})(x, w)
+    assert seen == (["forward", "backward"] if eager else ["forward"])
+    out.backward()
+    assert seen == ["forward", "backward"]
+    torch.testing.assert_close(w.grad, torch.autograd.grad(step(x, w), w)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_eager_backward_compile_error_falls_back_for_the_backward_only(monkeypatch):
+    # an internal error in the backward's (eager) compile: one warning, that graph runs eagerly,
+    # the forward stays compiled, gradients as eager
+    import tilefuse.backend as tb
+
+    orig = tb._compile
+
+    def failing(gm, ex, name):
+        if name.startswith("backward"):
+            raise RuntimeError("injected backward failure")
+        return orig(gm, ex, name)
+
+    monkeypatch.setattr(tb, "_compile", failing)
+    metrics.reset()
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8)
+    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="injected backward failure"):
+        out = torch.compile(lambda a, b: torch.sin(a @ b).sum(), backend="tilefuse")(x, w)
+    out.backward()
+    assert metrics.generated_graph_count == 1  # the forward
+    torch.testing.assert_close(w.grad, torch.autograd.grad(torch.sin(x @ w).sum(), w)[0], atol=1e-5, rtol=1e-5)
 
 
 def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_it():

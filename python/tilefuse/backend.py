@@ -436,13 +436,18 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
         # the backward's fused kernels instead of being written out by the forward and read
         # back (torch's min-cut rematerialization; default_partition saves every one)
         extra["partition_fn"] = _timed_min_cut_partition
-    return aot_autograd(
-        fw_compiler=make_compiler("forward"),
-        bw_compiler=make_compiler("backward"),
-        inference_compiler=make_compiler("inference"),
-        decompositions=decompositions(),
-        **extra,
-    )(gm, example_inputs)
+    from torch._functorch import config as functorch_config
+
+    # config.eager_backward: the backward compiled right after the forward (its lowering overlaps
+    # the forward's kernel compiles in the workers) rather than at the first backward
+    with functorch_config.patch(force_non_lazy_backward_lowering=bool(config.eager_backward)):
+        return aot_autograd(
+            fw_compiler=make_compiler("forward"),
+            bw_compiler=make_compiler("backward"),
+            inference_compiler=make_compiler("inference"),
+            decompositions=decompositions(),
+            **extra,
+        )(gm, example_inputs)
 
 
 def _timed_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:

@@ -85,6 +85,13 @@ Options:
         first call on the development machine. The pause ends with the compile (Dynamo then
         collects the young generations after the frame, ``run_gc_after_compile``); nothing is
         kept alive longer than that. False: the collector runs as usual.
+    eager_backward (bool, env TILEFUSE_EAGER_BACKWARD, default True): a training graph's backward
+        is compiled right after its forward, inside the same backend call (AOTAutograd's
+        ``force_non_lazy_backward_lowering``), instead of at the first backward. With
+        ``precompile_overlap`` the backward is then lowered while the forward's kernels compile in
+        the workers, and the forward's first call waits for both batches once, instead of waiting
+        for the forward's batch and later, at the backward, lowering and waiting again. A graph
+        whose backward never runs costs its backward's compile. False: lazily, as Inductor.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -169,6 +176,7 @@ warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
 min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
+eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -191,6 +199,7 @@ _OPTIONS = (
     "triton_key_from_stat",
     "min_cut_partition",
     "pause_gc",
+    "eager_backward",
 )
 
 
