@@ -23,6 +23,12 @@ process per backend re-runs the same workload with the caches the cold process f
 (warm-cache recompile). A single process's first call varies by a few tenths of a second
 (imports, the host's load), as large as a small workload's whole backend time: ``--repeat N``
 runs N processes per backend (cold, and warm on each cold one's caches) and reports the median.
+The processes are interleaved (round k runs every backend's k-th process before round k + 1), so
+a host whose speed drifts during the run (seen on the GPU machines: aot_eager's first call of the
+same workload ranged over 12.8-18.9 s within one run) weighs on every backend alike.
+``--variant NAME=VALUE[,NAME=VALUE...]`` (repeatable) adds a tilefuse run with those environment
+variables set (``TILEFUSE_EAGER_BACKWARD=0``: an A/B of one option, interleaved with the rest),
+printed under the table with its backend time and ratio.
 
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).
@@ -33,6 +39,7 @@ training step (forward + backward of the LM loss, bf16, batch 8 x 512).
     python benches/compile_time.py --profile block_fwd          # cProfile of tilefuse's cold first call
     python benches/compile_time.py --profile block_fwd --warm   # ... of a warm-cache first call
     python benches/compile_time.py --only layernorm --modes static --warm --repeat 3   # medians of 3 processes
+    python benches/compile_time.py --only gpt12_train --modes static --repeat 3 --variant TILEFUSE_EAGER_BACKWARD=0
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,8 +205,10 @@ def _profile(name: str, mode: str, device: str, top: int, out: str | None = None
     st.sort_stats("cumulative").print_stats(top)
 
 
-def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool) -> dict | None:
-    env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool,
+         extra_env: dict | None = None) -> dict | None:
+    env = dict(os.environ, **(extra_env or {}))
+    env.update(TRITON_CACHE_DIR=os.path.join(caches, "triton"),
                TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"))
     if cold:
@@ -211,8 +221,29 @@ def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: boo
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    sys.stderr.write(f"--- {name} {backend} {mode} failed:\n{r.stdout[-1500:]}{r.stderr[-3000:]}\n")
+    label = backend + (f" [{_variant_label(extra_env)}]" if extra_env else "")
+    sys.stderr.write(f"--- {name} {label} {mode} failed:\n{r.stdout[-1500:]}{r.stderr[-3000:]}\n")
     return None
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_variant(text: str) -> dict:
+    """``--variant``'s ``NAME=VALUE[,NAME=VALUE...]`` as a dict of environment variables; raises
+    ValueError naming the part that is not ``NAME=VALUE`` with a valid variable name."""
+    out = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, eq, value = part.partition("=")
+        if not eq or not _ENV_NAME.match(name.strip()):
+            raise ValueError(f"{part!r} is not NAME=VALUE with an environment variable name "
+                             f"(e.g. TILEFUSE_EAGER_BACKWARD=0)")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _variant_label(env: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in env.items())
 
 
 def _median_run(runs: list) -> dict | None:
@@ -254,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="fresh processes per backend (and per warm run); the table shows the median "
                          "first call (of an even count, the lower of the two middle ones), and a line "
                          "under it min/median/max (default 1; not with --profile)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                    help="also run tilefuse with these environment variables set (repeatable: one "
+                         "variant each), interleaved with the other backends; printed under the table")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     # arguments checked here, before any child process runs
@@ -263,6 +297,16 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not chosen or [b for b in chosen if b not in BACKENDS]:
         ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}, comma-separated")
+    variants = []
+    for v in args.variant:
+        try:
+            variants.append(parse_variant(v))
+        except ValueError as e:
+            ap.error(f"--variant {v!r}: {e}")
+    if variants and "tilefuse" not in chosen:
+        ap.error("--variant runs tilefuse with other settings: keep tilefuse in --backends")
+    if variants and args.profile:
+        ap.error("--variant is for the table; --profile profiles one process (set the variables in its environment)")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number of profile entries")
     if args.repeat < 1:
@@ -347,34 +391,39 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         for mode in modes:
             res, warm, spread = {}, {}, []
-            for backend in backends:
-                colds, warms = [], []
-                # interleaved: cold k, then warm k on the caches cold k filled
-                for k in range(args.repeat):
+            # (label, backend, extra environment): the backends, then tilefuse's variants
+            runs = [(b, b, {}) for b in backends] + [(f"tilefuse [{_variant_label(v)}]", "tilefuse", v)
+                                                     for v in variants]
+            colds: dict = {label: [] for label, _, _ in runs}
+            warms: dict = {label: [] for label, _, _ in runs}
+            # interleaved: round k runs every backend's k-th process (cold k, then warm k on the
+            # caches cold k filled) before round k + 1
+            for k in range(args.repeat):
+                for label, backend, env in runs:
+                    if None in colds[label]:
+                        continue  # failed before: not run again
                     caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
-                    r = _run(name, backend, mode, device, caches, cold=True)
-                    if r is None:
-                        colds = [None]
-                        break
-                    colds.append(r)
+                    r = _run(name, backend, mode, device, caches, cold=True, extra_env=env)
                     w = None
-                    if args.warm and backend != "aot_eager":
-                        w = _run(name, backend, mode, device, caches, cold=False)
+                    if r is not None and args.warm and backend != "aot_eager":
+                        w = _run(name, backend, mode, device, caches, cold=False, extra_env=env)
                         if w is not None:
-                            warms.append(w)
+                            warms[label].append(w)
                     shutil.rmtree(caches, ignore_errors=True)  # this cold/warm pair's caches: done with
-                    if args.repeat > 1:  # each process as it ends: a run cut short still leaves its data
-                        print(f"#   {name} {mode} {backend} process {k + 1}/{args.repeat}: first call "
+                    colds[label].append(r)
+                    if r is not None and args.repeat > 1:  # each process as it ends: a run cut short still leaves its data
+                        print(f"#   {name} {mode} {label} process {k + 1}/{args.repeat}: first call "
                               f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else ""),
                               flush=True)
-                res[backend] = _median_run(colds)
-                if warms:
-                    warm[backend] = _median_run(warms)
-                if args.repeat > 1 and res[backend] is not None:
-                    spread.append(_spread(backend, colds, warms))
-            if any(v is None for v in res.values()):
+            for label, _, _ in runs:
+                res[label] = _median_run(colds[label])
+                if warms[label]:
+                    warm[label] = _median_run(warms[label])
+                if args.repeat > 1 and res[label] is not None:
+                    spread.append(_spread(label, colds[label], warms[label]))
+            if any(res[b] is None for b in backends):
                 failed += 1
-                print(f"| {name} | {mode} | FAILED ({[b for b, v in res.items() if v is None]}) |", flush=True)
+                print(f"| {name} | {mode} | FAILED ({[b for b in backends if res[b] is None]}) |", flush=True)
                 continue
             base = res["aot_eager"]["first_call_s"]
             nan = {"first_call_s": float("nan")}
@@ -393,10 +442,23 @@ def main(argv: list[str] | None = None) -> int:
             if spread:
                 print(f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread),
                       flush=True)
-            for backend in backends:  # Dynamo's sections, per backend (median process)
-                dyn = res[backend].get("dynamo") or {}
+            for v in variants:  # each tilefuse variant: its median first call, backend time and ratio
+                label = f"tilefuse [{_variant_label(v)}]"
+                vr, vw = res[label], warm.get(label)
+                if vr is None:
+                    failed += 1
+                    print(f"#   variant {label}: FAILED (its output is above, on stderr)", flush=True)
+                    continue
+                vb = vr["first_call_s"] - base
+                print(f"#   variant {label}: first call {vr['first_call_s']:.2f} s, backend {vb:.2f} s, ratio "
+                      f"{vb / ib if ib > 0 else float('nan'):.2f}"
+                      + (f", warm backend {vw['first_call_s'] - base:.2f} s" if vw else "")
+                      + "; phases (s): " + " ".join(f"{k}={x:.2f}" for k, x in vr.get("phases", {}).items()),
+                      flush=True)
+            for label, _, _ in runs:  # Dynamo's sections, per backend (median process)
+                dyn = (res[label] or {}).get("dynamo") or {}
                 if dyn:
-                    print(f"#   Dynamo sections, {backend} (s): " + " ".join(f"{k}={v:.2f}" for k, v in dyn.items()),
+                    print(f"#   Dynamo sections, {label} (s): " + " ".join(f"{k}={x:.2f}" for k, x in dyn.items()),
                           flush=True)
             if "tilefuse" not in backends or not extra:
                 continue

@@ -34,6 +34,10 @@ def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
     (("--profile", "nosuch"), "unknown workload 'nosuch'"),
     (("--device", "gpu"), "invalid choice: 'gpu'"),
+    (("--variant", "TILEFUSE_EAGER_BACKWARD"), "is not NAME=VALUE"),
+    (("--variant", "A=1,=2"), "'=2' is not NAME=VALUE"),
+    (("--variant", "A=1", "--backends", "aot_eager,inductor"), "keep tilefuse in --backends"),
+    (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
 ])
 def test_compile_time_refuses_bad_arguments(args, message):
     r = _run(*args, timeout=120)
@@ -111,6 +115,24 @@ def test_compile_time_cpu_row():
     leftover = [d for d in glob.glob(os.path.join(tempfile.gettempdir(), "ct_softmax_*"))
                 if os.path.getmtime(d) >= started]
     assert not leftover, leftover
+
+
+def test_compile_time_variants_are_interleaved_and_get_their_environment():
+    """``--variant``: a tilefuse run with extra environment variables, its processes interleaved
+    round by round with the other backends'; a variant whose setting breaks tilefuse (an invalid
+    compile pool: the child's config import fails) is reported as failed without losing the
+    table row, and the exit status says a measurement failed."""
+    r = _run("--device", "cpu", "--only", "softmax", "--modes", "static", "--backends", "tilefuse",
+             "--repeat", "2", "--variant", "TILEFUSE_TILING=0", "--variant", "TILEFUSE_COMPILE_POOL=bogus")
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
+    order = re.findall(r"softmax static (aot_eager|tilefuse(?: \[[^\]]*\])?) process (\d)/2", r.stdout)
+    assert order == [("aot_eager", "1"), ("tilefuse", "1"), ("tilefuse [TILEFUSE_TILING=0]", "1"),
+                     ("aot_eager", "2"), ("tilefuse", "2"), ("tilefuse [TILEFUSE_TILING=0]", "2")], order
+    assert re.search(r"^\| softmax \| static \| [\d.]+ \| nan \| [\d.]+ \|", r.stdout, re.M), r.stdout[-2000:]
+    m = re.search(r"variant tilefuse \[TILEFUSE_TILING=0\]: first call ([\d.]+) s, backend (-?[\d.]+) s", r.stdout)
+    assert m and float(m.group(1)) > 0, r.stdout[-2000:]
+    assert "variant tilefuse [TILEFUSE_COMPILE_POOL=bogus]: FAILED" in r.stdout
+    assert "tilefuse option 'compile_pool' must be one of" in r.stderr  # the variable reached the child
 
 
 def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
