@@ -786,6 +786,63 @@ def test_eager_backward_compile_error_falls_back_for_the_backward_only(monkeypat
     torch.testing.assert_close(w.grad, torch.autograd.grad(torch.sin(x @ w).sum(), w)[0], atol=1e-5, rtol=1e-5)
 
 
+class _FakePending:
+    """Stands in for a runtime.PendingPrecompile (forked workers need a GPU): ``wait`` records
+    itself and leaves the pending list, as the real one does."""
+
+    def __init__(self, log):
+        from tilefuse import runtime
+
+        self.log, self._runtime = log, runtime
+        runtime._PENDING[self] = None
+
+    @property
+    def done(self):
+        return self not in self._runtime._PENDING
+
+    def wait(self):
+        self._runtime._PENDING.pop(self, None)
+        self.log.append(self)
+        return 0.25
+
+
+class _EchoModule:
+    _launchers: list = []
+
+    @staticmethod
+    def call(args):
+        out = (args[0] + 1,)
+        args.clear()
+        return out
+
+
+@pytest.mark.parametrize("wait_all", [True, False])
+def test_a_first_call_waits_for_every_pending_batch_or_its_own(wait_all):
+    # config.precompile_wait_all (read when the graph is compiled): the first call of a graph
+    # finishes every batch still compiling in workers, or only its own (a backward's batch then
+    # compiles on through the forward's run); the wait is counted in the precompile_wait phase
+    from tilefuse import runtime
+    from tilefuse.backend import CompiledGraph
+
+    assert not runtime._PENDING
+    log: list = []
+    older, own, newer = _FakePending(log), _FakePending(log), _FakePending(log)
+    try:
+        with config.patch(precompile_wait_all=wait_all):
+            g = CompiledGraph(_EchoModule(), "", [None], "forward_x", 0.0, pending=own)
+        metrics.reset()
+        assert g([torch.tensor(1.0)])[0].item() == 2.0
+        if wait_all:
+            assert log == [older, own, newer] and not runtime._PENDING
+            assert metrics.phase_seconds["precompile_wait"] == pytest.approx(0.75)
+        else:
+            assert log == [own] and list(runtime._PENDING) == [older, newer]
+            assert metrics.phase_seconds["precompile_wait"] == pytest.approx(0.25)
+            assert g([torch.tensor(2.0)])[0].item() == 3.0 and log == [own]  # waited once
+    finally:
+        runtime._PENDING.clear()
+
+
 def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_it():
     import random
 

@@ -54,7 +54,7 @@ class CompiledGraph:
 
     def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
                  precompile_seconds: float = 0.0, symbol_sources: dict | None = None,
-                 cache_key: str | None = None):
+                 cache_key: str | None = None, pending: Any = None):
         # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
         # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
         # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
@@ -69,6 +69,11 @@ class CompiledGraph:
                             for v in (*lay[0], *lay[1]))
         # the graph cache key whose launch records the first call stores (then None)
         self.cache_key = cache_key
+        # this graph's kernels still compiling in workers (runtime.PendingPrecompile, or None),
+        # and whether its first call waits for every pending batch or for this one only
+        # (config.precompile_wait_all, read at compile time: the call runs outside the options)
+        self._pending = pending
+        self._wait_all = config.precompile_wait_all
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -77,7 +82,11 @@ class CompiledGraph:
         else:
             args = list(call_args)
         if _runtime._PENDING:
-            _finish_pending_precompiles()
+            if self._wait_all:
+                _finish_pending_precompiles()
+            elif self._pending is not None:
+                _finish_pending_precompiles(self._pending)
+                self._pending = None
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -131,12 +140,14 @@ class CompiledGraph:
         return [None if lay is None else (ev(lay[0]), ev(lay[1])) for lay in self.input_layouts]
 
 
-def _finish_pending_precompiles() -> None:
+def _finish_pending_precompiles(own: Any = None) -> None:
     """Before a compiled graph's first call: wait for every graph's kernels still compiling in
-    forked workers (``config.precompile_overlap``), its seconds added to the ``precompile_wait``
-    phase and ``metrics.precompile_seconds``. All of them, not only this graph's: kernels launched
-    (and configs timed by the autotuner) while the workers occupy every core would be slowed."""
-    waited = _runtime.finish_pending()
+    forked workers (``config.precompile_overlap``), or with ``own`` (a PendingPrecompile;
+    ``config.precompile_wait_all`` off) for that batch only; the seconds are added to the
+    ``precompile_wait`` phase and ``metrics.precompile_seconds``. All of them by default, not only
+    this graph's: kernels launched (and configs timed by the autotuner) while the workers occupy
+    every core would be slowed."""
+    waited = _runtime.finish_pending() if own is None else own.wait()
     metrics.precompile_seconds += waited
     metrics.add_phase("precompile_wait", waited)
 
@@ -376,8 +387,12 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     # CUDA: every kernel (every autotuning candidate) compiled ahead of its first launch, in
     # parallel; with precompile_overlap the workers run on while the next graph is lowered, and
     # the first call of any compiled graph waits for them (_finish_pending_precompiles)
+    pending = None
     if config.precompile_overlap:
-        pre_s = start_precompile(module._launchers).seconds
+        pending = start_precompile(module._launchers)
+        pre_s = pending.seconds
+        if pending.done:
+            pending = None
     else:
         pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
@@ -387,7 +402,8 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     metrics.generated_graph_count += 1
     layouts = [(tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
                if n in graph.graph_inputs else None for n in graph.graph_input_order]
-    compiled = CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources)
+    compiled = CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources,
+                             pending=pending)
     return compiled, graph, consts
 
 

@@ -46,6 +46,12 @@ Options:
         guards); the first call of any compiled graph waits for every graph's workers
         (``runtime.start_precompile``, ``metrics.phase_seconds["precompile_wait"]``). False waits
         for each graph's kernels before its compile returns.
+    precompile_wait_all (bool, env TILEFUSE_PRECOMPILE_WAIT_ALL, default True): with
+        ``precompile_overlap``, a compiled graph's first call waits for every batch of kernels
+        still compiling in workers (no kernel launches, and no autotuning times its configs,
+        while workers occupy the CPU cores). False: it waits only for its own graph's batch, so
+        a training graph's backward batch (``eager_backward``) compiles on during the forward's
+        run and Dynamo's tracing of the next graph, and is waited for at the first backward.
     symbolic_shapes (bool, env TILEFUSE_SYMBOLIC_SHAPES, default True): a graph Dynamo hands over
         with symbolic sizes (dynamic shapes) is compiled once for all sizes (kernels take sizes as
         arguments; facts the kernels rely on become guards). A graph that cannot be compiled
@@ -167,6 +173,7 @@ def _usable_cores() -> int:
 compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
 compile_pool: str = (_env_value("TILEFUSE_COMPILE_POOL") or "process").strip()
 precompile_overlap: bool = _env_bool("TILEFUSE_PRECOMPILE_OVERLAP", True)
+precompile_wait_all: bool = _env_bool("TILEFUSE_PRECOMPILE_WAIT_ALL", True)
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
@@ -192,6 +199,7 @@ _OPTIONS = (
     "compile_workers",
     "compile_pool",
     "precompile_overlap",
+    "precompile_wait_all",
     "symbolic_shapes",
     "graph_cache",
     "pad_mm",

@@ -51,7 +51,8 @@ from typing import Any
 log = logging.getLogger("tilefuse")
 
 # options that do not change the generated module
-_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "precompile_overlap", "graph_cache",
+_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "precompile_overlap",
+                         "precompile_wait_all", "graph_cache",
                          "fallback_on_error", "warmup", "triton_key_from_stat", "pause_gc",
                          "eager_backward")
 _MAX_HASHED_CONSTANT_BYTES = 64 << 20
