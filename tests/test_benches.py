@@ -9,8 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
@@ -18,8 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benches", "compile_time.py")
 
 
-def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRITON_INTERPRET="1")
+    if tmpdir is not None:  # the script's temporary folders go there (tempfile reads TMPDIR)
+        env["TMPDIR"] = tmpdir
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=ROOT)
 
@@ -82,12 +82,11 @@ def test_compile_time_profiles_another_backend(tmp_path):
     assert any(name == "aot_module_simplified" or name.startswith("aot_") for _, name in funcs), sorted(funcs)[:20]
 
 
-def test_compile_time_cpu_row():
+def test_compile_time_cpu_row(tmp_path):
     """The CPU path end to end, with two processes per measurement and warm runs: the table shows
     the median (of two: the lower) of the first calls the spread line lists."""
-    started = time.time()
     r = _run("--device", "cpu", "--only", "softmax,", "--modes", "static", "--backends", "tilefuse",
-             "--repeat", "2", "--warm")
+             "--repeat", "2", "--warm", tmpdir=str(tmp_path))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| softmax | static |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -111,9 +110,9 @@ def test_compile_time_cpu_row():
     # tilefuse warm backend = warm median - aot_eager's (each printed rounded to 0.01)
     assert "tilefuse warm backend s" in r.stdout
     assert abs(float(cells[9]) - (t[7] - t[1])) <= 0.011
-    # each cold/warm pair's cache directories are removed once measured
-    leftover = [d for d in glob.glob(os.path.join(tempfile.gettempdir(), "ct_softmax_*"))
-                if os.path.getmtime(d) >= started]
+    # each cold/warm pair's cache directories are removed once measured (in this test's own
+    # temporary folder: a bench run beside the tests cannot interfere)
+    leftover = glob.glob(os.path.join(str(tmp_path), "ct_softmax_*"))
     assert not leftover, leftover
 
 
