@@ -199,3 +199,66 @@ def test_peak_memory_counts_what_one_call_allocates():
 
     assert 80.0 <= rt.peak_mib(call, "cuda") < 81.0
     del keep
+
+
+def test_memory_peak_replays_an_allocator_trace_against_brute_force():
+    """``memory_peak.live_at_peak`` on random traces: its peak is the largest running total of
+    allocated bytes (recomputed here step by step), and the blocks it reports alive at the peak
+    are exactly those allocated and not yet freed at the first step reaching it; frees of blocks
+    allocated before the trace are ignored."""
+    import random
+
+    sys.path.insert(0, os.path.join(ROOT, "benches"))
+    import memory_peak
+
+    rng = random.Random(3)
+    for _ in range(300):
+        events, live, next_addr = [], [], 1000
+        for _ in range(rng.randint(0, 40)):
+            if live and rng.random() < 0.45:
+                ev = live.pop(rng.randrange(len(live)))
+                events.append({"action": "free_requested", "addr": ev["addr"], "size": ev["size"]})
+            elif rng.random() < 0.1:
+                events.append({"action": "free_requested", "addr": 7, "size": 64})  # held before
+            else:
+                ev = {"action": "alloc", "addr": next_addr, "size": rng.choice([16, 512, 4096, 2 ** 20])}
+                next_addr += 1
+                live.append(ev)
+                events.append(ev)
+            if rng.random() < 0.1:
+                events.append({"action": "free_completed", "addr": next_addr - 1, "size": 0})
+        # brute force: the total after each prefix, and the live set at the first maximum
+        best, best_live, cur, alive = 0, [], 0, {}
+        for ev in events:
+            if ev["action"] == "alloc":
+                alive[ev["addr"]] = ev
+                cur += ev["size"]
+            elif ev["action"] == "free_requested" and ev["addr"] in alive:
+                cur -= alive.pop(ev["addr"])["size"]
+            if cur > best:
+                best, best_live = cur, sorted(a["addr"] for a in alive.values())
+        peak, at_peak = memory_peak.live_at_peak(events)
+        assert peak == best
+        assert sorted(e["addr"] for e in at_peak) == best_live
+        assert [e["size"] for e in at_peak] == sorted((e["size"] for e in at_peak), reverse=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--only", "nosuch"), "--only 'nosuch': choose one or more of"),
+    (("--backends", "aot_eager"), "--backends 'aot_eager': choose one or more of"),
+    (("--top", "0"), "--top 0: give a positive number"),
+])
+def test_memory_peak_refuses_bad_arguments(args, message):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py"), *args],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+def test_memory_peak_needs_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the script measures")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py")], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
