@@ -16,7 +16,9 @@ the eager attention backward) came out 1 s longer than tilefuse's whole first ca
 backend time. ``--cold-eager`` skips the eager run. Differences smaller than the run-to-run
 spread (a few tenths of a second; more on the CPU) can still come out negative. Printed per workload and mode: each
 backend's first call, tilefuse's and Inductor's backend times, and their ratio (tilefuse /
-Inductor; the issue's target is <= 0.25), then tilefuse's phases and the parts of Triton's warm-up
+Inductor; the issue's target is <= 0.25), Dynamo's own timed sections per backend (frame compile,
+bytecode tracing, the backend call, the joint trace, the lazy backward compile: what Dynamo and
+AOTAutograd spent, beside what the backend did), then tilefuse's phases and the parts of Triton's warm-up
 (driver, install hash, compiler set-up: each part's seconds in its background thread, and how
 long the compiles waited for them). With ``--warm`` a second
 process per backend re-runs the same workload with the caches the cold process filled
@@ -38,6 +40,7 @@ training step (forward + backward of the LM loss, bf16, batch 8 x 512).
     python benches/compile_time.py --device cpu --only softmax   # the code path on the CPU (tiny sizes)
     python benches/compile_time.py --profile block_fwd          # cProfile of tilefuse's cold first call
     python benches/compile_time.py --profile block_fwd --warm   # ... of a warm-cache first call
+    python benches/compile_time.py --profile block_fwd --profile-backend aot_eager --profile-out base.prof
     python benches/compile_time.py --only layernorm --modes static --warm --repeat 3   # medians of 3 processes
     python benches/compile_time.py --only gpt12_train --modes static --repeat 3 --variant TILEFUSE_EAGER_BACKWARD=0
 """
