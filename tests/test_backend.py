@@ -763,6 +763,42 @@ def test_eager_backward_compiles_the_backward_with_the_forward(monkeypatch, eage
     torch.testing.assert_close(w.grad, torch.autograd.grad(step(x, w), w)[0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("eager", [True, False])
+def test_retain_graph_and_create_graph_backward_match_eager(eager):
+    # backward(retain_graph=True) twice and a first-order autograd.grad(create_graph=True) run as
+    # in eager with either backward compile (an eagerly compiled backward once refused both:
+    # AOTAutograd's donated buffers)
+    def f(x):
+        return (x @ x.t()).softmax(-1)[:, 0].sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, requires_grad=True)
+    want = torch.autograd.grad(f(x), x)[0]
+    g = torch.compile(f, backend="tilefuse", options={"eager_backward": eager})
+    loss = g(x)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    torch.testing.assert_close(x.grad, 2 * want, atol=1e-5, rtol=1e-5)
+    x.grad = None
+    (got,) = torch.autograd.grad(g(x), x, create_graph=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_retain_graph_backward_with_dynamic_shapes_matches_eager():
+    # dynamic=True: AOTAutograd compiles a backward that saves sizes before its first call on any
+    # backend; tilefuse's donates no buffer, so retaining the graph works for every size
+    def f(x):
+        return (x @ x.t()).softmax(-1)[:, 0].sum()
+
+    g = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (4, 6):
+        x = torch.randn(n, 6, requires_grad=True)
+        loss = g(x)
+        loss.backward(retain_graph=True)
+        loss.backward()
+        torch.testing.assert_close(x.grad, 2 * torch.autograd.grad(f(x), x)[0], atol=1e-5, rtol=1e-5)
+
+
 def test_eager_backward_compile_error_falls_back_for_the_backward_only(monkeypatch):
     # an internal error in the backward's (eager) compile: one warning, that graph runs eagerly,
     # the forward stays compiled, gradients as eager

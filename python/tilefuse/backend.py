@@ -439,6 +439,8 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
 
     def make_compiler(kind: str):
         def compiler(g: torch.fx.GraphModule, ex: list):
+            if kind == "backward":
+                _donate_nothing()
             with config.patch(**opts):
                 return compile_graph(g, ex, kind)
 
@@ -464,6 +466,21 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
             decompositions=decompositions(),
             **extra,
         )(gm, example_inputs)
+
+
+def _donate_nothing() -> None:
+    """Tell AOTAutograd that the backward being compiled writes over none of its saved tensors:
+    its ``bw_donated_idxs`` (saved tensors only the backward reads, which Inductor's backward may
+    reuse as scratch: ``TracingContext.fw_metadata``, where Inductor reads them) set to none.
+    tilefuse's kernels store in place only over its own buffers, never over a graph input. With
+    donated buffers listed, AOTAutograd refuses ``backward(retain_graph=True)`` and
+    ``create_graph=True`` for a backward compiled before its first call (``eager_backward``; a lazy
+    compile drops them itself when that first backward retains the graph)."""
+    from torch._guards import TracingContext
+
+    meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+    if meta is not None and getattr(meta, "bw_donated_idxs", None):
+        meta.bw_donated_idxs = []
 
 
 def _timed_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
