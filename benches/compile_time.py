@@ -201,6 +201,8 @@ def _profile(name: str, mode: str, device: str, top: int, out: str | None = None
     res = _child(name, backend, mode, device, prof)
     extra = f", phases {res['phases']}, kernels {res['kernels']}" if backend == "tilefuse" else ""
     print(f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}")
+    if res.get("dynamo"):
+        print("# Dynamo sections (s): " + " ".join(f"{k}={v:.2f}" for k, v in res["dynamo"].items()))
     st = pstats.Stats(prof)
     if out:
         st.dump_stats(out)
@@ -278,11 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, choices=("cuda", "cpu"),
                     help="cuda (default when available) or cpu (tiny sizes)")
     ap.add_argument("--profile", metavar="WORKLOAD",
-                    help="instead: tilefuse's cold first call of WORKLOAD (first of --modes) under cProfile")
+                    help="instead: one backend's (--profile-backend; default tilefuse) cold first call of "
+                         "WORKLOAD (first of --modes) under cProfile, in a fresh process with empty caches")
     ap.add_argument("--profile-backend", default="tilefuse", choices=BACKENDS,
                     help="--profile: the backend profiled (default tilefuse; aot_eager or inductor to "
                          "set their first call beside tilefuse's)")
-    ap.add_argument("--top", type=int, default=25, help="--profile: entries per listing (default 25)")
+    ap.add_argument("--top", type=int, default=None, help="--profile: entries per listing (default 25)")
     ap.add_argument("--profile-out", metavar="FILE", help="--profile: also save the whole profile to FILE (pstats)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="fresh processes per backend (and per warm run); the table shows the median "
@@ -292,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run tilefuse with these environment variables set (repeatable: one "
                          "variant each), interleaved with the other backends; printed under the table")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--profile-here", action="store_true", help=argparse.SUPPRESS)  # the profiled process
     args = ap.parse_args(argv)
     # arguments checked here, before any child process runs
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -310,8 +314,22 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--variant runs tilefuse with other settings: keep tilefuse in --backends")
     if variants and args.profile:
         ap.error("--variant is for the table; --profile profiles one process (set the variables in its environment)")
+    if args.top is not None and not args.profile:
+        ap.error("--top is for --profile (the number of profile entries listed)")
+    if args.profile_out and not args.profile:
+        ap.error("--profile-out is for --profile (where to save the profile)")
+    if args.profile_backend != "tilefuse" and not args.profile:
+        ap.error("--profile-backend is for --profile (the backend profiled)")
+    if args.top is None:
+        args.top = 25
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number of profile entries")
+    if args.profile_out:
+        out_dir = os.path.dirname(os.path.abspath(args.profile_out))
+        if os.path.isdir(args.profile_out):
+            ap.error(f"--profile-out {args.profile_out!r} is a directory; give a file path")
+        if not os.path.isdir(out_dir):
+            ap.error(f"--profile-out {args.profile_out!r}: the directory {out_dir!r} does not exist")
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: give a positive number of processes per measurement")
     if args.repeat > 1 and args.profile:
@@ -336,26 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():  # as the table mode: the CPU only when asked for
             ap.error("--profile measures a GPU compile and no CUDA GPU is usable here; add --device cpu "
                      "to profile the same code path at tiny sizes")
-    if args.profile and args.warm:
-        # fill fresh caches with a cold first call, then profile a warm one in another fresh process
-        import torch
-
-        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        mode = modes[0]
-        caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
-        try:
-            if _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
-                return 1
-            env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
-                       TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
-                       TRITON_INTERPRET="0" if device == "cuda" else "1")
-            cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
-                   "--device", device, "--top", str(args.top), "--profile-backend", args.profile_backend]
-            cmd += ["--profile-out", args.profile_out] if args.profile_out else []
-            return subprocess.run(cmd, env=env).returncode
-        finally:
-            shutil.rmtree(caches, ignore_errors=True)
-    if args.profile:
+    if args.profile and args.profile_here:
+        # the profiled process itself (its caches set up by the parent below)
         import torch
 
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -363,6 +363,32 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault("TRITON_INTERPRET", "1")
         _profile(args.profile, modes[0], device, args.top, args.profile_out, args.profile_backend)
         return 0
+    if args.profile:
+        # a fresh process with empty caches (cold), or with the caches a cold first call filled
+        # (--warm), as the table's processes
+        import torch
+
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        mode = modes[0]
+        caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
+        try:
+            if args.warm and _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
+                return 1
+            env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+                       TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
+                       TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+                       TRITON_INTERPRET="0" if device == "cuda" else "1")
+            if args.warm:
+                env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+            else:
+                env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+            cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
+                   "--device", device, "--top", str(args.top), "--profile-backend", args.profile_backend,
+                   "--profile-here"]
+            cmd += ["--profile-out", os.path.abspath(args.profile_out)] if args.profile_out else []
+            return subprocess.run(cmd, env=env).returncode
+        finally:
+            shutil.rmtree(caches, ignore_errors=True)
     if args.child:
         name, backend, mode, device = args.child
         print("RESULT " + json.dumps(_child(name, backend, mode, device)), flush=True)

@@ -27,7 +27,7 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
 @pytest.mark.parametrize("args, message", [
     (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
     (("--backends", ""), "--backends '': choose one or more of"),
-    (("--top", "0"), "--top 0: give a positive number"),
+    (("--top", "0", "--profile", "softmax", "--device", "cpu"), "--top 0: give a positive number"),
     (("--repeat", "0"), "--repeat 0: give a positive number"),
     (("--repeat", "2", "--profile", "softmax", "--device", "cpu"), "--repeat is for the table"),
     (("--modes", ","), "give one or more of"),
@@ -35,6 +35,12 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
     (("--profile", "nosuch"), "unknown workload 'nosuch'"),
     (("--device", "gpu"), "invalid choice: 'gpu'"),
     (("--variant", "TILEFUSE_EAGER_BACKWARD"), "is not NAME=VALUE"),
+    (("--top", "3"), "--top is for --profile"),
+    (("--profile-out", "x.prof"), "--profile-out is for --profile"),
+    (("--profile-backend", "aot_eager"), "--profile-backend is for --profile"),
+    (("--profile", "softmax", "--device", "cpu", "--profile-out", "/"), "is a directory; give a file path"),
+    (("--profile", "softmax", "--device", "cpu", "--profile-out", "/nonexistent_dir/x.prof"),
+     "the directory '/nonexistent_dir' does not exist"),
     (("--variant", "A=1,=2"), "'=2' is not NAME=VALUE"),
     (("--variant", "A=1", "--backends", "aot_eager,inductor"), "keep tilefuse in --backends"),
     (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
@@ -65,6 +71,20 @@ def test_compile_time_profile_saves_the_whole_profile(tmp_path):
     st = pstats.Stats(str(out))
     funcs = {(os.path.basename(f), name) for f, _, name in st.stats}
     assert ("backend.py", "compile_graph") in funcs and ("graph.py", "run") in funcs, sorted(funcs)[:20]
+
+
+def test_compile_time_profile_is_cold_whatever_the_callers_caches(tmp_path):
+    """``--profile`` profiles a cold first call: run twice with the same ``TILEFUSE_CACHE_DIR`` in
+    the caller's environment, both runs lower the graph (no graph-cache hit from the first run),
+    and the profiled call's Dynamo sections are printed."""
+    env_cache = str(tmp_path / "shared_cache")
+    for _ in range(2):
+        env = dict(os.environ, TRITON_INTERPRET="1", TILEFUSE_CACHE_DIR=env_cache)
+        r = subprocess.run([sys.executable, SCRIPT, "--profile", "softmax", "--device", "cpu", "--top", "1"],
+                           capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert re.search(r"phases \{'lower': [\d.]+", r.stdout), r.stdout[:2000]
+        assert "# Dynamo sections (s): _compile.compile_inner=" in r.stdout
 
 
 def test_compile_time_profiles_another_backend(tmp_path):
