@@ -1084,3 +1084,48 @@ def test_a_forked_child_never_reads_the_starters_reports(tmp_path):
     seen = []
     assert batch.collect(on_result=lambda i, err: seen.append(i)) == {}
     assert sorted(seen) == [0, 1, 2]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
+@pytest.mark.parametrize("wait_all", [True, False])
+def test_eager_backward_batches_are_waited_for_by_the_right_first_call(fresh_triton_cache, monkeypatch, wait_all):
+    """A training step on CUDA with forked compile workers and ``eager_backward``: the forward's
+    and the backward's kernels are submitted in the forward's backend call (two batches); the
+    forward's first call waits for both (``precompile_wait_all``, the default) or only for its own,
+    the backward's batch then being waited for at the first backward; gradients as eager."""
+    created, waited = [], []
+    start, wait = R.start_precompile, R.PendingPrecompile.wait
+
+    def spy_start(*a, **k):
+        p = start(*a, **k)
+        created.append(p)
+        return p
+
+    def spy_wait(self):
+        if not self.done:
+            waited.append(self)
+        return wait(self)
+
+    monkeypatch.setattr(R, "start_precompile", spy_start)
+    monkeypatch.setattr(R.PendingPrecompile, "wait", spy_wait)
+    torch.manual_seed(0)
+    w = torch.randn(64, 96, device="cuda", requires_grad=True)
+    x = torch.randn(32, 64, device="cuda")
+
+    def step(a, b):
+        return torch.nn.functional.gelu(a @ b).softmax(-1).square().sum()
+
+    opts = {"eager_backward": True, "precompile_wait_all": wait_all, "compile_workers": 2,
+            "graph_cache": False}
+    loss = torch.compile(step, backend="tilefuse", options=opts)(x, w)
+    assert len(created) == 2  # the forward's batch and the backward's, both before the forward ran
+    fwd, bwd = created
+    assert waited[:1] == [fwd] and fwd.done
+    if wait_all:
+        assert waited == [fwd, bwd] and bwd.done
+    else:
+        assert bwd not in waited  # compiling on (or finished, not yet waited for)
+    loss.backward()
+    assert bwd.done and not R._PENDING
+    torch.testing.assert_close(w.grad, torch.autograd.grad(step(x, w), w)[0], atol=1e-4, rtol=1e-4)
