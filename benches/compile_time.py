@@ -210,17 +210,25 @@ def _profile(name: str, mode: str, device: str, top: int, out: str | None = None
     st.sort_stats("cumulative").print_stats(top)
 
 
-def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool,
-         extra_env: dict | None = None) -> dict | None:
+def _process_env(caches: str, device: str, cold: bool, extra_env: dict | None = None) -> dict:
+    """The environment of a measured process: this one's plus ``extra_env``, with every cache
+    (Triton's, tilefuse's, Inductor's) under ``caches``, Inductor's caches forced off when
+    ``cold``, and Triton's interpreter on off CUDA."""
     env = dict(os.environ, **(extra_env or {}))
     env.update(TRITON_CACHE_DIR=os.path.join(caches, "triton"),
                TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"))
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+               TRITON_INTERPRET="0" if device == "cuda" else "1")
     if cold:
         env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     else:
         env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
-    env["TRITON_INTERPRET"] = "0" if device == "cuda" else "1"
+    return env
+
+
+def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool,
+         extra_env: dict | None = None) -> dict | None:
+    env = _process_env(caches, device, cold, extra_env)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, backend, mode, device],
                        capture_output=True, text=True, env=env)
     for line in r.stdout.splitlines():
@@ -374,14 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.warm and _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
                 return 1
-            env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(caches, "triton"),
-                       TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
-                       TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
-                       TRITON_INTERPRET="0" if device == "cuda" else "1")
-            if args.warm:
-                env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
-            else:
-                env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+            env = _process_env(caches, device, cold=not args.warm)
             cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
                    "--device", device, "--top", str(args.top), "--profile-backend", args.profile_backend,
                    "--profile-here"]
