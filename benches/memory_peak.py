@@ -11,6 +11,7 @@ holds at its peak that the other does not.
 
     python benches/memory_peak.py --only block_fwd_bwd
     python benches/memory_peak.py --only mlp,block_fwd --backends tilefuse --top 10
+    python benches/memory_peak.py --only block_fwd_bwd --sources peak_src   # and copy the generated calls
 
 Needs a CUDA GPU (the allocator's history is CUDA's).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,12 +48,17 @@ def live_at_peak(events: list[dict]) -> tuple[int, list[dict]]:
     return peak, sorted(at_peak, key=lambda e: -e["size"])
 
 
-def _where(ev: dict) -> str:
+def _own_frame(ev: dict) -> dict:
     """The first stack frame of an allocation outside torch and site-packages (else the first)."""
     frames = ev.get("frames") or []
     own = [f for f in frames if "site-packages" not in f.get("filename", "") and "/torch/" not in f.get("filename", "")
            and f.get("filename", "").endswith(".py")]
-    f = (own or frames or [{"filename": "?", "line": 0, "name": "?"}])[0]
+    return (own or frames or [{"filename": "?", "line": 0, "name": "?"}])[0]
+
+
+def _where(ev: dict) -> str:
+    """``file:line function`` of the allocation's first frame outside torch."""
+    f = _own_frame(ev)
     return f"{os.path.basename(f.get('filename', '?'))}:{f.get('line', 0)} {f.get('name', '?')}"
 
 
@@ -61,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                                                             "(default block_fwd_bwd)")
     ap.add_argument("--backends", default=",".join(BACKENDS), help=f"subset of {BACKENDS}, comma-separated")
     ap.add_argument("--top", type=int, default=20, help="allocations listed per backend (default 20)")
+    ap.add_argument("--sources", metavar="DIR", help="also copy the files that allocated the blocks alive at the "
+                                                     "peak (the generated calls of both backends) into DIR")
     args = ap.parse_args(argv)
     sys.path.insert(0, HERE)
     import runtime as RT
@@ -74,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number of allocations")
+    if args.sources and os.path.exists(args.sources) and not os.path.isdir(args.sources):
+        ap.error(f"--sources {args.sources!r}: exists and is not a directory; give a directory path")
     import torch
 
     if not torch.cuda.is_available():
@@ -100,8 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             del out
             events = snap["device_traces"][torch.cuda.current_device()]
             peak, alive = live_at_peak(events)
+            order = {id(ev): i for i, ev in enumerate(events)}
+            last = max(alive, key=lambda ev: order[id(ev)]) if alive else None
             print(f"== {w.name} {backend}: peak {peak / 2**20:.1f} MiB beyond {held / 2**20:.1f} MiB held "
-                  f"before the call; {len(alive)} blocks alive at the peak", flush=True)
+                  f"before the call; {len(alive)} blocks alive at the peak, reached by the allocation at "
+                  f"{_where(last) if last else '-'}", flush=True)
+            if args.sources:
+                os.makedirs(args.sources, exist_ok=True)
+                for path in sorted({_own_frame(ev).get("filename", "") for ev in alive}):
+                    if os.path.isfile(path):
+                        shutil.copy(path, os.path.join(args.sources, os.path.basename(path)))
             for ev in alive[:args.top]:
                 print(f"   {ev['size'] / 2**20:9.1f} MiB  {_where(ev)}", flush=True)
     return 0
