@@ -98,6 +98,12 @@ Options:
         the workers, and the forward's first call waits for both batches once, instead of waiting
         for the forward's batch and later, at the backward, lowering and waiting again. A graph
         whose backward never runs costs its backward's compile. False: lazily, as Inductor.
+    reorder_for_peak_memory (bool, env TILEFUSE_REORDER_FOR_PEAK_MEMORY, default True): after fusion,
+        the scheduler also orders the graph's kernels and extern calls by a least-peak-memory-first
+        greedy topological sort and keeps that order when its estimated peak (bytes of buffers
+        alive, graph inputs freed after their last use) is below the graph order's
+        (``scheduler.order_for_peak_memory``; Inductor's ``reorder_for_peak_memory``). False: graph
+        order.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -184,6 +190,7 @@ triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
 min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
+reorder_for_peak_memory: bool = _env_bool("TILEFUSE_REORDER_FOR_PEAK_MEMORY", True)
 
 _OPTIONS = (
     "fallback_on_error",
@@ -208,6 +215,7 @@ _OPTIONS = (
     "min_cut_partition",
     "pause_gc",
     "eager_backward",
+    "reorder_for_peak_memory",
 )
 
 

@@ -407,6 +407,10 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
             assert group is not None
             items.append(group)
             wrote(len(items) - 1, node)
+    from . import config
+
+    if config.reorder_for_peak_memory:
+        items = order_for_peak_memory(items, G.graph())
     return items
 
 
@@ -448,3 +452,236 @@ def _far_kernel(items: list[Any], last_writer: dict[str, int], touching: dict[st
             continue
         return q, fused
     return None
+
+
+# ------------------------------------------------------------------------------ memory ordering
+
+
+def _item_reads(item: Any) -> set[str]:
+    """Buffers an item reads that it does not produce itself."""
+    if isinstance(item, KernelGroup):
+        produced = item.names()
+        return {r for n in item.nodes for r in n.read_names() if r not in produced}
+    return item.read_names()
+
+
+def _ordered_among_themselves(item: Any) -> bool:
+    """Items that keep their graph order relative to each other whatever the buffers say: fallback
+    kernels (any aten op, possibly drawing from torch's generator or with side effects), the
+    graph's random seeds, extern ops that mutate their arguments and in-place (atomic) update
+    kernels. Everything else is a pure function of the buffers it reads."""
+    if isinstance(item, KernelGroup):
+        return any(n.is_mutation() for n in item.nodes)
+    buf = item.buf
+    if isinstance(buf, (ir.FallbackKernel, ir.RandomSeeds)):
+        return True
+    schema = getattr(getattr(buf, "op", None), "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
+def _buffer_bytes(buf: Any) -> int:
+    """Storage bytes of a buffer's layout (size hints for symbolic sizes); 0 without a layout."""
+    L = getattr(buf, "layout", None)
+    if L is None or not hasattr(L, "storage_size"):
+        return 0
+    sv = SV.current()
+    try:
+        n = L.storage_size()
+        return int(sv.hint(n) if not isinstance(n, int) else n) * L.dtype.itemsize
+    except Exception:  # noqa: BLE001 - an unknown size counts as nothing (an estimate)
+        return 0
+
+
+@dataclass
+class _MemoryModel:
+    """What ``order_for_peak_memory`` knows of each item: ``preds`` (positions that must run
+    before it), ``alloc`` (bytes its outputs allocate), ``reads`` (buffers it reads), and per
+    buffer its ``size_free`` (bytes released after its last reader: 0 for graph outputs and
+    constants) and its ``readers`` (positions)."""
+
+    preds: list[set[int]]
+    alloc: list[int]
+    reads: list[set[str]]
+    size_free: dict[str, int]
+    readers: dict[str, set[int]]
+    produced: list[set[str]]
+    # per item, computed buffers it reads whose memory one of its outputs can take over when it
+    # is their last reader (the wrapper's in-place stores: a pointwise kernel, equal storage size)
+    inplace: list[list[str]]
+
+
+def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
+    n = len(items)
+    reads = [_item_reads(it) for it in items]
+    writes = [_writes(it) for it in items]
+    preds: list[set[int]] = [set() for _ in range(n)]
+    last_writer: dict[str, int] = {}
+    readers_since: dict[str, set[int]] = {}
+    chain = -1
+    for i, it in enumerate(items):
+        for r in reads[i]:
+            if r in last_writer:
+                preds[i].add(last_writer[r])  # read after write
+        for w in writes[i]:
+            if w in last_writer:
+                preds[i].add(last_writer[w])  # write after write
+            preds[i] |= readers_since.get(w, set())  # write after read
+        for r in reads[i]:
+            readers_since.setdefault(r, set()).add(i)
+        for w in writes[i]:
+            last_writer[w] = i
+            readers_since[w] = set()
+        if _ordered_among_themselves(it):
+            if chain >= 0:
+                preds[i].add(chain)
+            chain = i
+        preds[i].discard(i)
+
+    outputs: set[str] = set()
+    for o in getattr(graph, "outputs", []):
+        if isinstance(o, ir.ReinterpretView):
+            outputs.add(o.data.get_name())
+        elif isinstance(o, ir.Buffer):
+            outputs.add(o.name)
+    size_free: dict[str, int] = {}
+    produced: list[set[str]] = [set() for _ in range(n)]
+    alloc = [0] * n
+    readers: dict[str, set[int]] = {}
+    for i in range(n):
+        for r in reads[i]:
+            readers.setdefault(r, set()).add(i)
+    position = {}
+    for i, it in enumerate(items):
+        bufs = [m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
+        for b in bufs:
+            position[b.name] = i
+    for i, it in enumerate(items):
+        bufs = [m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
+        for b in bufs:
+            if isinstance(it, KernelGroup) and b.name not in readers and b.name not in outputs:
+                continue  # kept in registers: never stored
+            size = _buffer_bytes(b)
+            # a multi-output kernel's results are allocated by its call, and live as its outputs
+            owner = position.get(b.parent.name, i) if isinstance(b, ir.MultiOutput) else i
+            alloc[owner] += size
+            produced[i].add(b.name)
+            size_free[b.name] = 0 if b.name in outputs else size
+    for name in getattr(graph, "graph_input_order", []):
+        if name and name in graph.graph_inputs and name not in outputs:
+            size_free[name] = _buffer_bytes(graph.graph_inputs[name])
+    inplace: list[list[str]] = [[] for _ in range(n)]
+    computed = {name for names in produced for name in names}
+    for i, it in enumerate(items):
+        if not isinstance(it, KernelGroup) or it.rnumel != 1:
+            continue
+        sizes = sorted(size_free.get(b, 0) for b in produced[i] if b not in outputs)
+        for r in sorted(reads[i]):
+            if r in computed and r not in outputs and size_free.get(r, 0) in sizes:
+                sizes.remove(size_free[r])
+                inplace[i].append(r)
+    return _MemoryModel(preds, alloc, reads, size_free, readers, produced, inplace)
+
+
+def estimate_peak_memory(order: list[int], model: _MemoryModel) -> int:
+    """Peak bytes allocated while running the items in ``order`` (positions into the model's
+    items), relative to the start of the call: each item's outputs are allocated when it runs and
+    freed (with the graph inputs) after their last reader in that order; unread outputs that are
+    not graph outputs die right after their item."""
+    step = {pos: k for k, pos in enumerate(order)}
+    made_at = {name: step[pos] for pos in order for name in model.produced[pos]}
+    freed_after: dict[int, int] = {}
+    for name, size in model.size_free.items():
+        rs = model.readers.get(name)
+        if rs:
+            last = max(step[r] for r in rs)
+        elif name in made_at:
+            last = made_at[name]
+        else:
+            continue  # an input nothing reads
+        freed_after[last] = freed_after.get(last, 0) + size
+    live = peak = 0
+    for k, pos in enumerate(order):
+        # an output stored in place of an input read for the last time here takes its memory
+        early = sum(model.size_free[r] for r in model.inplace[pos] if max(step[q] for q in model.readers[r]) == k)
+        live += model.alloc[pos] - early
+        peak = max(peak, live)
+        live -= freed_after.get(k, 0) - early
+    return peak
+
+
+def _least_peak_first(model: _MemoryModel) -> list[int]:
+    """A topological order chosen greedily, least peak memory first (the rule of Inductor's
+    ``topological_sort_lpmf``, after the Simulink buffer-scheduling paper it cites): among the
+    items whose predecessors all ran, one whose outputs fit under the peak reached so far is
+    preferred, and among those the one that leaves the least memory allocated after it (its
+    outputs minus what it frees, being the last reader); when none fits, the one allocating least.
+    Ties go to graph order."""
+    n = len(model.alloc)
+    indegree = [len(p) for p in model.preds]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(model.preds):
+        for p in ps:
+            succs[p].append(i)
+    remaining = {name: len(rs) for name, rs in model.readers.items()}
+    # bytes an item frees when it runs now: buffers it is the last remaining reader of
+    to_free = [0] * n
+    for name, rs in model.readers.items():
+        if len(rs) == 1:
+            to_free[next(iter(rs))] += model.size_free.get(name, 0)
+    ready = {i for i in range(n) if indegree[i] == 0}
+    order: list[int] = []
+    done: set[int] = set()
+    live = peak = 0
+    while ready:
+        gap = peak - live
+
+        def need(i: int) -> int:
+            """Bytes item i adds while it runs now (in-place outputs take dying inputs' memory)."""
+            return model.alloc[i] - sum(model.size_free[r] for r in model.inplace[i] if remaining[r] == 1)
+
+        pick = min(ready, key=lambda i: (need(i) if need(i) > gap else 0, model.alloc[i] - to_free[i], i))
+        ready.remove(pick)
+        order.append(pick)
+        done.add(pick)
+        early = model.alloc[pick] - need(pick)
+        live += model.alloc[pick] - early
+        peak = max(peak, live)
+        live -= to_free[pick] - early
+        for name in model.produced[pick]:
+            if name not in model.readers:
+                live -= model.size_free.get(name, 0)  # never read: dies at once
+        for name in model.reads[pick]:
+            remaining[name] -= 1
+            if remaining[name] == 1:
+                last = next(r for r in model.readers[name] if r not in done)
+                to_free[last] += model.size_free.get(name, 0)
+        for s in succs[pick]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                ready.add(s)
+    if len(order) != n:
+        raise AssertionError("order_for_peak_memory: the items' dependencies have a cycle")
+    return order
+
+
+def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
+    """``items`` (the fused schedule, in graph order) in the order with the lower estimated peak
+    memory of two: graph order and the least-peak-first greedy order (``_least_peak_first``);
+    graph order on a tie. Inductor's ``reorder_for_peak_memory`` (which also tries BFS and DFS
+    orders). Dependencies kept: read after write, write after write and write after read on
+    every buffer name, and graph order among fallback kernels, random seeds and in-place updates
+    (``_ordered_among_themselves``). Sizes are storage bytes (size hints for symbolic sizes);
+    ``graph`` gives the outputs (never freed) and the inputs (freed after their last reader, as
+    the generated call does: the backward's saved tensors). In a transformer block's backward,
+    the MLP's weight gradient then runs before its input gradient, so the saved GELU output
+    (``[tokens, 4·hidden]``) is freed before that gradient's buffer of the same size is
+    allocated."""
+    if len(items) < 2:
+        return items
+    model = _memory_model(items, graph)
+    greedy = _least_peak_first(model)
+    if greedy == list(range(len(items))):
+        return items
+    if estimate_peak_memory(greedy, model) < estimate_peak_memory(list(range(len(items))), model):
+        return [items[i] for i in greedy]
+    return items
