@@ -22,7 +22,6 @@ Usage:
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
     python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
-    python benches/runtime.py --flush read    # L2 emptied by reading, not zeroing (see clean_l2_flush)
 Exit status: 0 when every checked output matched eager, 1 otherwise; without a GPU (and without
 --cpu-smoke) it prints why and exits 0 after doing nothing.
 """
@@ -30,7 +29,6 @@ Exit status: 0 when every checked output matched eager, 1 otherwise; without a G
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import io
 import os
@@ -371,40 +369,12 @@ def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | Non
     return bw
 
 
-@contextlib.contextmanager
-def clean_l2_flush():
-    """``triton.testing.do_bench`` with its L2 flush done by reading its 256 MB buffer instead of
-    zeroing it, for the ``with`` block (``--flush read``). do_bench clears the L2 cache before each
-    timed run by writing zeros, which leaves the cache full of dirty lines; a kernel that only
-    reads (a column sum: 268 MB in, 16 KB out) then pays for writing them back while it runs —
-    about 12 µs of a 76 µs run on the H200, where the same kernel measures 63 µs under the
-    profiler. Reading the buffer (a sum into one scalar) empties the cache of the workload's data
-    as well and leaves it clean. The copy bandwidth is measured the same way in such a run.
-    Replaces the CUDA driver's ``clear_cache`` (what do_bench calls) and restores it after;
-    RuntimeError if this Triton's driver has no ``clear_cache``."""
-    from triton.runtime import driver
-
-    drv = driver.active
-    orig = getattr(drv, "clear_cache", None)
-    if orig is None:
-        raise RuntimeError("--flush read: this Triton's driver has no clear_cache (do_bench's L2 flush); "
-                           "use the default --flush write")
-    drv.clear_cache = lambda cache: cache.sum()
-    try:
-        yield
-    finally:
-        drv.clear_cache = orig
-
-
 def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
-              against: str = "inductor", flush: str = "write") -> int:
+              against: str = "inductor") -> int:
     """The side-by-side table. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with
     wall-clock timing, to check the script itself; its numbers mean nothing."""
     import torch._inductor.metrics as imetrics
 
-    if device == "cuda" and flush == "read":
-        with clean_l2_flush():
-            return gpu_bench(only, size, dtype, rep, device, against, flush="read-active")
     if device == "cuda":
         from triton.testing import do_bench
 
@@ -415,9 +385,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
         dev = "CPU (dry run: Triton interpreter, timings meaningless)"
         copy_bw = copy_bandwidth(device, gib=1 / 64, bench=_cpu_bench)
     print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}; against: {against}")
-    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)")
-    print("timing: triton.testing.do_bench, L2 flushed before each run by "
-          + ("reading a 256 MB buffer (--flush read)\n" if flush == "read-active" else "zeroing a 256 MB buffer\n"))
+    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
     other = "Inductor" if against == "inductor" else against
     hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
            f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes")
@@ -576,9 +544,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)")
     ap.add_argument("--top", type=int, default=12, help="--profile: kernels listed per backend (default 12)")
-    ap.add_argument("--flush", default="write", choices=["write", "read"],
-                    help="how do_bench empties the L2 cache before each timed run: write (zero 256 MB, "
-                         "do_bench's own; default) or read (sum 256 MB: leaves no dirty lines; see clean_l2_flush)")
     ap.add_argument("--dry-run", action="store_true",
                     help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
     args = ap.parse_args(argv)
@@ -598,8 +563,6 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--rep {args.rep}: give a positive number of milliseconds")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number")
-    if args.flush == "read" and (args.cpu_smoke or args.dry_run or args.profile):
-        ap.error("--flush read times the GPU table only: leave out --cpu-smoke, --dry-run and --profile")
     import torch._dynamo
 
     known = set(torch._dynamo.list_backends(exclude_tags=()))
@@ -618,8 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.profile:
         return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
-    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against,
-                     flush=args.flush)
+    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against)
 
 
 if __name__ == "__main__":

@@ -173,8 +173,6 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
     (("--top", "0", "--profile"), "--top 0: give a positive number"),
     (("--only=", "--dry-run"), "--only '': give one or more workload names"),
     (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
-    (("--flush", "read", "--dry-run"), "--flush read times the GPU table only"),
-    (("--flush", "cold"), "argument --flush: invalid choice: 'cold'"),
     (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
 ])
 def test_runtime_refuses_bad_arguments(args, message):
