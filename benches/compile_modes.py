@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("compile_time.py needs a CUDA GPU (none found); nothing measured")
+        print("compile_modes.py needs a CUDA GPU (none found); nothing measured")
         return 0
     from tilefuse import config
 

@@ -83,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number of allocations")
-    if args.sources and os.path.exists(args.sources) and not os.path.isdir(args.sources):
-        ap.error(f"--sources {args.sources!r}: exists and is not a directory; give a directory path")
+    if args.sources is not None:
+        if not args.sources.strip():
+            ap.error("--sources '': give a directory path")
+        parent = os.path.abspath(args.sources)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            ap.error(f"--sources {args.sources!r}: {parent!r} exists and is not a directory; give a directory path")
     import torch
 
     if not torch.cuda.is_available():

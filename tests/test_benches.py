@@ -267,7 +267,9 @@ def test_memory_peak_replays_an_allocator_trace_against_brute_force():
     (("--only", "nosuch"), "--only 'nosuch': choose one or more of"),
     (("--backends", "aot_eager"), "--backends 'aot_eager': choose one or more of"),
     (("--top", "0"), "--top 0: give a positive number"),
-    (("--sources", "README.md"), "--sources 'README.md': exists and is not a directory"),
+    (("--sources", "README.md"), "exists and is not a directory"),
+    (("--sources", "README.md/sub"), "exists and is not a directory"),
+    (("--sources", " "), "--sources '': give a directory path"),
 ])
 def test_memory_peak_refuses_bad_arguments(args, message):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py"), *args],

@@ -546,8 +546,10 @@ class MutationBuffer(ComputedBuffer):
     (``mode``: atomic add/max/min) or stores ``data.inner_fn(idx)`` at ``index_fn(idx)`` of
     ``target``. ``target`` is a realized ComputedBuffer (a fresh copy the lowering made), read
     afterwards under its own name; this node's own name is never read and never allocated. The
-    scheduler runs it as a kernel of its own, after every earlier kernel (so the target is fully
-    initialized, earlier passes over it included) and before any reader."""
+    scheduler runs it as a kernel of its own, after every kernel that writes or reads the target
+    before it in graph order (so the target is fully initialized, earlier passes over it included)
+    and before any later reader; with ``config.reorder_for_peak_memory`` such kernels also keep
+    their graph order among themselves."""
 
     def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable,
                  mode: str | None = "atomic_add"):
