@@ -623,6 +623,17 @@ def estimate_peak_memory(order: list[int], model: _MemoryModel, inputs_freed: bo
     return peak
 
 
+def _topological_state(model: _MemoryModel) -> tuple[list[int], list[list[int]], dict[str, int]]:
+    """For a greedy topological sort: each item's count of predecessors not yet run, each item's
+    successors, and each buffer's count of readers not yet run."""
+    indegree = [len(p) for p in model.preds]
+    succs: list[list[int]] = [[] for _ in model.preds]
+    for i, ps in enumerate(model.preds):
+        for p in ps:
+            succs[p].append(i)
+    return indegree, succs, {name: len(rs) for name, rs in model.readers.items()}
+
+
 def _least_peak_first(model: _MemoryModel) -> list[int]:
     """A topological order chosen greedily, least peak memory first (the rule of Inductor's
     ``topological_sort_lpmf``, after the Simulink buffer-scheduling paper it cites): among the
@@ -631,12 +642,7 @@ def _least_peak_first(model: _MemoryModel) -> list[int]:
     outputs minus what it frees, being the last reader); when none fits, the one allocating least.
     Ties go to graph order."""
     n = len(model.alloc)
-    indegree = [len(p) for p in model.preds]
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for i, ps in enumerate(model.preds):
-        for p in ps:
-            succs[p].append(i)
-    remaining = {name: len(rs) for name, rs in model.readers.items()}
+    indegree, succs, remaining = _topological_state(model)
     # bytes an item frees when it runs now: buffers it is the last remaining reader of
     to_free = [0] * n
     for name, rs in model.readers.items():
@@ -689,12 +695,7 @@ def _graph_order_hoisting_frees(model: _MemoryModel) -> list[int]:
     item first. The smallest change to graph order that lets a dying buffer go before a new one
     of its size is allocated."""
     n = len(model.alloc)
-    indegree = [len(p) for p in model.preds]
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for i, ps in enumerate(model.preds):
-        for p in ps:
-            succs[p].append(i)
-    remaining = {name: len(rs) for name, rs in model.readers.items()}
+    indegree, succs, remaining = _topological_state(model)
     ready = {i for i in range(n) if indegree[i] == 0}
     order: list[int] = []
 
