@@ -457,12 +457,25 @@ def _far_kernel(items: list[Any], last_writer: dict[str, int], touching: dict[st
 # ------------------------------------------------------------------------------ memory ordering
 
 
-def _item_reads(item: Any) -> set[str]:
-    """Buffers an item reads that it does not produce itself."""
+def item_reads(item: Any) -> set[str]:
+    """Buffers a scheduled item (KernelGroup or ExternSchedulerNode) reads that it does not
+    produce itself (the wrapper's liveness and the memory ordering use the same sets)."""
     if isinstance(item, KernelGroup):
         produced = item.names()
         return {r for n in item.nodes for r in n.read_names() if r not in produced}
     return item.read_names()
+
+
+def graph_output_names(graph: Any) -> set[str]:
+    """Names of the buffers the graph returns (a returned view counts as its base buffer): never
+    freed by the generated call."""
+    names: set[str] = set()
+    for o in getattr(graph, "outputs", []):
+        if isinstance(o, ir.ReinterpretView):
+            names.add(o.data.get_name())
+        elif isinstance(o, ir.Buffer):
+            names.add(o.name)
+    return names
 
 
 def _ordered_among_themselves(item: Any) -> bool:
@@ -518,7 +531,7 @@ class _MemoryModel:
 
 def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
     n = len(items)
-    reads = [_item_reads(it) for it in items]
+    reads = [item_reads(it) for it in items]
     writes = [_writes(it) for it in items]
     preds: list[set[int]] = [set() for _ in range(n)]
     last_writer: dict[str, int] = {}
@@ -543,12 +556,7 @@ def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
             chain = i
         preds[i].discard(i)
 
-    outputs: set[str] = set()
-    for o in getattr(graph, "outputs", []):
-        if isinstance(o, ir.ReinterpretView):
-            outputs.add(o.data.get_name())
-        elif isinstance(o, ir.Buffer):
-            outputs.add(o.name)
+    outputs = graph_output_names(graph)
     size_free: dict[str, int] = {}
     produced: list[set[str]] = [set() for _ in range(n)]
     alloc = [0] * n
@@ -556,14 +564,12 @@ def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
     for i in range(n):
         for r in reads[i]:
             readers.setdefault(r, set()).add(i)
-    position = {}
+    # the buffers each item creates (an in-place update's node creates none)
+    created = [[m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
+               for it in items]
+    position = {b.name: i for i, bufs in enumerate(created) for b in bufs}
     for i, it in enumerate(items):
-        bufs = [m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
-        for b in bufs:
-            position[b.name] = i
-    for i, it in enumerate(items):
-        bufs = [m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
-        for b in bufs:
+        for b in created[i]:
             if isinstance(it, KernelGroup) and b.name not in readers and b.name not in outputs:
                 continue  # kept in registers: never stored
             size = _buffer_bytes(b)

@@ -21,7 +21,7 @@ import torch
 from .. import metrics
 from .. import symbolic as S
 from ..ir import nodes as ir
-from ..scheduler import KernelGroup
+from ..scheduler import KernelGroup, graph_output_names, item_reads
 from .triton import GeneratedKernel, TritonKernelCodegen, kernel_name
 
 aten = torch.ops.aten
@@ -174,21 +174,9 @@ class WrapperCodegen:
         # who reads what: decides which kernel outputs must be stored and when to free buffers
         readers: dict[str, list[int]] = {}
         for i, item in enumerate(self.items):
-            names: set[str] = set()
-            if isinstance(item, KernelGroup):
-                produced = item.names()
-                for n in item.nodes:
-                    names |= {r for r in n.read_names() if r not in produced}
-            else:
-                names = item.read_names()
-            for r in names:
+            for r in item_reads(item):
                 readers.setdefault(r, []).append(i)
-        out_names = set()
-        for o in g.outputs:
-            if isinstance(o, ir.ReinterpretView):
-                out_names.add(o.data.get_name())
-            elif isinstance(o, ir.Buffer):
-                out_names.add(o.name)
+        out_names = graph_output_names(g)
 
         body: list[str] = []
         kernel_src: list[str] = []
