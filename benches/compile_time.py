@@ -27,7 +27,10 @@ process per backend re-runs the same workload with the caches the cold process f
 runs N processes per backend (cold, and warm on each cold one's caches) and reports the median.
 The processes are interleaved (round k runs every backend's k-th process before round k + 1), so
 a host whose speed drifts during the run (seen on the GPU machines: aot_eager's first call of the
-same workload ranged over 12.8-18.9 s within one run) weighs on every backend alike.
+same workload ranged over 12.8-18.9 s within one run) weighs on every backend alike. Each
+process's line also says where its wall time went (set-up, the eager run, the backend lookup, the
+first call, and the interpreter's start and exit): on the GPU host a process lasted about 25 s
+for a first call under 1 s, which bounds how many workloads one device call can measure.
 ``--variant NAME=VALUE[,NAME=VALUE...]`` (repeatable) adds a tilefuse run with those environment
 variables set (``TILEFUSE_EAGER_BACKWARD=0``: an A/B of one option, interleaved with the rest),
 printed under the table with its backend time and ratio.
@@ -58,6 +61,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+_T0 = time.perf_counter()  # this process's start (after the interpreter's own start-up)
 BACKENDS = ("aot_eager", "inductor", "tilefuse")
 MODES = ("static", "dynamic")
 
@@ -132,17 +136,22 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
 
     fn, args, train = _workload(name, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    stages = {"setup": time.perf_counter() - _T0}  # imports and the workload's inputs
+    t = time.perf_counter()
     if not os.environ.get("CT_COLD_EAGER"):
         fn(*args)  # eager kernels initialized (see the module docstring); no compile cache touched
         sync()
+    stages["eager"] = time.perf_counter() - t
     if backend == "tilefuse":
         from tilefuse import metrics
 
         metrics.reset()
     # not timed: torch.compile's first call imports Dynamo (3-5 s on the H200, with a spread of
     # seconds between processes, the same for every backend) and looks the backend up
+    t = time.perf_counter()
     compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
     sync()
+    stages["lookup"] = time.perf_counter() - t
     if prof is not None:
         prof.enable()
     t0 = time.perf_counter()
@@ -154,6 +163,8 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     if prof is not None:
         prof.disable()
     res = dict(first_call_s=first, dynamo=_dynamo_sections())
+    stages["first call"] = first
+    res["stages"] = {k: round(v, 2) for k, v in stages.items()}
     if backend == "tilefuse":
         res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
                    specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
@@ -229,14 +240,27 @@ def _process_env(caches: str, device: str, cold: bool, extra_env: dict | None = 
 def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool,
          extra_env: dict | None = None) -> dict | None:
     env = _process_env(caches, device, cold, extra_env)
+    t0 = time.perf_counter()
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, backend, mode, device],
                        capture_output=True, text=True, env=env)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            res = json.loads(line[len("RESULT "):])
+            res["process_s"] = time.perf_counter() - t0
+            return res
     label = backend + (f" [{_variant_label(extra_env)}]" if extra_env else "")
     sys.stderr.write(f"--- {name} {label} {mode} failed:\n{r.stdout[-1500:]}{r.stderr[-3000:]}\n")
     return None
+
+
+def _process_time(r: dict) -> str:
+    """Where a measured process's wall time went (s): its stages as the child timed them (setup:
+    imports and the workload's inputs; eager: the untimed eager run; lookup: ``torch.compile``'s
+    backend lookup; first call: the measured call) and the rest (the interpreter's start-up and
+    the exit: shutting down compile workers, freeing the device)."""
+    st = r.get("stages", {})
+    rest = r["process_s"] - sum(st.values())
+    return f"process {r['process_s']:.1f} s (" + ", ".join(f"{k} {v:.1f}" for k, v in st.items()) + f", start+exit {rest:.1f})"
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -441,9 +465,10 @@ def main(argv: list[str] | None = None) -> int:
                             warms[label].append(w)
                     shutil.rmtree(caches, ignore_errors=True)  # this cold/warm pair's caches: done with
                     colds[label].append(r)
-                    if r is not None and args.repeat > 1:  # each process as it ends: a run cut short still leaves its data
+                    if r is not None:  # each process as it ends: a run cut short still leaves its data
                         print(f"#   {name} {mode} {label} process {k + 1}/{args.repeat}: first call "
-                              f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else ""),
+                              f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else "")
+                              + f"; {_process_time(r)}" + (f"; warm {_process_time(w)}" if w else ""),
                               flush=True)
             for label, _, _ in runs:
                 res[label] = _median_run(colds[label])

@@ -126,6 +126,14 @@ def test_compile_time_cpu_row(tmp_path):
     assert t[1] == t[0] and t[4] == t[3]  # the median of two is the lower
     # each process reported as it ended
     assert len(re.findall(r"softmax static tilefuse process [12]/2: first call [\d.]+ s, warm [\d.]+ s", r.stdout)) == 2
+    # ... with where its wall time went: the stages and the rest add up to the process's wall time,
+    # and the first-call stage is the first call reported
+    times = re.findall(r"softmax static tilefuse process [12]/2: first call ([\d.]+) s, warm [\d.]+ s; process "
+                       r"([\d.]+) s \(setup ([\d.]+), eager ([\d.]+), lookup ([\d.]+), first call ([\d.]+), "
+                       r"start\+exit (-?[\d.]+)\); warm process [\d.]+ s", r.stdout)
+    assert len(times) == 2, r.stdout[-2000:]
+    for first, wall, *parts in ([float(v) for v in row] for row in times):
+        assert abs(sum(parts) - wall) <= 0.3 and abs(parts[3] - first) <= 0.011 and parts[4] > -0.05
     assert float(cells[2]) == t[1] and float(cells[4]) == t[4]
     # tilefuse warm backend = warm median - aot_eager's (each printed rounded to 0.01)
     assert "tilefuse warm backend s" in r.stdout

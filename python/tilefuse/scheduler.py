@@ -17,6 +17,7 @@ numel) and ``rindex`` (range rnumel) and simplified with ``simplify_with_ranges`
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ from .ir import nodes as ir
 from .ir.nodes import digits  # noqa: F401  (re-exported: codegen and tests use it from here)
 from .ir.loop_body import LoopBody
 from .ir import graph_context as G
+
+log = logging.getLogger("tilefuse")
 
 XINDEX = S.sym("xindex")
 # reductions with fewer output rows than FEW_ROWS, each longer than LONG_ROW, run on too few programs
@@ -758,4 +761,7 @@ def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
             best, best_freed = order, freed
     if best is graph_order:
         return items
+    moved = sum(1 for i, j in enumerate(best) if i != j)
+    log.debug("tilefuse: peak-memory order moves %d of %d items (estimated peak %.1f -> %.1f MiB)",
+              moved, len(items), estimate_peak_memory(graph_order, model) / 2**20, best_freed / 2**20)
     return [items[i] for i in best]
