@@ -3,6 +3,8 @@ move earlier only past items that write nothing it reads."""
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from tilefuse import symbolic as S
@@ -202,7 +204,7 @@ def _mm_inputs():
     return torch.randn(T, C), torch.randn(H, C), torch.randn(T, H)
 
 
-def test_the_weight_gradient_runs_first_when_it_frees_the_saved_activation():
+def test_the_weight_gradient_runs_first_when_it_frees_the_saved_activation(caplog):
     from tilefuse import config
     from tilefuse import scheduler as SCH
     from tilefuse.ir import graph_context as G
@@ -224,9 +226,17 @@ def test_the_weight_gradient_runs_first_when_it_frees_the_saved_activation():
         # with every input held by the caller the two orders peak alike: the reorder is allowed
         assert (SCH.estimate_peak_memory(greedy, model, inputs_freed=False)
                 == SCH.estimate_peak_memory([0, 1], model, inputs_freed=False) == (64 * 48 + 16 * 48) * 4)
-        reordered = SCH.order_for_peak_memory(items, graph)
+        with caplog.at_level(logging.DEBUG, logger="tilefuse"):
+            reordered = SCH.order_for_peak_memory(items, graph)
     assert [sorted(i.read_names()) for i in reordered if isinstance(i, ExternSchedulerNode)] == [
         ["arg0", "arg2"], ["arg0", "arg1"]]
+    # the reorder is logged at debug level with the items moved and both estimated peaks (MiB)
+    (msg,) = [r.getMessage() for r in caplog.records if "peak-memory order" in r.getMessage()]
+    moved = sum(1 for a, b in zip(items, reordered) if a is not b)
+    assert f"moves {moved} of {len(items)} items" in msg and moved >= 2
+    assert "15.0 KiB -> 3.0 KiB" in msg and in_graph_order == 15 * 1024, msg
+    assert [SCH._readable_bytes(n) for n in (0, 1023, 1536, 128 * 2**20, -3 * 2**30)] == [
+        "0 B", "1023 B", "1.5 KiB", "128.0 MiB", "-3.0 GiB"]
     with config.patch(reorder_for_peak_memory=True):  # schedule() applies it when the option is on
         items2, _ = _scheduled(_two_products, *args)
         out = torch.compile(_two_products, backend="tilefuse")(*args)

@@ -727,6 +727,14 @@ def _graph_order_hoisting_frees(model: _MemoryModel) -> list[int]:
     return order
 
 
+def _readable_bytes(n: int) -> str:
+    """``n`` bytes as B, KiB, MiB or GiB with one decimal (negative when below the start)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
     """``items`` (the fused schedule, in graph order) in the order of lowest estimated peak memory
     among graph order, graph order hoisting memory-freeing items (``_graph_order_hoisting_frees``)
@@ -762,6 +770,6 @@ def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
     if best is graph_order:
         return items
     moved = sum(1 for i, j in enumerate(best) if i != j)
-    log.debug("tilefuse: peak-memory order moves %d of %d items (estimated peak %.1f -> %.1f MiB)",
-              moved, len(items), estimate_peak_memory(graph_order, model) / 2**20, best_freed / 2**20)
+    log.debug("tilefuse: peak-memory order moves %d of %d items (estimated peak above the call's start %s -> %s)",
+              moved, len(items), _readable_bytes(estimate_peak_memory(graph_order, model)), _readable_bytes(best_freed))
     return [items[i] for i in best]
