@@ -260,7 +260,8 @@ def _process_time(r: dict) -> str:
     the exit: shutting down compile workers, freeing the device)."""
     st = r.get("stages", {})
     rest = r["process_s"] - sum(st.values())
-    return f"process {r['process_s']:.1f} s (" + ", ".join(f"{k} {v:.1f}" for k, v in st.items()) + f", start+exit {rest:.1f})"
+    return (f"process {r['process_s']:.2f} s (" + ", ".join(f"{k} {v:.2f}" for k, v in st.items())
+            + f", start+exit {rest:.2f})")
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -330,10 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-here", action="store_true", help=argparse.SUPPRESS)  # the profiled process
     args = ap.parse_args(argv)
     # arguments checked here, before any child process runs
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    # each list once, in the order given (``--only softmax,softmax`` measures it once)
+    modes = list(dict.fromkeys(m.strip() for m in args.modes.split(",") if m.strip()))
     if not modes or [m for m in modes if m not in MODES]:
         ap.error(f"--modes {args.modes!r}: give one or more of {MODES}, comma-separated")
-    chosen = [b.strip() for b in args.backends.split(",") if b.strip()]
+    chosen = list(dict.fromkeys(b.strip() for b in args.backends.split(",") if b.strip()))
     if not chosen or [b for b in chosen if b not in BACKENDS]:
         ap.error(f"--backends {args.backends!r}: choose one or more of {BACKENDS}, comma-separated")
     variants = []
@@ -367,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat > 1 and args.profile:
         ap.error("--repeat is for the table; --profile profiles one process (leave --repeat out)")
     known = workload_names()
-    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else known
+    names = list(dict.fromkeys(n.strip() for n in args.only.split(",") if n.strip())) if args.only else known
     for n in names + ([args.profile] if args.profile else []):
         if n not in known:
             ap.error(f"unknown workload {n!r}; choose from {known}")
@@ -528,8 +530,8 @@ def main(argv: list[str] | None = None) -> int:
             wt = warm.get("tilefuse")
             if wt:  # the warm median process's phases (restore: kernels loaded from launch records)
                 wph = wt.get("phases", {})
-                print("#   tilefuse warm phases (s): " + " ".join(f"{k}={v:.3f}" for k, v in wph.items())
-                      + f" rest={wt['first_call_s'] - sum(wph.values()):.2f}", flush=True)
+                print("#   tilefuse warm phases (s): " + "".join(f"{k}={v:.3f} " for k, v in wph.items())
+                      + f"rest={wt['first_call_s'] - sum(wph.values()):.2f}", flush=True)
             for label, r in (("cold", extra), ("warm", wt)):
                 if r and r.get("warmup"):  # Triton's warm-up threads: each part, and the wait for them
                     print(f"#   tilefuse {label} warm-up (s): "

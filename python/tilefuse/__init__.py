@@ -11,13 +11,17 @@ Usage::
     import torch
     model = torch.compile(model, backend="tilefuse")
 
-Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension. Submodules
+Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension. It reads the
+``TILEFUSE_*`` environment variables (``tilefuse.config``), so one that does not parse is a
+ValueError naming it at the import rather than at the first compile. Other submodules
 (``tilefuse.symbolic``, ...) load on first attribute access, e.g. ``tilefuse.symbolic.sym``.
 """
 
 from __future__ import annotations
 
 import importlib as _importlib
+
+from . import config  # noqa: E402,F401  (the environment checked at import; imports only os)
 
 __version__ = "0.1.0"
 
