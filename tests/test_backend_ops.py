@@ -196,6 +196,29 @@ def test_remainder_and_fmod_signs():
     check(lambda x, y: (torch.remainder(x, y), x % 4, torch.remainder(x.float(), y.float())), a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_float_floor_division_and_remainder_as_aten_computes_them(dtype):
+    """Floor division and remainder of floats follow aten's formulas (fmod first), not
+    ``floor(a / b)`` and ``a - floor(a / b) * b``: ``1.0 // 0.1`` is 9.0 (the rounded quotient
+    10.0 floored gave 10.0), ``inf // 2.0`` is nan, ``1.0 % inf`` is 1.0 (nan before), and a zero
+    result keeps eager's sign. Compared bit for bit, zeros' signs included."""
+    inf, nan = float("inf"), float("nan")
+    vals = [1.0, -1.0, inf, -inf, nan, 0.0, -0.0, 5.5, -5.5, 1e30, 7.0, -7.0, 0.3, 1e-3]
+    divs = [0.1, -0.1, 2.0, -2.0, inf, -inf, 0.0, -0.0, nan, 3.0, 1e-3, 0.7]
+    a = torch.tensor([x for x in vals for _ in divs], dtype=dtype)
+    b = torch.tensor([y for _ in vals for y in divs], dtype=dtype)
+
+    def f(x, y):
+        return (torch.floor_divide(x, y), torch.div(x, y, rounding_mode="floor"), torch.remainder(x, y),
+                x // 0.1, x % 2.0, x // inf, x % -inf)
+
+    got = check(f, a, b, exact=True)
+    want = f(to_device(a), to_device(b))
+    for g, w in zip(got, want):
+        assert torch.equal(torch.signbit(g) | g.isnan(), torch.signbit(w) | w.isnan())
+    assert got[0][vals.index(1.0) * len(divs)].item() == 9.0  # 1.0 // 0.1
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
 def test_bitwise_and_logical(dtype):
     a, b = make([6, 5], dtype, low=-8, high=8), make([5], dtype, low=-8, high=8)

@@ -88,7 +88,17 @@ def _layer_norm_formula(x, w, b):
     return (x - mean) * torch.rsqrt((x - mean).square().mean(-1, keepdim=True) + 1e-5) * w + b
 
 
+def _float_division_family(a, b):
+    """Floor division, remainder and fmod of floats (libdevice ``fmod`` on the GPU), with tensor
+    and literal divisors, in float32, bfloat16 (computed in float32) and float64."""
+    h, d = a.to(torch.bfloat16), a.double()
+    return (a // b, a % b, torch.fmod(a, b), a // 0.1, a % -0.7, torch.fmod(a, 3.0), h // h.flip(0), h % 0.3,
+            d // b.double(), d % 0.1, torch.fmod(d, d.flip(0)))
+
+
 _CASES = {
+    "float_floor_division_remainder_fmod": (_float_division_family, {}, [((64, 48), torch.float32),
+                                                                        ((64, 48), torch.float32)]),
     "layer_norm_ptx_rsqrt": (_layer_norm_formula, {}, [((64, 300), torch.bfloat16), ((300,), torch.float32),
                                                      ((300,), torch.float32)]),
     "softmax_family_persistent": (_softmax_family, {}, [((64, 300), torch.float32), ((300,), torch.float32),

@@ -918,6 +918,30 @@ class TritonKernelCodegen:
                     f".to(tl.bfloat16)")
         return f"{x}.to({tl_dtype(dst)})"
 
+    def _fmod_float(self, a: str, b: str) -> str:
+        """Source of C's ``fmod`` of floats (the remainder of the quotient truncated toward zero,
+        exact): libdevice's ``fmod`` on the GPU, where Triton's ``%`` on floats (LLVM ``frem``) is
+        expanded by the NVPTX back end as ``a - b * trunc(a / b)`` and so loses the remainder of
+        large quotients; ``%`` under the interpreter (numpy's ``fmod``, exact)."""
+        return f"libdevice.fmod({a}, {b})" if not self.interpret else f"{a} % {b}"
+
+    def _floor_divide_float(self, a: str, b: str) -> str:
+        """Source of torch's floor division of floats (``a // b``, ``div(rounding_mode='floor')``)
+        as aten computes it (c10's ``div_floor_floating``), not ``floor(a / b)``: the quotient of
+        ``a - fmod(a, b)``, one less when the remainder's sign differs from ``b``'s, then rounded
+        to the nearest integer below or at it. ``floor(a / b)`` rounds the division first, so
+        ``1.0 // 0.1`` came out 10.0 where torch (and Python) give 9.0, and ``inf // 2.0`` inf
+        where torch gives nan. A zero divisor gives ``a / b`` (IEEE: ±inf or nan); a zero
+        quotient keeps the sign of ``a / b``."""
+        mod = self.cse(self._fmod_float(a, b))
+        div = self.cse(f"({a} - {mod}) / {b}")
+        div = self.cse(f"tl.where(({mod} != 0) & (({b} < 0) != ({mod} < 0)), {div} - 1.0, {div})")
+        low = self.cse(f"tl.floor({div})")
+        rounded = self.cse(f"tl.where({div} - {low} > 0.5, {low} + 1.0, {low})")
+        q = self.cse(f"{a} / {b}")
+        # a zero quotient: 0.0 * q is +-0 with q's sign (q is finite there: |a| < |b|)
+        return f"tl.where({b} == 0, {q}, tl.where({div} != 0, {rounded}, 0.0 * {q}))"
+
     # ------------------------------------------------------------------ math
     def math(self, op: str, x: list[str], dtype: torch.dtype, raw) -> str:
         is_float = dtype is not None and dtype.is_floating_point
@@ -944,7 +968,7 @@ class TritonKernelCodegen:
             return f"{x[0]} / {x[1]}"
         if op == "floordiv":
             if is_float:
-                return f"tl.floor({x[0]} / {x[1]})"
+                return self._floor_divide_float(*x)
             a, b = x
             return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {a} // {b} - 1, {a} // {b})"
         if op == "truncdiv":
@@ -955,11 +979,15 @@ class TritonKernelCodegen:
         if op == "remainder":
             a, b = x
             if is_float:
-                return f"{a} - tl.floor({a} / {b}) * {b}"
+                # aten's float remainder: the truncated remainder (fmod; Triton's % on floats),
+                # moved by b when its sign differs from b's (1.0 % 0.1 is 0.0999..., not the
+                # 0.0 or -5.6e-17 of a - floor(a / b) * b)
+                mod = self.cse(self._fmod_float(a, b))
+                return f"tl.where(({mod} != 0) & (({b} < 0) != ({mod} < 0)), {mod} + {b}, {mod})"
             return f"tl.where((({a} % {b}) != 0) & ((({a} % {b}) < 0) != ({b} < 0)), ({a} % {b}) + {b}, {a} % {b})"
         if op == "fmod":
-            # Triton's % is C's (truncated) remainder for ints and floats alike: torch.fmod
-            return f"{x[0]} % {x[1]}"
+            # torch.fmod, C's (truncated) remainder: Triton's % for ints
+            return self._fmod_float(*x) if is_float else f"{x[0]} % {x[1]}"
         if op in ("lshift", "rshift"):
             return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
         if op in _F64_MATH:
