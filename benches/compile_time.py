@@ -341,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     variants = []
     for v in args.variant:
         try:
-            variants.append(parse_variant(v))
+            parsed = parse_variant(v)
+            if parsed not in variants:  # the same variant twice is measured once
+                variants.append(parsed)
         except ValueError as e:
             ap.error(f"--variant {v!r}: {e}")
     if variants and "tilefuse" not in chosen:

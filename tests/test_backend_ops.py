@@ -219,6 +219,23 @@ def test_float_floor_division_and_remainder_as_aten_computes_them(dtype):
     assert got[0][vals.index(1.0) * len(divs)].item() == 9.0  # 1.0 // 0.1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_negative_zero_constants_and_negation_keep_the_sign_bit(dtype):
+    """``-0.0`` as a constant (Triton's ``tl.full`` builds every zero as +0.0) and ``-x`` of +0.0
+    (Triton's unary minus is ``0 - x``) keep eager's sign: ``x // -0.0`` is -inf for x > 0, ``-0.0
+    % x`` and ``-(x * 0)`` are -0.0 (a fresh-user trial). Compared with the sign of every zero."""
+    x = torch.tensor([1.0, -1.0, 0.0, -0.0, 5.0, float("inf"), float("nan")], dtype=dtype)
+
+    def f(x):
+        return x // -0.0, -0.0 % x, x / -0.0, x * -0.0, x + -0.0, -x, -(x * 0), torch.full_like(x, -0.0) + x * 0
+
+    got = check(f, x, exact=True)
+    want = f(to_device(x))
+    for g, w in zip(got, want):
+        assert torch.equal(torch.signbit(g) | g.isnan(), torch.signbit(w) | w.isnan()), (g, w)
+    assert got[0][0].item() == float("-inf") and torch.signbit(got[5][2])
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
 def test_bitwise_and_logical(dtype):
     a, b = make([6, 5], dtype, low=-8, high=8), make([5], dtype, low=-8, high=8)

@@ -61,6 +61,14 @@ def test_set_values_are_read(reload_config, var, opt, value, parsed):
     assert getattr(cfg, opt) == parsed
 
 
+def test_surrounding_blanks_are_dropped_and_the_pool_name_takes_any_case(reload_config, tmp_path):
+    """Every value is read without surrounding blanks (a debug folder `` /x `` wrote under a folder
+    named with a leading blank, found by a fresh-user trial), and the pool's name, like the
+    booleans, in any case."""
+    cfg = reload_config(TILEFUSE_DEBUG_DIR=f"  {tmp_path}  ", TILEFUSE_COMPILE_POOL=" Thread ")
+    assert cfg.debug_dir == str(tmp_path) and cfg.compile_pool == "thread"
+
+
 @pytest.mark.parametrize("var, value", [("TILEFUSE_PAD_MM", "maybe"), ("TILEFUSE_COMPILE_WORKERS", "four"),
                                         ("TILEFUSE_COMPILE_POOL", "fibers"),
                                         ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "0")])

@@ -90,10 +90,11 @@ def _layer_norm_formula(x, w, b):
 
 def _float_division_family(a, b):
     """Floor division, remainder and fmod of floats (libdevice ``fmod`` on the GPU), with tensor
-    and literal divisors, in float32, bfloat16 (computed in float32) and float64."""
+    and literal divisors, negation and -0.0 constants, in float32, bfloat16 and float64."""
     h, d = a.to(torch.bfloat16), a.double()
     return (a // b, a % b, torch.fmod(a, b), a // 0.1, a % -0.7, torch.fmod(a, 3.0), h // h.flip(0), h % 0.3,
-            d // b.double(), d % 0.1, torch.fmod(d, d.flip(0)))
+            d // b.double(), d % 0.1, torch.fmod(d, d.flip(0)),
+            a // -0.0, -a, h // -0.0, -h, d * -0.0, -d)  # -0.0 constants through their bits
 
 
 _CASES = {

@@ -124,10 +124,11 @@ _FALSE = ("0", "false", "no", "off")
 
 
 def _env_value(name: str) -> str | None:
-    """The environment variable ``name``, or None when it is unset or empty (only blanks):
-    ``TILEFUSE_PAD_MM=`` means "not set", the option keeps its default, for every option."""
+    """The environment variable ``name`` without surrounding blanks, or None when it is unset or
+    empty (only blanks): ``TILEFUSE_PAD_MM=`` means "not set", the option keeps its default, for
+    every option (a ``TILEFUSE_DEBUG_DIR`` of ``" /tmp/d "`` is ``/tmp/d``)."""
     v = os.environ.get(name)
-    return v if v is not None and v.strip() else None
+    return v.strip() if v is not None and v.strip() else None  # surrounding blanks dropped
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -179,7 +180,7 @@ def _usable_cores() -> int:
 
 
 compile_workers: int = _env_int("TILEFUSE_COMPILE_WORKERS", _usable_cores())
-compile_pool: str = (_env_value("TILEFUSE_COMPILE_POOL") or "process").strip()
+compile_pool: str = (_env_value("TILEFUSE_COMPILE_POOL") or "process").lower()  # as booleans: any case
 precompile_overlap: bool = _env_bool("TILEFUSE_PRECOMPILE_OVERLAP", True)
 precompile_wait_all: bool = _env_bool("TILEFUSE_PRECOMPILE_WAIT_ALL", True)
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)

@@ -775,6 +775,14 @@ class TritonKernelCodegen:
             return self._emit_store(op, a, vals, m, kind)
         if op == "constant":
             value, dt = a
+            if dt.is_floating_point and value == 0 and math.copysign(1.0, float(value)) < 0:
+                # -0.0: Triton's tl.full builds every zero as +0.0 (its null value), so the sign
+                # bit is set through the bits (x // -0.0 is -inf for x > 0, as in eager)
+                ft = torch.float32 if dt == torch.bfloat16 and self.interpret else dt
+                bits = {torch.float64: ("-9223372036854775808", "tl.int64"), torch.float32: ("-2147483648", "tl.int32")}
+                lit, it = bits.get(ft, ("-32768", "tl.int16"))
+                z = f"tl.full({self.shape(kind)}, {lit}, {it}).to({tl_dtype(ft)}, bitcast=True)"
+                return self.cse(z if ft == dt else f"{z}.to({tl_dtype(dt)})")
             if dt == torch.bfloat16 and self.interpret:
                 # the interpreter cannot build bf16 constants: round in Python (RNE, as torch), build
                 # the exactly representable value in fp32 and convert (exact)
@@ -1003,7 +1011,9 @@ class TritonKernelCodegen:
                 return f"{x[0]} < 0"
             return f"{x[0]}.to({bits.get(raw[0].dtype, 'tl.int32')}, bitcast=True) < 0"
         if op == "neg":
-            return f"-{x[0]}"
+            # Triton's unary minus of a float is 0 - x, which leaves +0.0 positive (eager: -0.0);
+            # x * -1.0 flips the sign bit of every value (LLVM folds it into a negation)
+            return f"{x[0]} * -1.0" if is_float else f"-{x[0]}"
         if op == "abs":
             return f"tl.abs({x[0]})"
         if op == "reciprocal":
