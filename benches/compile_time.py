@@ -33,7 +33,8 @@ first call, and the interpreter's start and exit): on the GPU host a process las
 for a first call under 1 s, which bounds how many workloads one device call can measure.
 ``--variant NAME=VALUE[,NAME=VALUE...]`` (repeatable) adds a tilefuse run with those environment
 variables set (``TILEFUSE_EAGER_BACKWARD=0``: an A/B of one option, interleaved with the rest),
-printed under the table with its backend time and ratio.
+printed under the table with its backend time and ratio; a value tilefuse refuses (``import
+tilefuse`` checks them) is an argument error before anything is measured.
 
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).
@@ -280,6 +281,23 @@ def parse_variant(text: str) -> dict:
     return out
 
 
+def _variant_problem(env: dict) -> str | None:
+    """Why tilefuse would refuse the environment ``env`` (a ``--variant``), or None: ``import
+    tilefuse`` checks every ``TILEFUSE_*`` variable and imports neither torch nor the native
+    extension, so a fresh interpreter with ``env`` answers in a fraction of a second, before any
+    measured process runs (a bad value used to fail every variant process after the others ran)."""
+    if not any(k.startswith("TILEFUSE_") for k in env):
+        return None
+    pkg = os.path.join(HERE, "..", "python")  # where a checkout's package is when it is not installed
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), pkg) if p)
+    r = subprocess.run([sys.executable, "-c", "import tilefuse"], capture_output=True, text=True, env=full)
+    if r.returncode == 0:
+        return None
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"importing tilefuse with it failed (exit status {r.returncode})"
+
+
 def _variant_label(env: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in env.items())
 
@@ -346,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append(parsed)
         except ValueError as e:
             ap.error(f"--variant {v!r}: {e}")
+        problem = _variant_problem(parsed)
+        if problem:
+            ap.error(f"--variant {v!r}: {problem}")
     if variants and "tilefuse" not in chosen:
         ap.error("--variant runs tilefuse with other settings: keep tilefuse in --backends")
     if variants and args.profile:

@@ -43,6 +43,9 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
      "the directory '/nonexistent_dir' does not exist"),
     (("--variant", "A=1,=2"), "'=2' is not NAME=VALUE"),
     (("--variant", "A=1", "--backends", "aot_eager,inductor"), "keep tilefuse in --backends"),
+    # a value tilefuse refuses: found before any measured process runs (``import tilefuse``)
+    (("--variant", "TILEFUSE_COMPILE_POOL=bogus"), "tilefuse option 'compile_pool' must be one of"),
+    (("--variant", "TILEFUSE_TILING=0,TILEFUSE_AUTOTUNE=maybe"), "TILEFUSE_AUTOTUNE='maybe' is not a boolean"),
     (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
 ])
 def test_compile_time_refuses_bad_arguments(args, message):
@@ -148,11 +151,13 @@ def test_compile_time_cpu_row(tmp_path):
 
 def test_compile_time_variants_are_interleaved_and_get_their_environment():
     """``--variant``: a tilefuse run with extra environment variables, its processes interleaved
-    round by round with the other backends'; a variant whose setting breaks tilefuse (an invalid
-    compile pool: the child's config import fails) is reported as failed without losing the
-    table row, and the exit status says a measurement failed."""
+    round by round with the other backends'; a variant whose setting breaks the compile (a debug
+    folder that cannot be created, with the eager fallback off: the child fails; values tilefuse
+    refuses outright are argument errors, below) is reported as failed without losing the table
+    row, and the exit status says a measurement failed."""
+    broken = "TILEFUSE_FALLBACK_ON_ERROR=0,TILEFUSE_DEBUG_DIR=/proc/tilefuse_no_such_dir"
     r = _run("--device", "cpu", "--only", "softmax", "--modes", "static", "--backends", "tilefuse",
-             "--repeat", "2", "--variant", "TILEFUSE_TILING=0", "--variant", "TILEFUSE_COMPILE_POOL=bogus",
+             "--repeat", "2", "--variant", "TILEFUSE_TILING=0", "--variant", broken,
              "--variant", "TILEFUSE_TILING=0")  # given twice: measured once
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
     order = re.findall(r"softmax static (aot_eager|tilefuse(?: \[[^\]]*\])?) process (\d)/2", r.stdout)
@@ -161,8 +166,8 @@ def test_compile_time_variants_are_interleaved_and_get_their_environment():
     assert re.search(r"^\| softmax \| static \| [\d.]+ \| nan \| [\d.]+ \|", r.stdout, re.M), r.stdout[-2000:]
     m = re.search(r"variant tilefuse \[TILEFUSE_TILING=0\]: first call ([\d.]+) s, backend (-?[\d.]+) s", r.stdout)
     assert m and float(m.group(1)) > 0, r.stdout[-2000:]
-    assert "variant tilefuse [TILEFUSE_COMPILE_POOL=bogus]: FAILED" in r.stdout
-    assert "tilefuse option 'compile_pool' must be one of" in r.stderr  # the variable reached the child
+    assert f"variant tilefuse [{broken}]: FAILED" in r.stdout
+    assert "debug_dir" in r.stderr  # the variables reached the child
 
 
 def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
