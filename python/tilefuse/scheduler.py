@@ -632,6 +632,22 @@ def estimate_peak_memory(order: list[int], model: _MemoryModel, inputs_freed: bo
     return peak
 
 
+def _release_successors(pick: int, succs: list[list[int]], indegree: list[int], ready: set[int]) -> None:
+    """A greedy topological sort's step after running ``pick``: each successor with no
+    predecessor left to run becomes ready."""
+    for s_ in succs[pick]:
+        indegree[s_] -= 1
+        if indegree[s_] == 0:
+            ready.add(s_)
+
+
+def _complete(order: list[int], n: int) -> list[int]:
+    """``order`` when it holds all ``n`` items; AssertionError otherwise (a dependency cycle)."""
+    if len(order) != n:
+        raise AssertionError("order_for_peak_memory: the items' dependencies have a cycle")
+    return order
+
+
 def _topological_state(model: _MemoryModel) -> tuple[list[int], list[list[int]], dict[str, int]]:
     """For a greedy topological sort: each item's count of predecessors not yet run, each item's
     successors, and each buffer's count of readers not yet run."""
@@ -684,13 +700,8 @@ def _least_peak_first(model: _MemoryModel) -> list[int]:
             if remaining[name] == 1:
                 last = next(r for r in model.readers[name] if r not in done)
                 to_free[last] += model.size_free.get(name, 0)
-        for s in succs[pick]:
-            indegree[s] -= 1
-            if indegree[s] == 0:
-                ready.add(s)
-    if len(order) != n:
-        raise AssertionError("order_for_peak_memory: the items' dependencies have a cycle")
-    return order
+        _release_successors(pick, succs, indegree, ready)
+    return _complete(order, n)
 
 
 # an order other than graph order must lower the estimated peak by this fraction of the memory in
@@ -718,13 +729,8 @@ def _graph_order_hoisting_frees(model: _MemoryModel) -> list[int]:
         order.append(pick)
         for name in model.reads[pick]:
             remaining[name] -= 1
-        for s_ in succs[pick]:
-            indegree[s_] -= 1
-            if indegree[s_] == 0:
-                ready.add(s_)
-    if len(order) != n:
-        raise AssertionError("order_for_peak_memory: the items' dependencies have a cycle")
-    return order
+        _release_successors(pick, succs, indegree, ready)
+    return _complete(order, n)
 
 
 def _readable_bytes(n: int) -> str:
@@ -757,7 +763,8 @@ def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
         return items
     model = _memory_model(items, graph)
     graph_order = list(range(len(items)))
-    best, best_freed = graph_order, estimate_peak_memory(graph_order, model)
+    in_graph_order = estimate_peak_memory(graph_order, model)
+    best, best_freed = graph_order, in_graph_order
     held = estimate_peak_memory(graph_order, model, inputs_freed=False)
     needed = best_freed - MIN_PEAK_GAIN * (model.input_bytes + max(best_freed, 0))
     for make in (_graph_order_hoisting_frees, _least_peak_first):
@@ -771,5 +778,5 @@ def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
         return items
     moved = sum(1 for i, j in enumerate(best) if i != j)
     log.debug("tilefuse: peak-memory order moves %d of %d items (estimated peak above the call's start %s -> %s)",
-              moved, len(items), _readable_bytes(estimate_peak_memory(graph_order, model)), _readable_bytes(best_freed))
+              moved, len(items), _readable_bytes(in_graph_order), _readable_bytes(best_freed))
     return [items[i] for i in best]
