@@ -86,7 +86,7 @@ def test_compile_time_profile_is_cold_whatever_the_callers_caches(tmp_path):
         r = subprocess.run([sys.executable, SCRIPT, "--profile", "softmax", "--device", "cpu", "--top", "1"],
                            capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-        assert re.search(r"phases \{'lower': [\d.]+", r.stdout), r.stdout[:2000]
+        assert re.search(r"phases \{[^}]*'lower': [\d.]+", r.stdout), r.stdout[:2000]
         assert "# Dynamo sections (s): _compile.compile_inner=" in r.stdout
 
 

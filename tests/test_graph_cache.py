@@ -54,11 +54,16 @@ def test_same_graph_hits_in_process_and_replays_counters():
     first = metrics.snapshot()
     assert first["generated_graph_count"] == 1 and first["graph_cache_hits"] == 0
     assert first["fallback_kernel_count"] >= 1
+    # the key and the (missed) lookup timed apart from lowering
+    assert {"cache_key", "cache_lookup", "lower", "codegen", "cache_store", "first_run"} <= set(metrics.phase_seconds)
+    assert all(v >= 0 for v in metrics.phase_seconds.values()), metrics.phase_seconds
 
     _fresh()
     got2 = torch.compile(_f, backend="tilefuse")(x, y)
     assert metrics.graph_cache_hits == 1
     assert metrics.generated_graph_count == 0  # nothing lowered or generated
+    assert {"cache_key", "cache_lookup"} <= set(metrics.phase_seconds), metrics.phase_seconds
+    assert not {"lower", "schedule", "codegen"} & set(metrics.phase_seconds), metrics.phase_seconds
     for k in ("generated_kernel_count", "fallback_kernel_count", "extern_kernel_count"):
         assert getattr(metrics, k) == first[k], k
     for got in (got1, got2):
@@ -451,6 +456,8 @@ def test_disk_hit_in_a_fresh_process(tmp_path):
     for r in runs[1:]:
         assert r["hits"] == 1 and r["generated"] == 0, (runs[0]["log"], r["log"])
     assert all(r["err"] < 1e-4 for r in runs), runs
+    for r in runs[1:]:  # a hit from disk: its key, lookup and module load timed, nothing lowered
+        assert {"cache_key", "cache_lookup", "load"} <= set(r["phases"]) and "lower" not in r["phases"], r
     if DEVICE == "cuda":
         assert "restore" in runs[1]["phases"], runs[1]
         assert "precompile" not in runs[1]["phases"] and "autotune" not in runs[1]["phases"], runs[1]

@@ -74,6 +74,7 @@ class CompiledGraph:
         # (config.precompile_wait_all, read at compile time: the call runs outside the options)
         self._pending = pending
         self._wait_all = config.precompile_wait_all
+        self._ran = False  # the first call is timed (phase "first_run")
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -101,10 +102,23 @@ class CompiledGraph:
             if a.stride() != stride and a.numel() > 1:
                 args[i] = ensure_strides(a, size, stride)
         a = None  # the list holds the inputs' only references here: the call frees each after its last use
-        if self.cache_key is None:
+        if self._ran:
             return self.module.call(args)
+        return self._first_call(args)
+
+    def _first_call(self, args: list) -> Any:
+        """The module's first run, timed as phase ``first_run`` (its kernels' first launches: CUDA
+        module loads, launcher set-up; autotuning has a phase of its own and is not counted), then
+        the launch records stored (phase ``cache_store``) when the graph cache wants them."""
+        self._ran = True
+        tuned = metrics.phase_seconds.get("autotune", 0.0)
+        t0 = time.perf_counter()
         out = self.module.call(args)
-        self._store_launch_records()
+        t1 = time.perf_counter()
+        metrics.add_phase("first_run", t1 - t0 - (metrics.phase_seconds.get("autotune", 0.0) - tuned))
+        if self.cache_key is not None:
+            self._store_launch_records()
+            metrics.add_phase("cache_store", time.perf_counter() - t1)
         return out
 
     def _store_launch_records(self) -> None:
@@ -278,16 +292,20 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
     key = None
     if config.graph_cache:
         try:
+            tk = time.perf_counter()
             key = graph_cache.graph_key(gm, example_inputs, env, {k: getattr(config, k) for k in config._OPTIONS})
         except Exception as e:  # noqa: BLE001 - Uncacheable, or a key part that failed: compile uncached
             log.debug("tilefuse: graph '%s' is not cached: %s: %s", name, type(e).__name__, e)
             key = None
         else:
+            tl = time.perf_counter()
+            metrics.add_phase("cache_key", tl - tk)
             try:
                 entry = graph_cache.lookup(key, env)
             except Exception as e:  # noqa: BLE001 - a cache problem is a miss, never an error
                 log.warning("tilefuse: graph cache lookup failed (%s: %s); compiling", type(e).__name__, e)
                 entry = None
+            metrics.add_phase("cache_lookup", time.perf_counter() - tl)
             if entry is not None:
                 from .runtime import DebugDirError
 
@@ -310,9 +328,11 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 guards.append(rel)
         delta = {k: after[k] - before[k] for k in _REPLAYED_COUNTERS}
         delta["fallback_ops"] = [str(op) for op in graph.fallback_ops]  # named again on a hit
+        ts = time.perf_counter()
         if graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
                                                          compiled.symbol_sources, guards, delta, compiled.module)):
             compiled.cache_key = key  # the first call stores the kernels' launch records beside it
+        metrics.add_phase("cache_store", time.perf_counter() - ts)
     return compiled
 
 
@@ -335,8 +355,10 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     if module is None:
         # kernels launched by an earlier process: their cubins load directly, without Triton's
         # JIT, so the module loads without waiting for the JIT's warm-up
+        t1 = time.perf_counter()
         records = graph_cache.load_launches(key)
         module = load_module(entry.source, entry.constants, config.debug_dir, name, wait=records is None)
+        metrics.add_phase("load", time.perf_counter() - t1)
         launchers = [ln for ln in module._launchers if ln.cuda]
         if launchers and records is not None and len(records) == len(module._launchers):
             t1 = time.perf_counter()
@@ -374,6 +396,7 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     from .scheduler import schedule
     from .ir import graph_context as G
 
+    t_lower = time.perf_counter()  # after the graph cache's key and lookup (phases of their own)
     graph = GraphLowering(gm, example_inputs, name)
     graph.run()
     t1 = time.perf_counter()
@@ -396,7 +419,7 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     else:
         pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
-    for phase, sec in (("lower", t1 - t0), ("schedule", t2 - t1), ("codegen", t3 - t2), ("load", t4 - t3),
+    for phase, sec in (("lower", t1 - t_lower), ("schedule", t2 - t1), ("codegen", t3 - t2), ("load", t4 - t3),
                        ("precompile", pre_s)):
         metrics.add_phase(phase, sec)
     metrics.generated_graph_count += 1

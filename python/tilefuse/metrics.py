@@ -11,12 +11,17 @@ kernel is launched again instead of being defined, compiled and autotuned a seco
 from the graph cache counts too: the count is of graphs in use, as the kernel counts).
 ``specialized_graph_count``: graphs with symbolic sizes that could not be compiled symbolically
 and are compiled per concrete input shape instead (``backend.SpecializingGraph``).
-``phase_seconds``: wall seconds per compile phase, summed over graphs: ``lower`` (GraphLowering),
-``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module),
+``phase_seconds``: wall seconds per compile phase, summed over graphs: ``cache_key`` (the graph
+cache's key: hashing the graph, its inputs' metadata and the options; with ``config.graph_cache``),
+``cache_lookup`` (reading and unpickling an entry, or finding none), ``lower`` (GraphLowering),
+``schedule``, ``codegen`` (kernels and wrapper), ``load`` (writing and importing the module; on a
+graph cache hit, reading the launch records and importing the entry's module),
 ``precompile`` (compiling kernels ahead: submitting the jobs and forking the workers, or, with
 ``config.precompile_overlap`` off, the whole compile), ``precompile_wait`` (a first call waiting
 for the workers still compiling and loading their binaries), ``autotune`` (first launches that time their configs),
-``restore`` (a graph cache hit loading its kernels' cubins from launch records), ``partition``
+``restore`` (a graph cache hit loading its kernels' cubins from launch records), ``first_run`` (each
+compiled graph's first call, autotuning excepted: the kernels' first launches), ``cache_store``
+(writing a graph cache entry and, after the first call, its kernels' launch records), ``partition``
 (AOTAutograd's min-cut partitioner splitting a training graph, ``config.min_cut_partition``).
 ``graph_cache_hits``: graphs whose compiled module came from the graph cache
 (``tilefuse.runtime.graph_cache``) instead of being compiled; a hit adds the kernel, fallback
