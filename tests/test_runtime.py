@@ -417,16 +417,17 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
     assert z.tolist() == [64] * 37
 
 
-def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch):
-    """The thread plumbing, on any machine: CUDA's presence and the expensive parts stubbed."""
+def _stubbed_warmup(monkeypatch, calls: list, intervals: list) -> None:
+    """start_warmup's surroundings on any machine: CUDA present (sm_90), no warm-up started yet,
+    and its parts stubbed to record themselves in ``calls`` (the key also records the switch
+    interval in ``intervals`` and takes 0.2 s)."""
     # start_warmup imports Triton's front end; imported first, while the interpreter is on (with
     # it off, importing it over an interpreted triton.language asserts)
     import triton.compiler.code_generator  # noqa: F401
     import triton.runtime.cache as tcache
-    from triton.backends.compiler import GPUTarget
 
-    calls, intervals = [], []
     monkeypatch.setattr(R, "_WARMUP", [])
+    monkeypatch.setattr(R, "_DEFERRED_WARMUP", [])
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
@@ -443,6 +444,17 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
             calls.append("driver")
 
     monkeypatch.setattr(triton.runtime, "driver", types.SimpleNamespace(active=Active()))
+
+
+def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch, tmp_path):
+    """The thread plumbing, on any machine: CUDA's presence and the expensive parts stubbed."""
+    from triton.backends.compiler import GPUTarget
+
+    calls, intervals = [], []
+    _stubbed_warmup(monkeypatch, calls, intervals)
+    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))  # an empty cache: no hits expected
+    from tilefuse import metrics
+
     with config.patch(warmup=False):
         R.start_warmup()
     assert R._WARMUP == []  # switched off
@@ -466,6 +478,69 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch)
     # each part timed in its thread, and the wait for them counted
     assert set(metrics.warmup_seconds) == {"driver", "key", "compiler"}
     assert metrics.warmup_seconds["key"] >= 0.19 and 0.05 < metrics.warmup_wait_seconds < 5
+    R.start_deferred_warmup()  # nothing was held back: nothing more runs
+    assert R._WARMUP == threads and len(calls) == 3
+
+
+def test_warmup_holds_the_compiler_back_while_the_graph_cache_expects_hits(monkeypatch, tmp_path):
+    """After a process stored launch records in the cache directory (the marker of this code's
+    fingerprint), a new process starts only the driver part; its compiler part starts when a graph
+    is compiled after all (``start_deferred_warmup``), once. With the graph cache off, or the
+    directory cleared, both parts start at once again."""
+    from tilefuse.runtime import graph_cache
+
+    calls, intervals = [], []
+    _stubbed_warmup(monkeypatch, calls, intervals)
+    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(graph_cache, "_device_tag", lambda: ("GPU", (9, 0), "13.0"))
+    with config.patch(graph_cache=True):
+        assert not graph_cache.expects_hits()
+        graph_cache.store_launches("k" * 64, [None])
+        assert graph_cache.expects_hits()
+        with config.patch(graph_cache=False):
+            assert not graph_cache.expects_hits()
+
+        R.start_warmup()
+        R.wait_warmup()
+        assert calls == ["driver"] and len(R._WARMUP) == 1 and len(R._DEFERRED_WARMUP) == 1
+        R.start_deferred_warmup()
+        R.start_deferred_warmup()  # once
+        R.wait_warmup()
+        assert len(R._WARMUP) == 2 and not R._DEFERRED_WARMUP
+        assert calls[1:3] == ["key", calls[2]] and calls[2] is not None and len(calls) == 3
+
+        graph_cache.clear(disk=True)
+        assert not graph_cache.expects_hits()
+        calls.clear()
+        monkeypatch.setattr(R, "_WARMUP", [])
+        R.start_warmup()
+        R.wait_warmup()
+        assert len(R._WARMUP) == 2 and sorted(map(str, calls))[-2:] == ["driver", "key"]
+
+
+def test_a_graph_cache_miss_starts_the_held_back_compiler_warmup(monkeypatch, tmp_path):
+    """The backend calls ``start_deferred_warmup`` before lowering a graph, not on a hit."""
+    import tilefuse.backend  # noqa: F401 - the backend resolves the runtime's functions at call time
+    from tilefuse import metrics
+    from tilefuse.runtime import graph_cache
+
+    started = []
+    monkeypatch.setattr(R, "start_deferred_warmup", lambda: started.append(1))
+    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    graph_cache.clear()
+    x = torch.randn(33)
+    try:
+        with config.patch(graph_cache=True):
+            for _ in range(2):  # compiled, then (Dynamo reset) the same graph from the cache
+                torch._dynamo.reset()
+                metrics.reset()
+                f = torch.compile(lambda x: torch.sin(x) * 3, backend="tilefuse")
+                torch.testing.assert_close(f(x), torch.sin(x) * 3)
+                assert started == [1]
+            assert metrics.graph_cache_hits == 1
+    finally:
+        graph_cache.clear()
+        torch._dynamo.reset()
 
 
 def _fake_triton_tree(root):

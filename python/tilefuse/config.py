@@ -65,8 +65,11 @@ Options:
         (its driver's helper module, its install's cache key, its compiler's initialization) runs
         in background threads from ``torch.compile``'s backend lookup on (or backend entry, when
         ``tilefuse.backend`` was imported before Dynamo), overlapping Dynamo's and AOTAutograd's
-        tracing (``runtime.start_warmup``); False leaves it to the first kernel compile. At the
-        lookup only the environment variable is known, not ``torch.compile``'s options.
+        tracing (``runtime.start_warmup``); False leaves it to the first kernel compile. When the
+        graph cache expects hits (an earlier process with the same code stored kernel launch
+        records in this cache directory), the compiler's part waits for the first graph that
+        misses. At the lookup only the environment variable is known, not ``torch.compile``'s
+        options.
     triton_key_from_stat (bool, env TILEFUSE_TRITON_KEY_FROM_STAT, default True): on a CUDA
         machine, Triton's cache key of its own install is made from its files' sizes, times and
         inodes instead of hashing their contents (``libtriton.so``: about 415 MB, 0.4-0.9 s per

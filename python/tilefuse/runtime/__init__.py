@@ -988,6 +988,8 @@ def use_stat_triton_key() -> bool:
 
 
 _WARMUP: list[threading.Thread] = []
+# the compiler part of the warm-up, held back by start_warmup when the graph cache expects hits
+_DEFERRED_WARMUP: list[Callable[[], None]] = []
 
 
 def start_warmup() -> None:
@@ -1004,7 +1006,15 @@ def start_warmup() -> None:
       is creating).
 
     Measured on the H200 (block_fwd, cold caches), one thread doing both took 1.47 s (0.70 s
-    driver, 0.56 s key, 0.21 s compiler); two take about the longer part. ``wait_warmup`` joins them before this process uses
+    driver, 0.56 s key, 0.21 s compiler); two take about the longer part.
+
+    When the graph cache expects hits (``graph_cache.expects_hits``: an earlier process with this
+    tilefuse code stored kernel launch records in this cache directory), the compiler part is held
+    back: a hit loads its kernels' cubins without Triton's compiler, and the compiler thread,
+    which holds the GIL through most of its native work, only slowed Dynamo's tracing (measured
+    on the H200, warm-cache first calls of mlp, nchw_to_nhwc_relu and rmsnorm: 0.04-0.13 s
+    slower with it than without any warm-up). The first graph that misses starts it
+    (``start_deferred_warmup``, called before lowering), so it overlaps that graph's lowering. ``wait_warmup`` joins them before this process uses
     Triton's driver itself and before compile workers are forked (which then inherit the key
     and the initialized compiler). Called when Dynamo's backend lookup imports
     ``tilefuse.backend`` (at ``torch.compile``, so the threads overlap Dynamo's tracing too) and
@@ -1071,12 +1081,34 @@ def start_warmup() -> None:
         except BaseException as e:  # noqa: BLE001 - the real use reports any problem
             log.debug("tilefuse: Triton compiler warm-up failed: %s", e)
 
-    works = [compiler_work] if torch.version.hip is not None else [driver_work, compiler_work]
+    if torch.version.hip is not None:
+        works = [compiler_work]
+    else:
+        from . import graph_cache
+
+        works = [driver_work, compiler_work]
+        if graph_cache.expects_hits():
+            _DEFERRED_WARMUP.append(works.pop())
+    _start_threads(works)
+
+
+def _start_threads(works: list[Callable[[], None]]) -> None:
+    """Run each of ``works`` in a daemon thread of its own (kept in ``_WARMUP`` for
+    ``wait_warmup``), with the switch interval lowered while any of them runs."""
     restore = _SwitchIntervalLowered(len(works))
-    for i, work in enumerate(works):
-        t = threading.Thread(target=restore.wrap(work), name=f"tilefuse-triton-warmup-{i}", daemon=True)
+    for work in works:
+        t = threading.Thread(target=restore.wrap(work), name=f"tilefuse-triton-warmup-{len(_WARMUP)}",
+                             daemon=True)
         _WARMUP.append(t)
         t.start()
+
+
+def start_deferred_warmup() -> None:
+    """Start the warm-up's compiler part if ``start_warmup`` held it back (the graph cache
+    expected hits, and a graph is about to be compiled after all); a no-op otherwise. Called by
+    the backend before lowering each graph it compiles."""
+    if _DEFERRED_WARMUP:
+        _start_threads([_DEFERRED_WARMUP.pop()])
 
 
 WARMUP_SWITCH_INTERVAL_S = 2e-4

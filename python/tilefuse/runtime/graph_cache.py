@@ -22,7 +22,10 @@ on disk (``<TILEFUSE_CACHE_DIR>/graphs/<key>.pkl``; a hit loads the module again
 graph's first call on a GPU, ``<key>.launch.pkl`` records each kernel's chosen config and its
 binaries' static launchers (cubins under ``<TILEFUSE_CACHE_DIR>/cubin``), with the GPU's name,
 compute capability and CUDA version; a disk hit on the same kind of GPU loads those cubins and
-neither compiles, autotunes nor starts Triton's JIT (``KernelLauncher.restore``). Without usable
+neither compiles, autotunes nor starts Triton's JIT (``KernelLauncher.restore``). The first
+records a process stores also leave an empty marker, ``launched-<code fingerprint>``: a later
+process with the same code then expects hits (``expects_hits``) and holds Triton's compiler
+warm-up back until a graph misses. Without usable
 records a hit compiles its kernels again, each one a load from Triton's own disk cache, and reads
 the autotuner's timings from there. Entries whose constants do
 not pickle stay in memory only. A corrupt or unreadable file, or an entry whose module fails to
@@ -402,8 +405,9 @@ def _device_tag() -> tuple:
 def store_launches(key: str, records: list) -> None:
     """Write the launch records (``KernelLauncher.launch_record``, one per kernel of the graph's
     module, in its ``_launchers`` order; None for a kernel without one) of the entry ``key`` to
-    ``<dir>/<key>.launch.pkl``, with the device they were made on. Failures are logged, never
-    raised (the entry stays usable without them)."""
+    ``<dir>/<key>.launch.pkl``, with the device they were made on, and the ``expects_hits``
+    marker of this code's fingerprint. Failures are logged, never raised (the entry stays usable
+    without them)."""
     try:
         buf = pickle.dumps({"device": _device_tag(), "records": records}, protocol=pickle.HIGHEST_PROTOCOL)
         d = _dir()
@@ -413,8 +417,33 @@ def store_launches(key: str, records: list) -> None:
         with open(tmp, "wb") as f:
             f.write(buf)
         os.replace(tmp, path)
+        marker = _launched_marker()
+        if not os.path.exists(marker):
+            with open(marker, "wb"):
+                pass
     except Exception as e:  # noqa: BLE001 - an optimization only
         log.debug("tilefuse: launch records of %s not stored (%s: %s)", key[:12], type(e).__name__, e)
+
+
+def _launched_marker() -> str:
+    return os.path.join(_dir(), f"launched-{code_fingerprint()[:32]}")
+
+
+def expects_hits() -> bool:
+    """Whether graphs compiled in this process will probably come from the graph cache with their
+    kernels' launch records: the cache is on and an earlier process with the same tilefuse code
+    (``code_fingerprint``) stored launch records in this cache directory (an empty marker file,
+    ``<dir>/launched-<fingerprint>``, written beside its first records). A guess made before any
+    graph is seen, used only to decide when Triton's compiler warm-up starts
+    (``runtime.start_warmup``); never raises (False when the directory cannot be read)."""
+    from .. import config
+
+    if not config.graph_cache:
+        return False
+    try:
+        return os.path.exists(_launched_marker())
+    except Exception:  # noqa: BLE001 - a guess only
+        return False
 
 
 def load_launches(key: str) -> list | None:
@@ -452,7 +481,7 @@ def clear(disk: bool = False) -> None:
         d = _dir()
         if os.path.isdir(d):
             for fn in os.listdir(d):
-                if fn.endswith(".pkl"):
+                if fn.endswith(".pkl") or fn.startswith("launched-"):
                     try:
                         os.remove(os.path.join(d, fn))
                     except OSError:
