@@ -528,7 +528,7 @@ def test_a_graph_cache_miss_starts_the_held_back_compiler_warmup(monkeypatch, tm
     monkeypatch.setattr(R, "start_deferred_warmup", lambda: started.append(1))
     monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
     graph_cache.clear()
-    x = torch.randn(33)
+    x = torch.randn(33, device=DEVICE)
     try:
         with config.patch(graph_cache=True):
             for _ in range(2):  # compiled, then (Dynamo reset) the same graph from the cache
