@@ -1014,9 +1014,11 @@ def start_warmup() -> None:
     which holds the GIL through most of its native work, only slowed Dynamo's tracing (measured
     on the H200, warm-cache first calls of mlp, nchw_to_nhwc_relu and rmsnorm: 0.04-0.13 s
     slower with it than without any warm-up). The first graph that misses starts it
-    (``start_deferred_warmup``, called before lowering), so it overlaps that graph's lowering. ``wait_warmup`` joins them before this process uses
-    Triton's driver itself and before compile workers are forked (which then inherit the key
-    and the initialized compiler). Called when Dynamo's backend lookup imports
+    (``start_deferred_warmup``, called before lowering), so it overlaps that graph's lowering.
+
+    ``wait_warmup`` joins the threads before this process uses Triton's driver itself and
+    before compile workers are forked (which then inherit the key and the initialized
+    compiler). Called when Dynamo's backend lookup imports
     ``tilefuse.backend`` (at ``torch.compile``, so the threads overlap Dynamo's tracing too) and
     again at backend entry (a no-op once started); only after Dynamo (which imports Triton) is
     loaded. The Triton modules the threads use are imported here, in the calling thread,
