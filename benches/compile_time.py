@@ -543,11 +543,12 @@ def main(argv: list[str] | None = None) -> int:
             if "tilefuse" not in backends or not extra:
                 continue
             ph = extra.get("phases", {})
-            # lower, schedule, codegen, load (module; waits for the warm-up), precompile (kernels
-            # compiled ahead: with config.precompile_overlap only submitting and forking) and
-            # precompile_wait (a first call waiting for the workers), on the GPU autotune, and for
-            # training graphs partition (the min-cut partitioner); rest = Dynamo + the rest of
-            # AOTAutograd + running
+            # cache_key and cache_lookup (the graph cache), lower, schedule, codegen, load
+            # (module; waits for the warm-up), precompile (kernels compiled ahead: with
+            # config.precompile_overlap only submitting and forking), cache_store, precompile_wait
+            # (a first call waiting for the workers), on the GPU autotune, first_run (the rest of
+            # each graph's first call), and for training graphs partition (the min-cut
+            # partitioner); rest = Dynamo + the rest of AOTAutograd (see metrics.phase_seconds)
             print("#   tilefuse phases (s): " + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
                   + f" rest={tf - sum(ph.values()):.2f}", flush=True)
             wt = warm.get("tilefuse")
