@@ -201,6 +201,43 @@ def test_different_shapes_dtypes_and_options_miss():
     assert len(graph_cache._memory) == len(keys) + 4
 
 
+def test_the_default_dtype_is_part_of_the_key():
+    """``i / 3`` of an integer tensor and ``torch.ones`` take torch's default dtype, which the aten
+    graph leaves implicit: after ``torch.set_default_dtype`` the same graph text must compile
+    again (a fresh-user trial got float32 values from the cache where eager gave float64), and
+    going back hits the first entry."""
+    def f(i):
+        return i / 3 + torch.ones(3, device=i.device) * 0.1
+
+    i = torch.arange(3, device=DEVICE)
+    prev = torch.get_default_dtype()
+    try:
+        for k, dt in enumerate((torch.float32, torch.float64, torch.float32)):
+            torch.set_default_dtype(dt)
+            _fresh()
+            got, want = torch.compile(f, backend="tilefuse")(i), f(i)
+            assert got.dtype == want.dtype == dt
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            assert metrics.graph_cache_hits == (1 if k == 2 else 0), (k, dt)
+    finally:
+        torch.set_default_dtype(prev)
+
+
+def test_the_interpreter_switch_is_part_of_the_key(monkeypatch):
+    """A module made for Triton's interpreter does not load without it (and the other way round):
+    the two are different entries, so a process of the other kind misses instead of discarding
+    the entry."""
+    import triton
+
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    x = torch.randn(3, device=DEVICE)
+    keys = set()
+    for on in (True, False):
+        monkeypatch.setattr(triton.knobs.runtime, "interpret", on)
+        keys.add(graph_cache.graph_key(gm, [x], None, {}))
+    assert len(keys) == 2
+
+
 def test_graphs_that_differ_in_a_scalar_argument_or_an_op_miss():
     x = torch.randn(4, 9, device=DEVICE)
     fns = [lambda t: t * 2.0 + 1, lambda t: t * 2.5 + 1, lambda t: t * 2.0 - 1, lambda t: (t * 2.0 + 1).sum(1)]

@@ -3,7 +3,7 @@ compiled for it, without lowering, scheduling or codegen (the role of Inductor's
 
 Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
 extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
-torch, Triton and Python, the tilefuse options that change generated code (all but ``debug_dir``,
+torch, Triton and Python, torch's default dtype and whether Triton's interpreter is on, the tilefuse options that change generated code (all but ``debug_dir``,
 ``compile_workers``, ``compile_pool``, ``graph_cache``, ``fallback_on_error`` and ``warmup``) and the
 lowering's module-level pad_mm switches (``PAD_MM_DEVICE_TYPES``, ``PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
@@ -249,6 +249,10 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
 
     parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version]
     parts.append(sorted((k, repr(v)) for k, v in options.items() if k not in _KEY_EXCLUDED_OPTIONS))
+    # global state the lowering reads: the default dtype (factory ops and integer-to-float type
+    # promotion leave it implicit in the graph: ``i / 3``, ``torch.ones(3)``) and whether Triton's
+    # interpreter runs the kernels (a module made for it does not load without it)
+    parts.append((str(torch.get_default_dtype()), _interpreting()))
     from .. import lowering
 
     # module-level switches of the lowering that change generated code (set by tests and
@@ -263,6 +267,16 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
             ranges.append((s.name, str(vr.lower) if vr is not None else "?", str(vr.upper) if vr is not None else "?"))
         parts.append(ranges)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _interpreting() -> bool:
+    """Whether Triton's interpreter is on in this process (``TRITON_INTERPRET``)."""
+    try:
+        import triton
+
+        return bool(triton.knobs.runtime.interpret)
+    except (ImportError, AttributeError):  # pragma: no cover - another Triton: the variable itself
+        return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _triton_version() -> str:
@@ -475,7 +489,10 @@ def discard(key: str) -> None:
 
 
 def clear(disk: bool = False) -> None:
-    """Forget the in-memory entries; with ``disk`` also delete the on-disk ones."""
+    """Forget the in-memory entries; with ``disk`` also delete the on-disk ones (``graphs/``: the
+    entries, their launch records and the ``expects_hits`` marker). The generated module files and
+    cubins beside ``graphs/`` stay: they are named by their source's hash, never read stale, and
+    reused by the next compile of the same source."""
     _memory.clear()
     if disk:
         d = _dir()
