@@ -11,6 +11,8 @@ fails here, in CI.
 
 from __future__ import annotations
 
+import math
+
 import os
 import subprocess
 import sys
@@ -90,11 +92,13 @@ def _layer_norm_formula(x, w, b):
 
 def _float_division_family(a, b):
     """Floor division, remainder and fmod of floats (libdevice ``fmod`` on the GPU), with tensor
-    and literal divisors, negation and -0.0 constants, in float32, bfloat16 and float64."""
+    and literal divisors, negation and -0.0 and -nan constants, in float32, bfloat16 and float64."""
     h, d = a.to(torch.bfloat16), a.double()
+    nn = math.copysign(math.nan, -1.0)
     return (a // b, a % b, torch.fmod(a, b), a // 0.1, a % -0.7, torch.fmod(a, 3.0), h // h.flip(0), h % 0.3,
             d // b.double(), d % 0.1, torch.fmod(d, d.flip(0)),
-            a // -0.0, -a, h // -0.0, -h, d * -0.0, -d)  # -0.0 constants through their bits
+            a // -0.0, -a, h // -0.0, -h, d * -0.0, -d,  # -0.0 constants through their bits
+            torch.full_like(a, nn), torch.full_like(d, nn), torch.full_like(h.half(), nn))  # -nan likewise
 
 
 _CASES = {

@@ -6,6 +6,7 @@ replayed; a broken cache file is a miss, never an error."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -236,6 +237,34 @@ def test_the_interpreter_switch_is_part_of_the_key(monkeypatch):
         monkeypatch.setattr(triton.knobs.runtime, "interpret", on)
         keys.add(graph_cache.graph_key(gm, [x], None, {}))
     assert len(keys) == 2
+
+
+def test_the_current_cuda_device_is_part_of_the_key(monkeypatch):
+    """``torch.ones(3, device="cuda")`` names no index: the lowering takes the current device and
+    the module names it, so a graph compiled under another current device must miss."""
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    x = torch.randn(3, device=DEVICE)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    keys = []
+    for dev in (0, 1, 0):
+        monkeypatch.setattr(torch.cuda, "current_device", lambda dev=dev: dev)
+        keys.append(graph_cache.graph_key(gm, [x], None, {}))
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+
+
+def test_the_sign_of_a_nan_constant_is_part_of_the_key():
+    """``repr`` prints ``-nan`` as ``nan``: two graphs differing only in a NaN constant's sign
+    must not share an entry (a fresh-user trial), and each gives eager's sign bit."""
+    neg = math.copysign(math.nan, -1.0)
+    x = torch.randn(4, device=DEVICE)
+    keys = set()
+    for c in (neg, math.nan, neg):
+        _fresh()
+        f = lambda t, c=c: torch.signbit(torch.full_like(t, c))  # noqa: E731
+        got = torch.compile(lambda t: torch.signbit(torch.full_like(t, c)), backend="tilefuse")(x)
+        assert torch.equal(got, f(x)) and bool(got[0]) == (c is neg)
+        keys.update(graph_cache._memory)
+    assert len(keys) == 2 and metrics.graph_cache_hits == 1  # the third: the first one's entry
 
 
 def test_graphs_that_differ_in_a_scalar_argument_or_an_op_miss():

@@ -100,6 +100,28 @@ def _const_literal(value: Any, dtype: torch.dtype) -> str:
     return str(v)
 
 
+_SAME_WIDTH_INT = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
+                   torch.bfloat16: torch.int16}
+
+
+def _negative_zero_or_nan(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
+    """``value`` rounded to ``dtype`` as torch rounds a fill value (a 0-dim tensor), when that is
+    -0.0 or a NaN with its sign bit set; None otherwise (and for dtypes other than float64,
+    float32, float16 and bfloat16). torch's float-to-bfloat16 conversion makes every NaN
+    positive, so ``-nan`` in bfloat16 is None here, as ``torch.full((1,), -nan, dtype=bf16)`` has
+    no sign bit."""
+    if dtype not in _SAME_WIDTH_INT or isinstance(value, bool):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):  # a symbolic value: neither zero nor NaN at compile time
+        return None
+    if not (v == 0 or math.isnan(v)) or math.copysign(1.0, v) > 0:
+        return None
+    t = torch.tensor(v, dtype=dtype)
+    return t if bool(torch.signbit(t)) else None
+
+
 _EP_MARK = "\x00ep\x00"        # a load's eviction-policy slot (see _resolve_eviction)
 _EP_SHARED = "\x00eps\x00"     # the same, for a load every row-program of a reduction reads
 _LOAD_PTR = re.compile(r"tl\.load\((\w+) \+")
@@ -775,13 +797,16 @@ class TritonKernelCodegen:
             return self._emit_store(op, a, vals, m, kind)
         if op == "constant":
             value, dt = a
-            if dt.is_floating_point and value == 0 and math.copysign(1.0, float(value)) < 0:
-                # -0.0: Triton's tl.full builds every zero as +0.0 (its null value), so the sign
-                # bit is set through the bits (x // -0.0 is -inf for x > 0, as in eager)
+            signed = _negative_zero_or_nan(value, dt)
+            if signed is not None:
+                # -0.0 and a NaN with its sign bit set: Triton's tl.full builds every zero as +0.0
+                # (its null value) and every NaN from float("nan"), so the value is built from its
+                # bits in ``dt``, as torch rounds the scalar (x // -0.0 is -inf for x > 0, as in
+                # eager; signbit(full(-nan)) is True in float32/float64/float16)
                 ft = torch.float32 if dt == torch.bfloat16 and self.interpret else dt
-                bits = {torch.float64: ("-9223372036854775808", "tl.int64"), torch.float32: ("-2147483648", "tl.int32")}
-                lit, it = bits.get(ft, ("-32768", "tl.int16"))
-                z = f"tl.full({self.shape(kind)}, {lit}, {it}).to({tl_dtype(ft)}, bitcast=True)"
+                it = _SAME_WIDTH_INT[ft]
+                lit = int(signed.to(ft).view(it).item())
+                z = f"tl.full({self.shape(kind)}, {lit}, {tl_dtype(it)}).to({tl_dtype(ft)}, bitcast=True)"
                 return self.cse(z if ft == dt else f"{z}.to({tl_dtype(dt)})")
             if dt == torch.bfloat16 and self.interpret:
                 # the interpreter cannot build bf16 constants: round in Python (RNE, as torch), build

@@ -3,7 +3,8 @@ compiled for it, without lowering, scheduling or codegen (the role of Inductor's
 
 Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
 extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
-torch, Triton and Python, torch's default dtype and whether Triton's interpreter is on, the tilefuse options that change generated code (all but ``debug_dir``,
+torch, Triton and Python, torch's default dtype, whether Triton's interpreter is on and the current
+CUDA device, the tilefuse options that change generated code (all but ``debug_dir``,
 ``compile_workers``, ``compile_pool``, ``graph_cache``, ``fallback_on_error`` and ``warmup``) and the
 lowering's module-level pad_mm switches (``PAD_MM_DEVICE_TYPES``, ``PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
@@ -45,6 +46,7 @@ import functools
 import hashlib
 import io
 import logging
+import math
 import os
 import pickle
 import sys
@@ -144,8 +146,29 @@ def _graph_text(graph: Any) -> str:
         args = repr((n.args, n.kwargs))
         if " at 0x" in args:
             raise Uncacheable(f"node {n.name}: an argument without a stable text form")
+        if "nan" in args:  # repr prints a NaN's sign nowhere: -nan is "nan"
+            args += f" nan signs {_nan_signs((n.args, n.kwargs))}"
         lines.append(f"{n.op} {n.name} {_target_text(n.target)} {args}")
     return "\n".join(lines)
+
+
+def _nan_signs(args: Any) -> list:
+    """The sign bits of the NaN floats in ``args`` (nested tuples, lists and dicts), in order."""
+    out: list = []
+
+    def walk(a: Any) -> None:
+        if isinstance(a, float):
+            if math.isnan(a):
+                out.append(math.copysign(1.0, a) < 0)
+        elif isinstance(a, (tuple, list)):
+            for x in a:
+                walk(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                walk(x)
+
+    walk(args)
+    return out
 
 
 def _target_text(target: Any) -> str:
@@ -250,9 +273,11 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
     parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version]
     parts.append(sorted((k, repr(v)) for k, v in options.items() if k not in _KEY_EXCLUDED_OPTIONS))
     # global state the lowering reads: the default dtype (factory ops and integer-to-float type
-    # promotion leave it implicit in the graph: ``i / 3``, ``torch.ones(3)``) and whether Triton's
-    # interpreter runs the kernels (a module made for it does not load without it)
-    parts.append((str(torch.get_default_dtype()), _interpreting()))
+    # promotion leave it implicit in the graph: ``i / 3``, ``torch.ones(3)``), whether Triton's
+    # interpreter runs the kernels (a module made for it does not load without it) and the current
+    # CUDA device (``device="cuda"`` without an index is that one; the module names it)
+    parts.append((str(torch.get_default_dtype()), _interpreting(),
+                  torch.cuda.current_device() if torch.cuda.is_initialized() else 0))
     from .. import lowering
 
     # module-level switches of the lowering that change generated code (set by tests and
