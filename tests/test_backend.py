@@ -270,9 +270,12 @@ def test_metrics_do_not_count_kernels_of_a_graph_that_fell_back(monkeypatch):
 
     monkeypatch.setattr(R, "load_module", broken)
     metrics.reset()
-    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="simulated load failure"):
+    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="simulated load failure") as rec:
         out = torch.compile(lambda a: a.sin() + 1, backend="tilefuse")(torch.randn(3))
     assert out.shape == (3,)
+    # the warning points at the user's line (the compiled function's call), not into tilefuse or torch
+    w = next(w for w in rec if "simulated load failure" in str(w.message))
+    assert os.path.abspath(w.filename) == os.path.abspath(__file__), w.filename
     assert metrics.generated_kernel_count == 0 and metrics.generated_graph_count == 0
 
 
@@ -658,8 +661,9 @@ def test_torch_compile_mode_is_ignored_with_one_warning_per_mode():
 
     backend._IGNORED_MODES_WARNED.discard("max-autotune")
     x = torch.randn(5)
-    with pytest.warns(UserWarning, match="ignores torch.compile's mode='max-autotune'"):
+    with pytest.warns(UserWarning, match="ignores torch.compile's mode='max-autotune'") as rec:
         got = torch.compile(lambda t: t * 3 + 1, backend="tilefuse", mode="max-autotune")(x)
+    assert [os.path.abspath(w.filename) for w in rec if "ignores" in str(w.message)] == [os.path.abspath(__file__)]
     torch.testing.assert_close(got, x * 3 + 1)
     torch._dynamo.reset()
     with warnings.catch_warnings():

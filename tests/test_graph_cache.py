@@ -148,9 +148,11 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
     assert (os.stat(tmp_path / "tilefuse_mine").st_mode & 0o777) == 0o700
     x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
     monkeypatch.setattr(R, "_CACHE_DIR", str(f))
-    with pytest.warns(RuntimeWarning, match="private"):
+    with pytest.warns(RuntimeWarning, match="private") as rec:
         got = torch.compile(_f, backend="tilefuse")(x, y)
     torch.testing.assert_close(got[0], _f(x, y)[0])
+    # pointed at the user's line (a fresh-user trial saw tilefuse's own file named)
+    assert [os.path.abspath(w.filename) for w in rec if "private" in str(w.message)] == [os.path.abspath(__file__)]
 
 
 def test_the_private_fallback_cache_dir_is_removed_at_exit(tmp_path):

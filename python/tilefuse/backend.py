@@ -207,7 +207,7 @@ class SpecializingGraph:
                     if not config.fallback_on_error:
                         raise
                     warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
-                                  f"{e}); running it eagerly", stacklevel=2)
+                                  f"{e}); running it eagerly", stacklevel=_runtime.user_stacklevel())
                     from torch._functorch.aot_autograd import make_boxed_func
 
                     fn = make_boxed_func(self.gm.forward)
@@ -276,7 +276,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
         if not config.fallback_on_error:
             raise
         warnings.warn(f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); "
-                      f"running that graph eagerly", stacklevel=2)
+                      f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
         log.debug("tilefuse: compile failure", exc_info=True)
         from torch._functorch.aot_autograd import make_boxed_func
 
@@ -445,7 +445,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
         _IGNORED_MODES_WARNED.add(mode)
         warnings.warn(f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
                       f"autotuning and CUDA graphs); tilefuse autotunes its reduction and tiled kernels anyway, and "
-                      f"options={{'autotune_pointwise': True}} adds pointwise candidates", UserWarning, stacklevel=2)
+                      f"options={{'autotune_pointwise': True}} adds pointwise candidates", UserWarning,
+                      stacklevel=_runtime.user_stacklevel())
     opts = config.validate(options)
     # everything after the options' check runs with the collector paused (``gc_paused``): the
     # imports of the first compile, AOTAutograd's trace and partition, the forward's compile

@@ -89,6 +89,24 @@ def _default_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the function calling this one point at
+    the user's code: the first frame, walking out, whose file is neither in tilefuse nor in torch
+    (a compile runs under Dynamo's and AOTAutograd's frames; the user's line is the call of the
+    compiled function). 1 (the calling function itself) when every frame is theirs."""
+    import torch
+
+    skip = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+            os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(skip):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
+
+
 def _cache_dir_from_env() -> str:
     """``TILEFUSE_CACHE_DIR``, else ``<tmp>/tilefuse_<uid>``; empty or blank counts as unset (as
     for every option)."""
@@ -140,7 +158,7 @@ def _checked_cache_dir(path: str) -> str:
         private = tempfile.mkdtemp(prefix="tilefuse_private_")
         atexit.register(_remove_private_dir, private, os.getpid())  # nothing else will reuse it
         warnings.warn(f"{e}. Using {private} for this process instead: its compiled graphs will not be reused "
-                      f"by other processes.", RuntimeWarning, stacklevel=3)
+                      f"by other processes.", RuntimeWarning, stacklevel=user_stacklevel())
         return private
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
