@@ -1062,9 +1062,22 @@ class TritonKernelCodegen:
         if op == "log10":
             return f"tl.log({x[0]}) * 0.4342944819032518"
         if op == "expm1":
-            return f"libdevice.expm1({x[0]})" if lib else f"tl.exp({x[0]}) - 1.0"
+            if lib:
+                return f"libdevice.expm1({x[0]})"
+            # without libdevice (the interpreter): Kahan's expm1 = (u - 1) * x / log(u), u = exp(x),
+            # whose rounding errors cancel (exp(x) - 1 loses every digit for |x| < 1e-8); x itself
+            # where u rounds to 1 (-0.0 kept), -1 where u - 1 does, inf where u overflows
+            u = f"tl.exp({x[0]})"
+            return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} - 1.0 == -1.0, -1.0, "
+                    f"tl.where({u} == float(\"inf\"), {u}, ({u} - 1.0) * ({x[0]} / tl.log({u})))))")
         if op == "log1p":
-            return f"libdevice.log1p({x[0]})" if lib else f"tl.log(1.0 + {x[0]})"
+            if lib:
+                return f"libdevice.log1p({x[0]})"
+            # without libdevice: log1p = log(u) * x / (u - 1), u = 1 + x (Goldberg), exact to a few
+            # ulp where log(1 + x) loses every digit for |x| < 1e-8; x where u rounds to 1, inf at inf
+            u = f"(1.0 + {x[0]})"
+            return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} == float(\"inf\"), {u}, "
+                    f"tl.log({u}) * ({x[0]} / ({u} - 1.0))))")
         if op == "tanh":
             return f"libdevice.tanh({x[0]})" if lib else f"2.0 * tl.sigmoid(2.0 * {x[0]}) - 1.0"
         if op == "tan":
