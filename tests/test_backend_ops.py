@@ -238,16 +238,17 @@ def test_negative_zero_constants_and_negation_keep_the_sign_bit(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_log1p_and_expm1_keep_their_precision_near_zero(dtype):
-    """``log1p``/``expm1`` (and softplus, ELU, logaddexp built on them) to within a few ulp, relative,
-    for tiny arguments: without libdevice they were ``log(1 + x)`` and ``exp(x) - 1``, which gave
-    ``log1p(1e-10) == 0`` and ``softplus(-20) == 0`` (a fresh-user trial); special values and the
-    signs of zeros as eager."""
+def test_log1p_expm1_and_tanh_keep_their_precision_near_zero(dtype):
+    """``log1p``/``expm1`` (and softplus, ELU, logaddexp built on them) and ``tanh`` to within a few
+    ulp, relative, for tiny arguments: without libdevice they were ``log(1 + x)``, ``exp(x) - 1``
+    and ``2 * sigmoid(2x) - 1``, which gave ``log1p(1e-10) == 0`` and ``softplus(-20) == 0`` (a
+    fresh-user trial); special values and the signs of zeros as eager."""
     x = torch.tensor([1e-30, 1e-10, -1e-10, 1e-7, 1e-5, -1e-7, 0.3, -0.5, -1.0, -2.0, -20.0, 20.0, 100.0,
                       -100.0, 0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e30], dtype=dtype)
 
     def f(x):
-        return (torch.log1p(x), torch.expm1(x), F.softplus(x), F.elu(x), torch.logaddexp(torch.zeros_like(x), x))
+        return (torch.log1p(x), torch.expm1(x), F.softplus(x), F.elu(x), torch.logaddexp(torch.zeros_like(x), x),
+                torch.tanh(x))  # tanh(1e-10) was 0 too (2 * sigmoid(2x) - 1)
 
     eps = torch.finfo(dtype).eps
     got = check(f, x, tol=(0.0, 4 * eps))

@@ -1079,7 +1079,16 @@ class TritonKernelCodegen:
             return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} == float(\"inf\"), {u}, "
                     f"tl.log({u}) * ({x[0]} / ({u} - 1.0))))")
         if op == "tanh":
-            return f"libdevice.tanh({x[0]})" if lib else f"2.0 * tl.sigmoid(2.0 * {x[0]}) - 1.0"
+            if lib:
+                return f"libdevice.tanh({x[0]})"
+            # without libdevice: tanh|x| = -t / (t + 2), t = expm1(-2|x|) in Kahan's form (as
+            # expm1 above), a few ulp everywhere; 2 * sigmoid(2x) - 1 lost every digit for
+            # |x| < 1e-8 (tanh(1e-10) was 0). Zeros keep their sign, NaN stays NaN
+            a = self.cse(f"-2.0 * tl.abs({x[0]})")
+            u = self.cse(f"tl.exp({a})")
+            t = self.cse(f"tl.where({u} == 1.0, {a}, tl.where({u} - 1.0 == -1.0, -1.0, ({u} - 1.0) * ({a} / tl.log({u}))))")
+            r = self.cse(f"({t} * -1.0) / ({t} + 2.0)")
+            return f"tl.where({x[0]} == 0, {x[0]}, tl.where({x[0]} < 0, {r} * -1.0, {r}))"
         if op == "tan":
             return f"libdevice.tan({x[0]})" if lib else f"tl.sin({x[0]}) / tl.cos({x[0]})"
         if op == "trunc":
