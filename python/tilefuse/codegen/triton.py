@@ -958,6 +958,15 @@ class TritonKernelCodegen:
         large quotients; ``%`` under the interpreter (numpy's ``fmod``, exact)."""
         return f"libdevice.fmod({a}, {b})" if not self.interpret else f"{a} % {b}"
 
+    def _expm1_without_libdevice(self, v: str) -> str:
+        """``expm1(v)`` where libdevice is missing (the interpreter), in Kahan's form ``(u - 1) * v /
+        log(u)`` with ``u = exp(v)``, whose rounding errors cancel (``exp(v) - 1`` loses every digit
+        for ``|v| < 1e-8``): a few ulp; ``v`` itself where ``u`` rounds to 1 (-0.0 kept), -1 where
+        ``u - 1`` does, inf where ``u`` overflows, NaN for NaN."""
+        u = self.cse(f"tl.exp({v})")
+        return (f"tl.where({u} == 1.0, {v}, tl.where({u} - 1.0 == -1.0, -1.0, "
+                f"tl.where({u} == float(\"inf\"), {u}, ({u} - 1.0) * ({v} / tl.log({u})))))")
+
     def _floor_divide_float(self, a: str, b: str) -> str:
         """Source of torch's floor division of floats (``a // b``, ``div(rounding_mode='floor')``)
         as aten computes it (c10's ``div_floor_floating``), not ``floor(a / b)``: the quotient of
@@ -1064,12 +1073,7 @@ class TritonKernelCodegen:
         if op == "expm1":
             if lib:
                 return f"libdevice.expm1({x[0]})"
-            # without libdevice (the interpreter): Kahan's expm1 = (u - 1) * x / log(u), u = exp(x),
-            # whose rounding errors cancel (exp(x) - 1 loses every digit for |x| < 1e-8); x itself
-            # where u rounds to 1 (-0.0 kept), -1 where u - 1 does, inf where u overflows
-            u = f"tl.exp({x[0]})"
-            return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} - 1.0 == -1.0, -1.0, "
-                    f"tl.where({u} == float(\"inf\"), {u}, ({u} - 1.0) * ({x[0]} / tl.log({u})))))")
+            return self._expm1_without_libdevice(x[0])
         if op == "log1p":
             if lib:
                 return f"libdevice.log1p({x[0]})"
@@ -1081,12 +1085,10 @@ class TritonKernelCodegen:
         if op == "tanh":
             if lib:
                 return f"libdevice.tanh({x[0]})"
-            # without libdevice: tanh|x| = -t / (t + 2), t = expm1(-2|x|) in Kahan's form (as
-            # expm1 above), a few ulp everywhere; 2 * sigmoid(2x) - 1 lost every digit for
-            # |x| < 1e-8 (tanh(1e-10) was 0). Zeros keep their sign, NaN stays NaN
-            a = self.cse(f"-2.0 * tl.abs({x[0]})")
-            u = self.cse(f"tl.exp({a})")
-            t = self.cse(f"tl.where({u} == 1.0, {a}, tl.where({u} - 1.0 == -1.0, -1.0, ({u} - 1.0) * ({a} / tl.log({u}))))")
+            # without libdevice: tanh|x| = -t / (t + 2), t = expm1(-2|x|) in Kahan's form, a few ulp
+            # everywhere; 2 * sigmoid(2x) - 1 lost every digit for |x| < 1e-8 (tanh(1e-10) was 0).
+            # Zeros keep their sign, NaN stays NaN
+            t = self.cse(self._expm1_without_libdevice(self.cse(f"-2.0 * tl.abs({x[0]})")))
             r = self.cse(f"({t} * -1.0) / ({t} + 2.0)")
             return f"tl.where({x[0]} == 0, {x[0]}, tl.where({x[0]} < 0, {r} * -1.0, {r}))"
         if op == "tan":
