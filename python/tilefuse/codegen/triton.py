@@ -1079,7 +1079,7 @@ class TritonKernelCodegen:
                 return f"libdevice.log1p({x[0]})"
             # without libdevice: log1p = log(u) * x / (u - 1), u = 1 + x (Goldberg), exact to a few
             # ulp where log(1 + x) loses every digit for |x| < 1e-8; x where u rounds to 1, inf at inf
-            u = f"(1.0 + {x[0]})"
+            u = self.cse(f"1.0 + {x[0]}")
             return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} == float(\"inf\"), {u}, "
                     f"tl.log({u}) * ({x[0]} / ({u} - 1.0))))")
         if op == "tanh":

@@ -154,20 +154,11 @@ def _graph_text(graph: Any) -> str:
 
 def _nan_signs(args: Any) -> list:
     """The sign bits of the NaN floats in ``args`` (nested tuples, lists and dicts), in order."""
+    from torch.fx.node import map_aggregate
+
     out: list = []
-
-    def walk(a: Any) -> None:
-        if isinstance(a, float):
-            if math.isnan(a):
-                out.append(math.copysign(1.0, a) < 0)
-        elif isinstance(a, (tuple, list)):
-            for x in a:
-                walk(x)
-        elif isinstance(a, dict):
-            for x in a.values():
-                walk(x)
-
-    walk(args)
+    map_aggregate(args, lambda a: out.append(math.copysign(1.0, a) < 0) if isinstance(a, float) and math.isnan(a)
+                  else None)
     return out
 
 
