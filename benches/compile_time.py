@@ -29,7 +29,8 @@ The processes are interleaved (round k runs every backend's k-th process before 
 a host whose speed drifts during the run (seen on the GPU machines: aot_eager's first call of the
 same workload ranged over 12.8-18.9 s within one run) weighs on every backend alike. Each
 process's line also says where its wall time went (set-up, the eager run, the backend lookup, the
-first call, and the interpreter's start and exit): on the GPU host a process lasted about 25 s
+first call, and the interpreter's start and exit) and how many garbage collections the first call
+ran and for how long (a full one took 0.3-0.5 s in a 12-layer model's process): on the GPU host a process lasted about 25 s
 for a first call under 1 s, which bounds how many workloads one device call can measure.
 ``--variant NAME=VALUE[,NAME=VALUE...]`` (repeatable) adds a tilefuse run with those environment
 variables set (``TILEFUSE_EAGER_BACKWARD=0``: an A/B of one option, interleaved with the rest),
@@ -153,17 +154,20 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     compiled = torch.compile(fn, backend=backend, dynamic=(mode == "dynamic") or None)
     sync()
     stages["lookup"] = time.perf_counter() - t
+    gc_log = _GcLog()
     if prof is not None:
         prof.enable()
     t0 = time.perf_counter()
+    gc_log.start()
     out = compiled(*args)
     if train and name != "gpt12_train":
         out = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
     sync()
     first = time.perf_counter() - t0
+    gc_log.stop()
     if prof is not None:
         prof.disable()
-    res = dict(first_call_s=first, dynamo=_dynamo_sections())
+    res = dict(first_call_s=first, dynamo=_dynamo_sections(), gc=gc_log.summary())
     stages["first call"] = first
     res["stages"] = {k: round(v, 2) for k, v in stages.items()}
     if backend == "tilefuse":
@@ -180,6 +184,41 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
                    slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels),
                                        reverse=True)[:3])
     return res
+
+
+class _GcLog:
+    """Python's cyclic garbage collections during the measured first call (``gc.callbacks``): how
+    many per generation and their wall seconds. A full (generation 2) collection of a process
+    holding a 12-layer model's traced graphs takes 0.3-0.5 s on the H200 host and lands in
+    whichever backend's call happens to cross the collector's threshold: part of the spread
+    between processes, which this makes visible."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.seconds = 0.0
+        self._t = None
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        elif self._t is not None:
+            self.seconds += time.perf_counter() - self._t
+            self.counts[info["generation"]] += 1
+            self._t = None
+
+    def start(self) -> None:
+        import gc
+
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        import gc
+
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict:
+        return {"collections": list(self.counts), "s": round(self.seconds, 3)}
 
 
 # Dynamo's own timed sections (``torch._dynamo.utils.compile_times``), summed over the graphs:
@@ -212,7 +251,9 @@ def _profile(name: str, mode: str, device: str, top: int, out: str | None = None
     prof = cProfile.Profile()
     res = _child(name, backend, mode, device, prof)
     extra = f", phases {res['phases']}, kernels {res['kernels']}" if backend == "tilefuse" else ""
-    print(f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}")
+    g = res["gc"]
+    print(f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}; garbage collections "
+          f"(generation 0/1/2) {'/'.join(map(str, g['collections']))}, {g['s']:.2f} s")
     if res.get("dynamo"):
         print("# Dynamo sections (s): " + " ".join(f"{k}={v:.2f}" for k, v in res["dynamo"].items()))
     st = pstats.Stats(prof)
@@ -258,11 +299,15 @@ def _process_time(r: dict) -> str:
     """Where a measured process's wall time went (s): its stages as the child timed them (setup:
     imports and the workload's inputs; eager: the untimed eager run; lookup: ``torch.compile``'s
     backend lookup; first call: the measured call) and the rest (the interpreter's start-up and
-    the exit: shutting down compile workers, freeing the device)."""
+    the exit: shutting down compile workers, freeing the device), then the garbage collections
+    during the first call (``_GcLog``)."""
     st = r.get("stages", {})
     rest = r["process_s"] - sum(st.values())
+    g = r.get("gc")
+    collected = (f"; first call's garbage collections (generation 0/1/2) "
+                 f"{'/'.join(map(str, g['collections']))}, {g['s']:.2f} s") if g else ""
     return (f"process {r['process_s']:.2f} s (" + ", ".join(f"{k} {v:.2f}" for k, v in st.items())
-            + f", start+exit {rest:.2f})")
+            + f", start+exit {rest:.2f}){collected}")
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
