@@ -678,6 +678,60 @@ def test_index_put_accumulate_and_scatter_add_with_repeated_indices():
           x, idx, v, col, tol=(1e-5, 1e-5))
 
 
+@pytest.mark.parametrize("case", ["index_add_dim0", "index_add_dim1", "index_put_accumulate", "index_put",
+                                  "scatter_add", "scatter", "scatter_scalar", "scatter_reduce_amax",
+                                  "scatter_reduce_mean", "gather_backward", "index_select_backward"])
+def test_scatter_into_a_size_one_axis(case):
+    """A scatter whose target has a size-1 axis: the indirect index along it drops out of the
+    store's address, which must still be a block of the stored value's shape (a fresh-user trial:
+    Triton's "Cannot broadcast" at the first call, on the GPU and under the interpreter)."""
+    z = torch.zeros(6, dtype=torch.long)
+    v = make([6, 4])
+    fns = {
+        "index_add_dim0": (lambda a, i, b: torch.zeros_like(a).index_add(0, i, b), make([1, 4]), z, v),
+        "index_add_dim1": (lambda a, i, b: a.index_add(1, i, b.t()), make([4, 1]), z, v),
+        "index_put_accumulate": (lambda a, i, b: a.index_put((i,), b, accumulate=True), make([1, 4]), z, v),
+        "index_put": (lambda a, i, b: a.index_put((i[:1],), b[:1]), make([1, 4]), z, v),
+        "scatter_add": (lambda a, i, b: a.scatter_add(1, i.expand(4, 6), b.t()), make([4, 1]), z, v),
+        "scatter": (lambda a, i, b: a.scatter(1, i.expand(4, 6), b.t()), make([4, 1]), z, v),
+        "scatter_scalar": (lambda a, i, b: a.scatter(1, i.expand(4, 6), 2.5) + b.sum(), make([4, 1]), z, v),
+        "scatter_reduce_amax": (lambda a, i, b: a.scatter_reduce(1, i.expand(4, 6), b.t(), "amax"), make([4, 1]), z, v),
+        "scatter_reduce_mean": (lambda a, i, b: a.scatter_reduce(1, i.expand(4, 6), b.t(), "mean"), make([4, 1]), z, v),
+    }
+    if case in fns:
+        fn, *args = fns[case]
+        with config.patch(fallback_on_error=False):
+            check(fn, *args, tol=(1e-5, 1e-5))
+        return
+    # backward of a gather from [4, 1] and of an index_select from [1, 3]: scatters into them
+    src = to_device(make([4, 1] if case == "gather_backward" else [1, 3])).requires_grad_()
+    idx = to_device(torch.zeros(4, 5, dtype=torch.long) if case == "gather_backward" else z)
+    fn = (lambda a, i: a.gather(1, i)) if case == "gather_backward" else (lambda a, i: a.index_select(0, i))
+    with config.patch(fallback_on_error=False):
+        torch.compile(lambda a, i: fn(a, i).square().sum(), backend="tilefuse")(src, idx).backward()
+    got, src.grad = src.grad, None
+    fn(src, idx).square().sum().backward()
+    torch.testing.assert_close(got, src.grad)
+
+
+def test_embedding_of_one_row_backward():
+    """nn.Embedding(1, d) (RoBERTa's token-type embedding): its backward scatters into one row."""
+    emb = torch.nn.Embedding(1, 8).to(DEVICE)
+    ids = to_device(torch.zeros(2, 5, dtype=torch.long))
+    with config.patch(fallback_on_error=False):
+        torch.compile(lambda i: emb(i).pow(2).sum(), backend="tilefuse")(ids).backward()
+    got, emb.weight.grad = emb.weight.grad, None
+    emb(ids).pow(2).sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad)
+
+
+def test_bitwise_not_of_unsigned_and_signed_integers():
+    """``~`` of uint8 is an xor with 0xFF (the interpreter's ``~`` failed on unsigned arrays)."""
+    u = torch.tensor([[0, 1, 200, 255], [3, 4, 5, 128]], dtype=torch.uint8)
+    check(lambda a, b, c: (~a, ~(a + a.flip(0)), torch.bitwise_not(a) * 2, (~a).to(torch.int32) + 1, ~b, ~c),
+          u, u.to(torch.int8), u.to(torch.int64) - 100, exact=True)
+
+
 def test_embedding_backward_is_native():
     w = to_device(make([9, 5])).requires_grad_()
     i = to_device(torch.tensor([[1, 8, 1], [0, 1, -1]]).remainder(9))

@@ -101,7 +101,17 @@ def _float_division_family(a, b):
             torch.full_like(a, nn), torch.full_like(d, nn), torch.full_like(h.half(), nn))  # -nan likewise
 
 
+def _size_one_scatters(x, v, i, u):
+    """Scatters whose target has a size-1 axis (the index's term for it drops out of the address,
+    so the store's pointer must be broadcast to the block) and ``~`` of uint8."""
+    i1 = (i % 1)[:6]  # every index 0: one segment
+    return (x.new_zeros(1, 48).index_add(0, i1, v[:6]), x.new_zeros(64, 1).scatter_add(1, i1.expand(64, 6), v[:, :6]),
+            x.new_zeros(64, 1).scatter(1, i1.expand(64, 6), v[:, :6]), ~u)
+
+
 _CASES = {
+    "size_one_scatters_uint8_not": (_size_one_scatters, {}, [((64, 48), torch.float32), ((64, 48), torch.float32),
+                                                             ((64,), torch.int64), ((64, 48), torch.uint8)]),
     "float_floor_division_remainder_fmod": (_float_division_family, {}, [((64, 48), torch.float32),
                                                                         ((64, 48), torch.float32)]),
     "layer_norm_ptx_rsqrt": (_layer_norm_formula, {}, [((64, 300), torch.bfloat16), ((300,), torch.float32),

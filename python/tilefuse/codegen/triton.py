@@ -864,7 +864,10 @@ class TritonKernelCodegen:
         else:
             vv = f"tl.broadcast_to({v}, [XBLOCK, 1])"
         istr = self.index_str(idx)
-        if self.mask_for(idx) is None:  # a constant address: make the pointer a block too
+        if not self._spans_block(idx, skind):
+            # the address misses a block axis (a constant address, or one whose size-1 axis dropped
+            # out of the index: a scatter into [1, n]): make the pointer the stored block's shape,
+            # which Triton's store and atomics require (the value broadcasts only up to the pointer)
             istr = f"{istr} + tl.zeros({self.shape(skind)}, {self.index_dtype})"
         src = value.dtype if isinstance(value, BodyValue) else None
         mode = a[3] if op == "store" and len(a) > 3 else None
@@ -879,6 +882,19 @@ class TritonKernelCodegen:
         self.stores.append((name, li))
         self.forward[name] = (v, skind, self.loop_id)
         return None
+
+    def _spans_block(self, idx, skind: str) -> bool:
+        """Whether a store address over ``idx`` is a block of the stored value's whole shape: it
+        uses every block axis's index (yindex and xindex in a tiled kernel, xindex, and rindex for
+        an ``xr`` store of a reduction kernel). An indirect index alone does not count: its block
+        can be narrower (a gather index loaded along one axis only)."""
+        syms = idx.free_symbols
+        need = [XINDEX]
+        if self.tiling is not None:
+            need.append(YINDEX)
+        if skind == "xr" and self.reduction:
+            need.append(RINDEX)
+        return all(n in syms for n in need)
 
     def _emit_atomic_extremum(self, is_max: bool, ptr: str, istr: str, v: str, dt: torch.dtype,
                               mask: str) -> None:
@@ -1130,7 +1146,14 @@ class TritonKernelCodegen:
         if op == "logical_not":
             return f"{x[0]} == 0"
         if op == "bitwise_not":
-            return f"~{x[0]}" if dtype != torch.bool else f"{x[0]} == 0"
+            if dtype == torch.bool:
+                return f"{x[0]} == 0"
+            if not dtype.is_signed:
+                # xor with every bit set, of the same unsigned type: the interpreter's ``~`` is an
+                # xor with -1, which NumPy refuses for an unsigned array (uint8's ``~200`` failed)
+                ones = (1 << (torch.iinfo(dtype).bits)) - 1
+                return f"{x[0]} ^ tl.full([], {ones}, {tl_dtype(dtype)})"
+            return f"~{x[0]}"
         if op == "isnan":
             return f"{x[0]} != {x[0]}"
         if op == "isinf":
