@@ -220,6 +220,63 @@ def test_compile_error_falls_back_to_eager_with_one_warning(monkeypatch):
         torch.compile(lambda a: a * 3 + 1, backend="tilefuse")(x)
 
 
+def _scatter_into_one_row(x, b):
+    return torch.zeros(1, 4, device=x.device).index_add(0, b, x) * 2
+
+
+def test_a_kernel_that_fails_to_build_at_the_first_run_falls_back_to_eager(monkeypatch):
+    """A kernel Triton rejects when it is built, at the graph's first run (as a scatter into a
+    size-1 axis was before its store got a block pointer: the bug is put back here), runs the
+    graph eagerly with one warning naming the graph and the error; later calls stay eager
+    without warning; fallback_on_error=False raises it; the caller's own errors (an index out of
+    bounds, a device assert) are raised, not fallen back from."""
+    from tilefuse.codegen.triton import TritonKernelCodegen
+
+    # the old rule: a block pointer only for a constant address
+    monkeypatch.setattr(TritonKernelCodegen, "_spans_block", lambda self, idx, skind: self.mask_for(idx) is not None)
+    dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+    x, b = torch.randn(6, 4, device=dev), torch.zeros(6, dtype=torch.long, device=dev)
+    torch._dynamo.reset()
+    with config.patch(fallback_on_error=True, graph_cache=False):
+        f = torch.compile(_scatter_into_one_row, backend="tilefuse")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = f(x, b)
+            again = f(x * 2, b)
+    torch.testing.assert_close(out, _scatter_into_one_row(x, b))
+    torch.testing.assert_close(again, _scatter_into_one_row(x * 2, b))
+    msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
+    assert len(msgs) == 1 and "failed to build at its first run" in msgs[0] and "running that graph eagerly" in msgs[0], msgs
+    assert w[[str(m.message) for m in w].index(msgs[0])].filename == __file__  # the user's line
+    torch._dynamo.reset()
+    with config.patch(fallback_on_error=False, graph_cache=False):
+        with pytest.raises(Exception, match="(?i)broadcast|shape"):
+            torch.compile(_scatter_into_one_row, backend="tilefuse")(x, b)
+    if dev == "cpu":  # a backward (the embedding's gradient scatter), whose inputs the run frees
+        emb = torch.nn.Embedding(1, 8)
+        ids = torch.zeros(2, 5, dtype=torch.long)
+        torch._dynamo.reset()
+        with config.patch(fallback_on_error=True, graph_cache=False):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                torch.compile(lambda i: emb(i).pow(2).sum(), backend="tilefuse")(ids).backward()
+        got, emb.weight.grad = emb.weight.grad, None
+        emb(ids).pow(2).sum().backward()
+        torch.testing.assert_close(got, emb.weight.grad)
+        msgs = [str(m.message) for m in w if "failed to build" in str(m.message)]
+        assert len(msgs) == 1 and "'backward_" in msgs[0], msgs
+    monkeypatch.undo()
+    # an index out of bounds is the caller's error, raised as such under fallback_on_error too
+    if dev == "cpu":
+        torch._dynamo.reset()
+        with config.patch(fallback_on_error=True, graph_cache=False):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                with pytest.raises(Exception, match="index out of bounds"):
+                    torch.compile(lambda a, i: a[i] * 2, backend="tilefuse")(x, torch.tensor([7]))
+        assert not [m for m in w if "eagerly" in str(m.message)]
+
+
 def test_backend_is_registered_by_entry_point():
     assert "tilefuse" in torch._dynamo.list_backends()
 

@@ -75,6 +75,10 @@ class CompiledGraph:
         self._pending = pending
         self._wait_all = config.precompile_wait_all
         self._ran = False  # the first call is timed (phase "first_run")
+        # the aten graph, run eagerly if a kernel fails to build at the first call (set by
+        # compile_graph when config.fallback_on_error is on; see _first_call)
+        self.eager_graph: torch.fx.GraphModule | None = None
+        self._eager_call: Any = None  # that graph's boxed callable, once fallen back to
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -88,6 +92,8 @@ class CompiledGraph:
             elif self._pending is not None:
                 _finish_pending_precompiles(self._pending)
                 self._pending = None
+        if self._eager_call is not None:
+            return self._eager_call(args)
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -112,14 +118,40 @@ class CompiledGraph:
         the launch records stored (phase ``cache_store``) when the graph cache wants them."""
         self._ran = True
         tuned = metrics.phase_seconds.get("autotune", 0.0)
+        # the inputs, kept for the eager graph until the call ends (the module frees each input
+        # after its last use): only the first call, and only with a fallback to run
+        held = list(args) if self.eager_graph is not None else None
         t0 = time.perf_counter()
-        out = self.module.call(args)
+        try:
+            out = self.module.call(args)
+        except Exception as e:
+            if held is None or not _is_kernel_build_error(e):
+                raise
+            return self._fall_back_to_eager(held, e)
+        held = None
         t1 = time.perf_counter()
         metrics.add_phase("first_run", t1 - t0 - (metrics.phase_seconds.get("autotune", 0.0) - tuned))
         if self.cache_key is not None:
             self._store_launch_records()
             metrics.add_phase("cache_store", time.perf_counter() - t1)
         return out
+
+    def _fall_back_to_eager(self, args: list, error: BaseException) -> Any:
+        """A kernel of this graph failed to build at its first launch (Triton rejected the
+        generated code: a tilefuse bug, as a compile error is): warn once, run this call and every
+        later one with the aten graph eagerly. The graph is functional (AOTAutograd applies input
+        mutations after it returns; tilefuse's kernels never store over an input), so running it
+        again from its inputs is correct whatever kernels ran before the failure; a random op
+        draws again."""
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        warnings.warn(f"tilefuse: a kernel of graph '{self.name}' failed to build at its first run "
+                      f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                      f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
+        log.debug("tilefuse: kernel build failure at the first run", exc_info=error)
+        self._eager_call = make_boxed_func(self.eager_graph.forward)
+        self.cache_key = None  # no launch records for a graph that does not run its kernels
+        return self._eager_call(args)
 
     def _store_launch_records(self) -> None:
         """After the first call: every kernel has launched (and autotuned), so its launch
@@ -152,6 +184,35 @@ class CompiledGraph:
             return tuple(x if isinstance(x, int) else x.evaluate(vals) for x in xs)
 
         return [None if lay is None else (ev(lay[0]), ev(lay[1])) for lay in self.input_layouts]
+
+
+def _is_kernel_build_error(e: BaseException) -> bool:
+    """Whether ``e``, raised by a compiled graph's first run, says one of its kernels could not be
+    built (generated code Triton rejects), as opposed to an error of the call itself:
+
+    * on the GPU, Triton's ``CompilationError`` (a kernel compiled at its launch, after its
+      compile in the workers failed) anywhere in the exception's chain;
+    * under the interpreter, which builds each kernel as it runs it, an ``InterpreterError``
+      whose cause is not an ``AssertionError``: a device assert (an index out of bounds) is the
+      caller's error, as eager's ``IndexError`` is; a ``ValueError``/``TypeError`` from Triton's
+      semantics (shapes that do not broadcast) is tilefuse's.
+
+    CUDA errors, out-of-memory and errors of extern (aten) kernels are none of these."""
+    try:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # no Triton: nothing was built by it
+        return False
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, CompilationError):
+            return True
+        if isinstance(e, InterpreterError):
+            cause = e.__cause__ or e.__context__
+            return cause is not None and not isinstance(cause, AssertionError)
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _finish_pending_precompiles(own: Any = None) -> None:
@@ -267,10 +328,10 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
             log.debug("tilefuse: symbolic compile failure", exc_info=True)
             return SpecializingGraph(gm, kind, name)
         metrics.symbolic_graph_count += 1
-        return compiled
+        return _keep_eager_fallback(compiled, gm, kind)
     counts = metrics.snapshot()
     try:
-        return _compile(gm, example_inputs, name)
+        return _keep_eager_fallback(_compile(gm, example_inputs, name), gm, kind)
     except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model
         metrics.restore(counts)  # the graph runs eagerly: nothing it generated is in use
         if not config.fallback_on_error:
@@ -281,6 +342,21 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
         from torch._functorch.aot_autograd import make_boxed_func
 
         return make_boxed_func(gm.forward)
+
+
+def _keep_eager_fallback(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
+    """With ``config.fallback_on_error`` (read now: the call runs outside the compile's
+    options), the compiled graph keeps its aten graph to run eagerly if one of its kernels fails
+    to build at the first run (``CompiledGraph._first_call``), which keeps the first run's inputs
+    until it returns. Not for a training graph's backward on the GPU: its inputs are the saved
+    activations, which the run frees as it goes, so keeping them would raise the first step's
+    peak memory: there a kernel Triton rejects is raised at the first backward (the generated
+    kernels' forms are compiled for sm_90 by the tests); under the interpreter every graph keeps
+    one."""
+    on_gpu = any(ln.cuda for ln in getattr(compiled.module, "_launchers", ()))
+    if config.fallback_on_error and not (kind == "backward" and on_gpu):
+        compiled.eager_graph = gm
+    return compiled
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> CompiledGraph:
