@@ -729,6 +729,39 @@ def test_torch_compile_mode_is_ignored_with_one_warning_per_mode():
         torch.testing.assert_close(torch.compile(lambda t: t * 5, backend="tilefuse", mode="default")(x), x * 5)
 
 
+def test_unknown_compile_mode_and_options_of_the_wrong_kind_are_clear_errors():
+    x = torch.randn(3)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="mode='max_autotune'.*not a mode torch knows"):
+        torch.compile(lambda t: t + 1, backend="tilefuse", mode="max_autotune")(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="options must be a dict of option names to values.*not list"):
+        torch.compile(lambda t: t + 1, backend="tilefuse", options=["tiling"])(x)
+
+
+def test_unknown_tilefuse_environment_variables_are_named_at_import():
+    """A misspelt ``TILEFUSE_*`` variable is named in one warning at ``import tilefuse`` (pointing at
+    the importing line); the ones tilefuse reads and the test suite's ``TILEFUSE_TEST_*`` are not."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILEFUSE_")}
+    code = "import warnings; warnings.simplefilter('always')\nimport tilefuse\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(env, TILEFUSE_TILNG="0", TILEFUSE_TILING="0", TILEFUSE_TEST_X="1",
+                                TILEFUSE_CACHE_DIR="/tmp/x"))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "does not read" in ln]
+    assert len(lines) == 1 and "['TILEFUSE_TILNG']" in lines[0] and lines[0].startswith("<string>:2:"), r.stderr
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(env, TILEFUSE_TILING="0", TILEFUSE_TEST_X="1"))
+    assert r.returncode == 0 and "does not read" not in r.stderr, r.stderr
+    from tilefuse import config
+
+    assert config.unknown_environment_variables({"TILEFUSE_PAD_MM": "1", "TILEFUSE_PADMM": "1", "OTHER": "1"}) == [
+        "TILEFUSE_PADMM"]
+
+
 def test_gc_paused_pauses_only_an_enabled_collector_and_always_restores_it():
     import gc
 

@@ -508,6 +508,20 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
 
 
 _IGNORED_MODES_WARNED: set = set()
+# torch.compile's modes (Inductor's) in torch 2.11; another torch's list is asked for when a mode
+# is not among these (_inductor_modes)
+_INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _inductor_modes() -> set:
+    """The modes this torch's ``torch.compile`` knows (Inductor's ``list_mode_options``); the
+    2.11 list when it cannot say."""
+    try:
+        from torch._inductor import list_mode_options
+
+        return set(list_mode_options())
+    except Exception:  # noqa: BLE001 - an older or newer torch without that function
+        return set(_INDUCTOR_MODES)
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
@@ -515,8 +529,12 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     ``torch.compile``'s ``mode`` (passed here as a keyword) has no tilefuse meaning: anything but
     ``"default"`` gives one UserWarning per mode and process (tilefuse always autotunes its
     reductions and tiled kernels; ``options={"autotune_pointwise": True}`` is the nearest to
-    ``"max-autotune"``), and the compile goes on."""
+    ``"max-autotune"``), and the compile goes on; a mode torch does not know (a misspelt
+    ``"max_autotune"``) is a ValueError, as Inductor's is."""
     mode = kwargs.get("mode")
+    if mode is not None and mode not in _INDUCTOR_MODES and mode not in _inductor_modes():
+        raise ValueError(f"torch.compile(mode={mode!r}): not a mode torch knows ({sorted(_inductor_modes())}); "
+                         f"tilefuse has no modes of its own (its settings are options={{...}}): leave mode out")
     if mode not in (None, "default") and mode not in _IGNORED_MODES_WARNED:
         _IGNORED_MODES_WARNED.add(mode)
         warnings.warn(f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "

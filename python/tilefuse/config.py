@@ -121,6 +121,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 
@@ -128,10 +130,17 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+# every environment variable tilefuse reads (option variables add themselves as they are read,
+# below; TILEFUSE_CACHE_DIR is read by tilefuse.runtime); names starting with TILEFUSE_TEST_ are
+# the test suite's own
+ENVIRONMENT_VARIABLES: set[str] = {"TILEFUSE_CACHE_DIR"}
+
+
 def _env_value(name: str) -> str | None:
     """The environment variable ``name`` without surrounding blanks, or None when it is unset or
     empty (only blanks): ``TILEFUSE_PAD_MM=`` means "not set", the option keeps its default, for
     every option (a ``TILEFUSE_DEBUG_DIR`` of ``" /tmp/d "`` is ``/tmp/d``)."""
+    ENVIRONMENT_VARIABLES.add(name)
     v = os.environ.get(name)
     return v.strip() if v is not None and v.strip() else None  # surrounding blanks dropped
 
@@ -238,6 +247,9 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
     ``"false"`` would otherwise count as true). ``per_compile`` (torch.compile's options, not
     ``patch``): a process-wide option (``triton_key_from_stat``) is a ValueError naming its
     environment variable, since it took effect before the options were read."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"tilefuse options must be a dict of option names to values (e.g. options={{'tiling': "
+                        f"False}}), not {type(options).__name__} {options!r}")
     options = dict(options or {})
     unknown = sorted(k for k in options if k not in _OPTIONS)
     if unknown:
@@ -300,6 +312,37 @@ for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTI
         raise ValueError(f"{_e} (from the environment variable {_env}; fix or unset it)") from None
 
 
+def unknown_environment_variables(environ: Any = None) -> list[str]:
+    """The ``TILEFUSE_*`` variables set in ``environ`` (default ``os.environ``) that tilefuse does
+    not read (a misspelt ``TILEFUSE_TILNG=0`` would otherwise be ignored without a word, where a
+    misspelt ``options`` key is an error), sorted; ``TILEFUSE_TEST_*`` (the test suite's) excepted."""
+    env = os.environ if environ is None else environ
+    return sorted(k for k in env if k.startswith("TILEFUSE_") and k not in ENVIRONMENT_VARIABLES
+                  and not k.startswith("TILEFUSE_TEST_"))
+
+
+def _warn_unknown_environment_variables() -> None:
+    """One UserWarning at import naming ``unknown_environment_variables()``, pointed at the
+    importing line outside tilefuse (the import machinery's frames skipped)."""
+    unknown = unknown_environment_variables()
+    if not unknown:
+        return
+    import warnings
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2
+    while frame is not None and (frame.f_code.co_filename.startswith("<frozen")
+                                 or os.path.abspath(frame.f_code.co_filename).startswith(here)):
+        name = frame.f_code.co_filename
+        # warnings itself does not count the import machinery's frames (importlib._bootstrap)
+        if not ("importlib" in name and "_bootstrap" in name):
+            level += 1
+        frame = frame.f_back
+    warnings.warn(f"tilefuse does not read the environment variable(s) {unknown} (misspelt?): they have no "
+                  f"effect. The ones it reads: {sorted(ENVIRONMENT_VARIABLES)}", UserWarning,
+                  stacklevel=level if frame is not None else 1)
+
+
 @contextlib.contextmanager
 def patch(**overrides: Any) -> Iterator[None]:
     """Temporarily set options (``with config.patch(fallback_on_error=False): ...``)."""
@@ -311,3 +354,5 @@ def patch(**overrides: Any) -> Iterator[None]:
         yield
     finally:
         g.update(old)
+
+_warn_unknown_environment_variables()
