@@ -754,8 +754,15 @@ def test_unknown_tilefuse_environment_variables_are_named_at_import():
     lines = [ln for ln in r.stderr.splitlines() if "does not read" in ln]
     assert len(lines) == 1 and "['TILEFUSE_TILNG']" in lines[0] and lines[0].startswith("<string>:2:"), r.stderr
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(env, TILEFUSE_TILING="0", TILEFUSE_TEST_X="1"))
-    assert r.returncode == 0 and "does not read" not in r.stderr, r.stderr
+                       env=dict(env, TILEFUSE_TILING="0", TILEFUSE_TEST_X="1", TILEFUSE_EMPTY=" "))
+    assert r.returncode == 0 and "does not read" not in r.stderr, r.stderr  # empty counts as not set
+    # loaded by torch.compile's backend lookup (no import tilefuse): the user's torch.compile line
+    code = ("import warnings; warnings.simplefilter('always')\nimport torch\n"
+            "torch.compile(lambda x: x + 1, backend='tilefuse')(torch.ones(2))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(env, TILEFUSE_TILNG="0", TRITON_INTERPRET="1"))
+    lines = [ln for ln in r.stderr.splitlines() if "does not read" in ln]
+    assert r.returncode == 0 and len(lines) == 1 and lines[0].startswith("<string>:3:"), r.stderr[-3000:]
     from tilefuse import config
 
     assert config.unknown_environment_variables({"TILEFUSE_PAD_MM": "1", "TILEFUSE_PADMM": "1", "OTHER": "1"}) == [

@@ -315,10 +315,11 @@ for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTI
 def unknown_environment_variables(environ: Any = None) -> list[str]:
     """The ``TILEFUSE_*`` variables set in ``environ`` (default ``os.environ``) that tilefuse does
     not read (a misspelt ``TILEFUSE_TILNG=0`` would otherwise be ignored without a word, where a
-    misspelt ``options`` key is an error), sorted; ``TILEFUSE_TEST_*`` (the test suite's) excepted."""
+    misspelt ``options`` key is an error), sorted; ``TILEFUSE_TEST_*`` (the test suite's) and empty
+    or blank ones (which count as not set, as for every option) excepted."""
     env = os.environ if environ is None else environ
     return sorted(k for k in env if k.startswith("TILEFUSE_") and k not in ENVIRONMENT_VARIABLES
-                  and not k.startswith("TILEFUSE_TEST_"))
+                  and not k.startswith("TILEFUSE_TEST_") and str(env[k]).strip())
 
 
 def _warn_unknown_environment_variables() -> None:
@@ -329,10 +330,20 @@ def _warn_unknown_environment_variables() -> None:
         return
     import warnings
 
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    import importlib
+    import runpy
+
+    # frames that are not the user's: tilefuse, the import machinery, ``python -m``, and torch
+    # (Dynamo's backend lookup imports tilefuse when torch.compile names it)
+    skip = [os.path.dirname(os.path.abspath(__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep, os.path.abspath(runpy.__file__)]
+    torch = sys.modules.get("torch")
+    if getattr(torch, "__file__", None):
+        skip.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    skip = tuple(skip)
     frame, level = sys._getframe(1), 2
     while frame is not None and (frame.f_code.co_filename.startswith("<frozen")
-                                 or os.path.abspath(frame.f_code.co_filename).startswith(here)):
+                                 or os.path.abspath(frame.f_code.co_filename).startswith(skip)):
         name = frame.f_code.co_filename
         # warnings itself does not count the import machinery's frames (importlib._bootstrap)
         if not ("importlib" in name and "_bootstrap" in name):
