@@ -1047,3 +1047,37 @@ def test_a_graph_input_is_released_once_the_call_is_done_with_it():
     got = cg(args)
     torch.testing.assert_close(got[0], want)
     assert seen == [None]
+
+
+def test_a_kernel_no_config_of_which_compiled_ahead_falls_back_before_the_first_run():
+    """On the GPU the workers compile every kernel before the first call: a kernel none of whose
+    configs compiled is found before anything runs (``runtime.unbuildable_kernels``), so the graph
+    runs eagerly from untouched inputs, a GPU backward's too (it keeps no inputs); stubs stand in
+    for the module and the precompile batch here."""
+    import types
+
+    from tilefuse.backend import CompiledGraph
+
+    def kernel(name):
+        fn = lambda: None  # noqa: E731
+        fn.__name__ = name
+        return fn
+
+    def never(args):
+        raise AssertionError("the module must not run")
+
+    module = types.SimpleNamespace(_launchers=[types.SimpleNamespace(fn=kernel("tf_poi_0"), cuda=True, configs=[{}])],
+                                   call=never)
+    pending = types.SimpleNamespace(failures=[("tf_poi_0 XBLOCK=1024,num_warps=4", "CompilationError: at 3:4: bad")])
+    gm = torch.fx.symbolic_trace(lambda a: a * 2 + 1)
+    cg = CompiledGraph(module, "", [((3,), (1,))], "backward_7", 0.0, pending=pending)
+    cg.eager_graph, cg.hold_first_inputs = gm, False
+    x = torch.randn(3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = cg([x])
+        again = cg([x + 1])
+    torch.testing.assert_close(out[0] if isinstance(out, (list, tuple)) else out, x * 2 + 1)
+    torch.testing.assert_close(again[0] if isinstance(again, (list, tuple)) else again, (x + 1) * 2 + 1)
+    msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
+    assert len(msgs) == 1 and "'backward_7'" in msgs[0] and "tf_poi_0" in msgs[0] and "bad" in msgs[0], msgs

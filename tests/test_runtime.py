@@ -1204,3 +1204,45 @@ def test_eager_backward_batches_are_waited_for_by_the_right_first_call(fresh_tri
     loss.backward()
     assert bwd.done and not R._PENDING
     torch.testing.assert_close(w.grad, torch.autograd.grad(step(x, w), w)[0], atol=1e-4, rtol=1e-4)
+
+
+def _fail(msg):
+    raise ValueError(msg)
+
+
+def test_forked_executor_records_the_jobs_that_failed_to_compile():
+    """``ForkedCompileExecutor.failures``: (label, error) of each job that failed, whether a worker
+    reported it or it ran in this process; a PendingPrecompile hands them on once waited for."""
+    ex = R.ForkedCompileExecutor(workers=2)
+    for label, job in (("tf_a XBLOCK=1", lambda: 1), ("tf_b XBLOCK=1", lambda: _fail("no such layout")),
+                       ("tf_b XBLOCK=2", lambda: _fail("too big"))):
+        R._JOB_LABEL = label
+        try:
+            ex.submit(job)
+        finally:
+            R._JOB_LABEL = "?"
+    ex.run_jobs()
+    assert sorted(label for label, _ in ex.failures) == ["tf_b XBLOCK=1", "tf_b XBLOCK=2"], ex.failures
+    assert all("ValueError" in err for _, err in ex.failures) and any("too big" in err for _, err in ex.failures)
+    one = R.ForkedCompileExecutor(workers=2)  # a single job runs in this process
+    R._JOB_LABEL = "tf_c XBLOCK=4"
+    try:
+        one.submit(lambda: _fail("in process"))
+    finally:
+        R._JOB_LABEL = "?"
+    one.run_jobs()
+    assert one.failures == [("tf_c XBLOCK=4", "ValueError: in process")]
+
+
+def test_unbuildable_kernels_are_those_with_every_config_failed():
+    def kernel(name):
+        fn = lambda: None  # noqa: E731
+        fn.__name__ = name
+        return fn
+
+    lns = [types.SimpleNamespace(fn=kernel("tf_a"), cuda=True, configs=[{}, {}]),
+           types.SimpleNamespace(fn=kernel("tf_b"), cuda=True, configs=[{}, {}]),
+           types.SimpleNamespace(fn=kernel("tf_c"), cuda=True, configs=[{}])]
+    failures = [("tf_a XBLOCK=1", "E1"), ("tf_b XBLOCK=1", "E2"), ("tf_b XBLOCK=2", "E3"), ("? ", "E4")]
+    assert R.unbuildable_kernels(lns, failures) == {"tf_b": "E2"}  # tf_a keeps a config
+    assert R.unbuildable_kernels(lns, []) == {}

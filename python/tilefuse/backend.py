@@ -78,7 +78,13 @@ class CompiledGraph:
         # the aten graph, run eagerly if a kernel fails to build at the first call (set by
         # compile_graph when config.fallback_on_error is on; see _first_call)
         self.eager_graph: torch.fx.GraphModule | None = None
+        # whether the first call keeps its inputs to run that graph on after a failed kernel build
+        # (not a GPU backward's: see _keep_eager_fallback)
+        self.hold_first_inputs = True
         self._eager_call: Any = None  # that graph's boxed callable, once fallen back to
+        # the precompile batch to ask, before the first call runs anything, for kernels none of
+        # whose configs compiled (runtime.unbuildable_kernels)
+        self._precompile = pending
 
     def __call__(self, *call_args: Any) -> Any:
         # boxed (one list, AOTAutograd's convention) or plain positional arguments
@@ -94,6 +100,14 @@ class CompiledGraph:
                 self._pending = None
         if self._eager_call is not None:
             return self._eager_call(args)
+        if self._precompile is not None:
+            pending, self._precompile = self._precompile, None
+            bad = _runtime.unbuildable_kernels(getattr(self.module, "_launchers", ()), pending.failures)
+            if bad and self.eager_graph is not None:
+                self._ran = True
+                name, err = next(iter(bad.items()))
+                return self._fall_back_to_eager(args, RuntimeError(
+                    f"{len(bad)} kernel(s) did not compile, e.g. {name}: {err.strip().splitlines()[-1][:300]}"))
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -120,7 +134,7 @@ class CompiledGraph:
         tuned = metrics.phase_seconds.get("autotune", 0.0)
         # the inputs, kept for the eager graph until the call ends (the module frees each input
         # after its last use): only the first call, and only with a fallback to run
-        held = list(args) if self.eager_graph is not None else None
+        held = list(args) if self.eager_graph is not None and self.hold_first_inputs else None
         t0 = time.perf_counter()
         try:
             out = self.module.call(args)
@@ -347,15 +361,17 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
 def _keep_eager_fallback(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
     """With ``config.fallback_on_error`` (read now: the call runs outside the compile's
     options), the compiled graph keeps its aten graph to run eagerly if one of its kernels fails
-    to build at the first run (``CompiledGraph._first_call``), which keeps the first run's inputs
-    until it returns. Not for a training graph's backward on the GPU: its inputs are the saved
-    activations, which the run frees as it goes, so keeping them would raise the first step's
-    peak memory: there a kernel Triton rejects is raised at the first backward (the generated
-    kernels' forms are compiled for sm_90 by the tests); under the interpreter every graph keeps
-    one."""
-    on_gpu = any(ln.cuda for ln in getattr(compiled.module, "_launchers", ()))
-    if config.fallback_on_error and not (kind == "backward" and on_gpu):
+    to build: on the GPU, a kernel none of whose configs compiled in the workers is found before
+    the first call runs anything (``runtime.unbuildable_kernels``); a kernel that fails only when
+    the first run builds it (under the interpreter, every kernel) is caught there, and for that
+    the first run keeps its inputs until it returns (``hold_first_inputs``). Not a training
+    graph's backward on the GPU: its inputs are the saved activations, which the run frees as it
+    goes, so keeping them would raise the first step's peak memory; there only the check before
+    the run applies."""
+    if config.fallback_on_error:
         compiled.eager_graph = gm
+        compiled.hold_first_inputs = not (kind == "backward" and
+                                          any(ln.cuda for ln in getattr(compiled.module, "_launchers", ())))
     return compiled
 
 

@@ -8,8 +8,8 @@ option keeps its default.
 Options:
     fallback_on_error (bool, env TILEFUSE_FALLBACK_ON_ERROR, default True): an exception while
         compiling a graph emits one warning and runs that graph eagerly; so does a kernel Triton
-        rejects when the graph's first run builds it (not for a training backward on the GPU,
-        whose saved activations the first run would have to keep); False re-raises (tests).
+        rejects when it is built (before the first call on the GPU, from the compile workers'
+        results; at the first run under the interpreter); False re-raises (tests).
     debug_dir (str | None, env TILEFUSE_DEBUG_DIR): write each graph's generated wrapper and
         kernels to this directory.
     persistent_reduction_threshold (int, default 4096): reductions with rnumel up to this run in

@@ -867,6 +867,23 @@ class KernelLauncher:
                 _JOB_LABEL, _JOB_COST = "?", 0.0
 
 
+def unbuildable_kernels(launchers: Iterable[KernelLauncher], failures: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The kernels among ``launchers`` none of whose configs compiled ahead (``failures``: a
+    PendingPrecompile's (job label, error) pairs; a label is ``"<kernel name> <config>"``, as
+    ``KernelLauncher.warmup`` sets it), each with its first error: such a kernel would fail at its
+    launch, where Triton compiles it again. A kernel with one config left (another too large for
+    the device, say) is not listed: the autotuner skips the failed ones."""
+    failed: dict[str, list[str]] = {}
+    for label, err in failures:
+        failed.setdefault(label.split(" ", 1)[0], []).append(err)
+    out = {}
+    for ln in launchers:
+        name = str(getattr(ln.fn, "__name__", ln.fn))
+        if ln.cuda and name in failed and len(failed[name]) >= len(ln.configs):
+            out[name] = failed[name][0]
+    return out
+
+
 def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
                   arg_dtypes: Sequence[Any] = (), mutated: Iterable[int] = (),
                   device_type: str = "cuda") -> KernelLauncher:
@@ -1446,7 +1463,9 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         self.jobs: list[tuple[Callable[[], Any], concurrent.futures.Future]] = []
         self.labels: list[str] = []
         self.costs: list[float] = []
-        self._started: tuple[list, ForkedBatch | None] | None = None
+        self._started: tuple[list, ForkedBatch | None, list[str]] | None = None
+        # (label, error) of every finished job that failed to compile, in finishing order
+        self.failures: list[tuple[str, str]] = []
 
     def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
         fut: concurrent.futures.Future = concurrent.futures.Future()
@@ -1470,7 +1489,7 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         if len(jobs) > 1:
             batch = ForkedBatch([j for j, _ in jobs], self.workers, labels, costs)
             batch.start()
-        self._started = (jobs, batch)
+        self._started = (jobs, batch, labels)
 
     def finish_jobs(self) -> None:
         """Resolve the future of every job ``start_jobs`` started: each as soon as its worker
@@ -1480,7 +1499,7 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
 
         if self._started is None:
             return
-        (jobs, batch), self._started = self._started, None
+        (jobs, batch, labels), self._started = self._started, None
 
         def resolve(i: int, err: str | None) -> None:
             job, fut = jobs[i]
@@ -1488,12 +1507,14 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
                 return
             if err is not None:
                 fut.set_exception(RuntimeError(f"compiling in a worker failed: {err}"))
+                self.failures.append((labels[i], err))
                 return
             t0 = time.perf_counter()
             try:
                 fut.set_result(job())
             except BaseException as e:  # noqa: BLE001 - handed to the JIT through the future
                 fut.set_exception(e)
+                self.failures.append((labels[i], f"{type(e).__name__}: {e}"))
             metrics.precompile_load_seconds += time.perf_counter() - t0
 
         if batch is not None:
@@ -1512,6 +1533,8 @@ class PendingPrecompile:
                  context: Any = None, mode: Any = None):
         self.seconds = seconds
         self._executor, self._context, self._mode = executor, context, mode
+        # (job label "<kernel> <config>", error) of the compiles that failed, once waited for
+        self.failures: list[tuple[str, str]] = []
 
     @property
     def done(self) -> bool:
@@ -1534,6 +1557,7 @@ class PendingPrecompile:
             self._context.run(self._mode.__exit__, None, None, None)
         finally:
             executor.shutdown()
+            self.failures = list(executor.failures)
         took = time.perf_counter() - t0
         self.seconds += took
         return took
