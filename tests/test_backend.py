@@ -1081,3 +1081,23 @@ def test_a_kernel_no_config_of_which_compiled_ahead_falls_back_before_the_first_
     torch.testing.assert_close(again[0] if isinstance(again, (list, tuple)) else again, (x + 1) * 2 + 1)
     msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
     assert len(msgs) == 1 and "'backward_7'" in msgs[0] and "tf_poi_0" in msgs[0] and "bad" in msgs[0], msgs
+
+
+def test_the_aten_graph_kept_for_a_fallback_is_dropped_after_a_good_first_call():
+    """The aten graph a compiled graph keeps for a failed kernel build (fallback_on_error) is let go
+    once the first call has built and run every kernel: its nodes and fake values are not kept
+    alive for every later garbage collection to walk."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.backend import CompiledGraph, compile_graph
+
+    x = torch.randn(8, 4)
+    gm = make_fx(lambda a: (a.sin() * 2).sum(1))(x)
+    with config.patch(fallback_on_error=True, graph_cache=False):
+        cg = compile_graph(gm, [x])
+    assert isinstance(cg, CompiledGraph) and cg.eager_graph is gm
+    out = cg([x])
+    torch.testing.assert_close(out[0] if isinstance(out, (list, tuple)) else out, (x.sin() * 2).sum(1))
+    assert cg.eager_graph is None
+    with config.patch(fallback_on_error=False, graph_cache=False):
+        assert compile_graph(gm, [x]).eager_graph is None  # nothing to fall back to: nothing kept

@@ -76,7 +76,8 @@ class CompiledGraph:
         self._wait_all = config.precompile_wait_all
         self._ran = False  # the first call is timed (phase "first_run")
         # the aten graph, run eagerly if a kernel fails to build at the first call (set by
-        # compile_graph when config.fallback_on_error is on; see _first_call)
+        # compile_graph when config.fallback_on_error is on; see _first_call), dropped once the
+        # first call has built every kernel
         self.eager_graph: torch.fx.GraphModule | None = None
         # whether the first call keeps its inputs to run that graph on after a failed kernel build
         # (not a GPU backward's: see _keep_eager_fallback)
@@ -107,7 +108,7 @@ class CompiledGraph:
                 self._ran = True
                 name, err = next(iter(bad.items()))
                 return self._fall_back_to_eager(args, RuntimeError(
-                    f"{len(bad)} kernel(s) did not compile, e.g. {name}: {err.strip().splitlines()[-1][:300]}"))
+                    f"{len(bad)} kernel(s) did not compile, e.g. {name}: {(err.strip().splitlines() or [''])[-1][:300]}"))
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -142,7 +143,9 @@ class CompiledGraph:
             if held is None or not _is_kernel_build_error(e):
                 raise
             return self._fall_back_to_eager(held, e)
-        held = None
+        # every kernel built: the aten graph (its nodes and their fake-tensor values, which every
+        # later garbage collection would walk) is not needed any more
+        held = self.eager_graph = None
         t1 = time.perf_counter()
         metrics.add_phase("first_run", t1 - t0 - (metrics.phase_seconds.get("autotune", 0.0) - tuned))
         if self.cache_key is not None:
