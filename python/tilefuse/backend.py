@@ -103,12 +103,14 @@ class CompiledGraph:
             return self._eager_call(args)
         if self._precompile is not None:
             pending, self._precompile = self._precompile, None
-            bad = _runtime.unbuildable_kernels(getattr(self.module, "_launchers", ()), pending.failures)
+            bad = _runtime.unbuildable_kernels(getattr(self.module, "_launchers", ()),
+                                               getattr(pending, "failures", ()))
             if bad and self.eager_graph is not None:
                 self._ran = True
                 name, err = next(iter(bad.items()))
-                return self._fall_back_to_eager(args, RuntimeError(
-                    f"{len(bad)} kernel(s) did not compile, e.g. {name}: {(err.strip().splitlines() or [''])[-1][:300]}"))
+                last = (err.strip().splitlines() or [""])[-1][:300]
+                return self._fall_back_to_eager(
+                    args, RuntimeError(f"{len(bad)} kernel(s) did not compile, e.g. {name}: {last}"))
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
