@@ -322,6 +322,26 @@ def unknown_environment_variables(environ: Any = None) -> list[str]:
                   and not k.startswith("TILEFUSE_TEST_") and str(env[k]).strip())
 
 
+def stacklevel_outside(skip: tuple[str, ...], pseudo: str, depth: int = 1) -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the function ``depth`` frames above
+    this one point at the first frame, walking out, whose file neither starts with a path in
+    ``skip`` nor is a pseudo-file starting with ``pseudo`` (``"<frozen"``: the import machinery;
+    ``"<"``: every generated or frozen code object). The import machinery's own frames
+    (``importlib._bootstrap``) are not counted, as ``warnings`` does not count them. 1 (that
+    function itself) when every frame is skipped. Shared by the import-time warning here and
+    ``runtime.user_stacklevel``."""
+    frame, level = sys._getframe(depth), 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(pseudo) and not os.path.abspath(name).startswith(skip):
+            return level
+        frame = frame.f_back
+        if frame is not None and not ("importlib" in frame.f_code.co_filename
+                                      and "_bootstrap" in frame.f_code.co_filename):
+            level += 1
+    return 1
+
+
 def _warn_unknown_environment_variables() -> None:
     """One UserWarning at import naming ``unknown_environment_variables()``, pointed at the
     importing line outside tilefuse (the import machinery's frames skipped)."""
@@ -340,18 +360,9 @@ def _warn_unknown_environment_variables() -> None:
     torch = sys.modules.get("torch")
     if getattr(torch, "__file__", None):
         skip.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-    skip = tuple(skip)
-    frame, level = sys._getframe(1), 2
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen")
-                                 or os.path.abspath(frame.f_code.co_filename).startswith(skip)):
-        name = frame.f_code.co_filename
-        # warnings itself does not count the import machinery's frames (importlib._bootstrap)
-        if not ("importlib" in name and "_bootstrap" in name):
-            level += 1
-        frame = frame.f_back
+    level = stacklevel_outside(tuple(skip), "<frozen")
     warnings.warn(f"tilefuse does not read the environment variable(s) {unknown} (misspelt?): they have no "
-                  f"effect. The ones it reads: {sorted(ENVIRONMENT_VARIABLES)}", UserWarning,
-                  stacklevel=level if frame is not None else 1)
+                  f"effect. The ones it reads: {sorted(ENVIRONMENT_VARIABLES)}", UserWarning, stacklevel=level)
 
 
 @contextlib.contextmanager

@@ -96,15 +96,11 @@ def user_stacklevel() -> int:
     compiled function). 1 (the calling function itself) when every frame is theirs."""
     import torch
 
+    from .. import config
+
     skip = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
             os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-    frame, level = sys._getframe(1), 1
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith("<") and not os.path.abspath(name).startswith(skip):
-            return level
-        frame, level = frame.f_back, level + 1
-    return 1
+    return config.stacklevel_outside(skip, "<", depth=2)
 
 
 def _cache_dir_from_env() -> str:
