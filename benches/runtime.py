@@ -2,7 +2,8 @@
 
 For each workload (bf16): compile the same function with ``backend="tilefuse"`` and with
 ``backend="inductor"``, check both outputs (and, for fwd+bwd, the gradients) against eager, then
-time each with ``triton.testing.do_bench`` and print
+time each with ``triton.testing.do_bench`` (``--rounds`` timings per backend, interleaved: the
+table gives their medians, and notes a per-round ratio that spread over more than 3%) and print
 
     tilefuse ms | Inductor ms | ratio (Inductor time / tilefuse time; > 1: tilefuse faster) |
     achieved bandwidth of each as a share of the device-to-device copy bandwidth
@@ -32,6 +33,7 @@ import argparse
 import gc
 import io
 import os
+import statistics
 import sys
 import time
 import types
@@ -337,6 +339,23 @@ def _cpu_bench(fn, warmup: int = 1, rep: int = 1) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def side_by_side(bench: Callable[..., float], fa: Callable[[], Any], fb: Callable[[], Any], rounds: int,
+                 rep: int) -> tuple[float, float, list[float]]:
+    """Time ``fa`` and ``fb`` alternately, ``rounds`` times each (a, b, a, b, ...), with ``bench``
+    (``triton.testing.do_bench``: ms per call, ``warmup=25``, ``rep`` ms of timing); return their
+    median times (ms) and each round's ratio ``b / a``. Interleaving makes a host or device whose
+    speed drifts during the run weigh on both alike: a host-bound step (the 12-layer GPT's, ~10 ms
+    of GPU work issued in ~15 ms) moved by ±15% from one timing to the next on the H200 host, more
+    than the difference between the backends. Raises ValueError for ``rounds`` < 1."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    ta, tb = [], []
+    for _ in range(rounds):
+        ta.append(bench(fa, warmup=25, rep=rep))
+        tb.append(bench(fb, warmup=25, rep=rep))
+    return statistics.median(ta), statistics.median(tb), [b / a for a, b in zip(ta, tb)]
+
+
 def peak_mib(fn: Callable[[], Any], device: str) -> float:
     """MiB the device's caching allocator held at most during one call of ``fn`` beyond what was
     allocated before it (its outputs, which the call returns, included): torch's
@@ -370,9 +389,11 @@ def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | Non
 
 
 def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
-              against: str = "inductor") -> int:
-    """The side-by-side table. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with
-    wall-clock timing, to check the script itself; its numbers mean nothing."""
+              against: str = "inductor", rounds: int = 5) -> int:
+    """The side-by-side table: each backend's time is the median of ``rounds`` interleaved timings
+    (``side_by_side``), and a workload whose per-round ratio spread over more than 3% says so in
+    its notes. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with wall-clock
+    timing, to check the script itself; its numbers mean nothing."""
     import torch._inductor.metrics as imetrics
 
     if device == "cuda":
@@ -416,8 +437,10 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
             imsg = _check(w.name, ind_out, want, w.atol, w.rtol, w.relative)
             if imsg:
                 notes.append("(Inductor itself differs from eager: " + imsg + ")")
-            t_tf = do_bench(lambda: tf_fn(*args), warmup=25, rep=rep)
-            t_ind = do_bench(lambda: ind_fn(*args), warmup=25, rep=rep)
+            t_tf, t_ind, round_ratios = side_by_side(do_bench, lambda: tf_fn(*args), lambda: ind_fn(*args),
+                                                     rounds, rep)
+            if rounds > 1 and max(round_ratios) > 1.03 * min(round_ratios):
+                notes.append(f"ratio per round {min(round_ratios):.2f}-{max(round_ratios):.2f}")
             m_tf = peak_mib(lambda: tf_fn(*args), device)
             m_ind = peak_mib(lambda: ind_fn(*args), device)
         except torch.cuda.OutOfMemoryError:
@@ -538,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="timings per backend, interleaved; the table gives their medians (default 5)")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
@@ -561,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown workload(s) {sorted(only - names)}; known: {sorted(names)}")
     if args.rep < 1:
         ap.error(f"--rep {args.rep}: give a positive number of milliseconds")
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: give a positive number")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number")
     import torch._dynamo
@@ -574,14 +601,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_smoke:
         return cpu_smoke(only, dtype)
     if args.dry_run:
-        return gpu_bench(only, "tiny", dtype, args.rep, device="cpu", against=args.against)
+        return gpu_bench(only, "tiny", dtype, args.rep, device="cpu", against=args.against, rounds=args.rounds)
     if not torch.cuda.is_available():
         print("benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
               "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
         return 0
     if args.profile:
         return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
-    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against)
+    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against,
+                     rounds=args.rounds)
 
 
 if __name__ == "__main__":

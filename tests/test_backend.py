@@ -252,19 +252,20 @@ def test_a_kernel_that_fails_to_build_at_the_first_run_falls_back_to_eager(monke
     with config.patch(fallback_on_error=False, graph_cache=False):
         with pytest.raises(Exception, match="(?i)broadcast|shape"):
             torch.compile(_scatter_into_one_row, backend="tilefuse")(x, b)
-    if dev == "cpu":  # a backward (the embedding's gradient scatter), whose inputs the run frees
-        emb = torch.nn.Embedding(1, 8)
-        ids = torch.zeros(2, 5, dtype=torch.long)
-        torch._dynamo.reset()
-        with config.patch(fallback_on_error=True, graph_cache=False):
-            with warnings.catch_warnings(record=True) as w:
-                warnings.simplefilter("always")
-                torch.compile(lambda i: emb(i).pow(2).sum(), backend="tilefuse")(ids).backward()
-        got, emb.weight.grad = emb.weight.grad, None
-        emb(ids).pow(2).sum().backward()
-        torch.testing.assert_close(got, emb.weight.grad)
-        msgs = [str(m.message) for m in w if "failed to build" in str(m.message)]
-        assert len(msgs) == 1 and "'backward_" in msgs[0], msgs
+    # a backward (the embedding's gradient scatter), whose inputs the run frees: on the CPU it falls
+    # back at its first run, on the GPU before it (the compile workers' failure is recorded)
+    emb = torch.nn.Embedding(1, 8, device=dev)
+    ids = torch.zeros(2, 5, dtype=torch.long, device=dev)
+    torch._dynamo.reset()
+    with config.patch(fallback_on_error=True, graph_cache=False):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.compile(lambda i: emb(i).pow(2).sum(), backend="tilefuse")(ids).backward()
+    got, emb.weight.grad = emb.weight.grad, None
+    emb(ids).pow(2).sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad)
+    msgs = [str(m.message) for m in w if "failed to build" in str(m.message)]
+    assert len(msgs) == 1 and "'backward_" in msgs[0], msgs
     monkeypatch.undo()
     # an index out of bounds is the caller's error, raised as such under fallback_on_error too
     if dev == "cpu":

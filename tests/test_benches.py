@@ -195,6 +195,7 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
     (("--only=", "--dry-run"), "--only '': give one or more workload names"),
     (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
     (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
+    (("--rounds", "0", "--dry-run"), "--rounds 0: give a positive number"),
 ])
 def test_runtime_refuses_bad_arguments(args, message):
     """runtime.py checks its arguments before measuring anything (a bad --against used to surface
@@ -306,3 +307,22 @@ def test_memory_peak_needs_a_gpu():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py")], capture_output=True,
                        text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_side_by_side_interleaves_the_backends_and_takes_medians():
+    """runtime.side_by_side times a, b, a, b, ... (a drifting host weighs on both alike) and
+    returns each one's median and every round's ratio b / a."""
+    runtime = _runtime_module()
+    calls, times = [], iter([10.0, 12.0, 30.0, 33.0, 11.0, 10.0, 9.0, 12.0, 10.5, 11.0])
+
+    def bench(fn, warmup, rep):
+        assert (warmup, rep) == (25, 7)
+        calls.append(fn())
+        return next(times)
+
+    a, b, ratios = runtime.side_by_side(bench, lambda: "a", lambda: "b", rounds=5, rep=7)
+    assert calls == ["a", "b"] * 5
+    assert (a, b) == (10.5, 12.0)  # medians of [10, 30, 11, 9, 10.5] and [12, 33, 10, 12, 11]
+    assert ratios == pytest.approx([1.2, 1.1, 10 / 11, 12 / 9, 11 / 10.5])
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        runtime.side_by_side(bench, lambda: "a", lambda: "b", rounds=0, rep=7)
