@@ -407,6 +407,24 @@ def test_looped_reductions(op):
             check(lambda a: fn(a, 1), x, tol=(1e-4, 1e-4))
 
 
+@pytest.mark.parametrize("threshold", [1, 2, 3, 4])
+def test_normalizers_split_into_chunks_wholly_past_the_row_end(threshold):
+    """A short ``persistent_reduction_threshold`` cuts rows of 5, 7 or 9 into power-of-two chunk
+    counts some of whose chunks lie wholly past the row's end (8 chunks of 1 for a row of 5):
+    such a chunk, like one of -inf only, adds nothing to the row's sum (it made every softmax,
+    log_softmax, logsumexp and cross-entropy NaN at threshold 1); rows of -inf keep eager's
+    results."""
+    for n in (5, 7, 9):
+        torch._dynamo.reset()
+        x = make([4, n])
+        x[1, :] = float("-inf")
+        x[2, 0] = float("-inf")
+        y = to_device(torch.tensor([1, 3, 2, 0]) % n)
+        with config.patch(persistent_reduction_threshold=threshold):
+            check(lambda a, b: (a.softmax(-1), a.log_softmax(-1), a.logsumexp(-1),
+                                F.cross_entropy(a[[0, 2, 3]], b[[0, 2, 3]])), x, y, tol=(1e-5, 1e-5))
+
+
 def test_reduction_sizes_one_and_odd():
     for shape in ([1, 1], [1, 3], [127, 1], [3, 127]):
         torch._dynamo.reset()
@@ -732,6 +750,27 @@ def test_bitwise_not_of_unsigned_and_signed_integers():
           u, u.to(torch.int8), u.to(torch.int64) - 100, exact=True)
 
 
+def test_int64_arange_beyond_int32_matches_eager(tmp_path):
+    """An int64 ``arange`` whose values leave int32's range (start near 2**31, a step of 2**30,
+    negative starts down to -2**31) computes them in int64: the kernel indexes in int64 when an
+    index used as data is not proven to fit int32 (``_index_values_fit_int32``); they wrapped, or
+    the kernel failed to print 2**31, before. An ordinary arange keeps int32 indexing."""
+    cases = [lambda: torch.arange(2**31 - 2, 2**31 + 3), lambda: torch.arange(0, 5 * 2**30, 2**30),
+             lambda: torch.arange(2**31, 2**31 + 3), lambda: torch.arange(-2**31 + 2, -2**31 - 3, -1),
+             lambda: torch.arange(-2**31, -2**31 + 5), lambda: torch.arange(7) + (2**31 - 2)]
+    for f in cases:
+        torch._dynamo.reset()
+        check(f, exact=True, kernels=1)
+    x = to_device(torch.arange(5))
+    torch._dynamo.reset()
+    check(lambda a: a + torch.arange(2**31 - 2, 2**31 + 3), x, exact=True)
+    torch._dynamo.reset()
+    with config.patch(debug_dir=str(tmp_path)):
+        check(lambda a: a + torch.arange(5) * 3 - 7, x, exact=True, kernels=1)
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert "xindex = (xoffset + tl.arange(0, XBLOCK)).to(tl.int32)" in src, src
+
+
 def test_embedding_backward_is_native():
     w = to_device(make([9, 5])).requires_grad_()
     i = to_device(torch.tensor([[1, 8, 1], [0, 1, -1]]).remainder(9))
@@ -937,6 +976,15 @@ def test_pow_negative_base_and_special_values(dtype):
     check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
     check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
     check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
+    # infinite and zero bases against every kind of exponent, the sign of a zero result included:
+    # pow(-inf, 1.5) = inf and pow(-inf, -1.5) = 0 (were NaN), pow(-inf, -3) = -0.0 (was +0.0)
+    base = torch.tensor([float("-inf"), float("inf"), -0.0, 0.0], dtype=dtype)[:, None]
+    expo = torch.tensor([1.5, -1.5, 1 / 3, -3.0, 3.0, 2.0, -2.0, float("inf"), float("-inf")], dtype=dtype)
+    got = check(lambda x, y: torch.pow(x, y), base, expo, tol=TOL[dtype])
+    want = torch.pow(base, expo)
+    assert torch.equal(torch.signbit(got.cpu()), torch.signbit(want)), (got, want)
+    got = check(lambda x: torch.pow(x, -3), base, tol=TOL[dtype])
+    assert torch.equal(torch.signbit(got.cpu()), torch.signbit(torch.pow(base, -3))), got
 
 
 def test_integer_pow_with_a_tensor_exponent_falls_back():

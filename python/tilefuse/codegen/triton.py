@@ -247,6 +247,33 @@ def kernel_name(group: KernelGroup, index: int, persistent: bool) -> str:
     return f"tf_{kind}_fused_{'_'.join(ops)}_{index}" if ops else f"tf_{kind}_{index}"
 
 
+def _index_values_fit_int32(group: KernelGroup) -> bool:
+    """Whether every int64 ``index_expr`` value of the group's bodies (an index used as data:
+    ``torch.arange``'s ``start + step * i``, an iota) is proven to lie in int32's range over its
+    variables' ranges (-2**31 itself excluded: the printer cannot write it as an int32 literal).
+    Such values are computed in the kernel's index dtype before their cast, so
+    an int32 kernel would wrap ``arange(2**31 - 2, 2**31 + 3)`` (and could not print a constant
+    of 2**31); when one is not proven, the kernel indexes in int64. A symbolic range counts as
+    up to 2**31 - 2 (the kernel's extent is guarded below 2**31 - 1 for int32 indexing)."""
+    for n in group.nodes:
+        body = n.body
+        ranges = None
+        for bn in body.nodes:
+            if bn.op != "index_expr" or bn.args[1] != torch.int64:
+                continue
+            e = bn.args[0]
+            if isinstance(e, int) or getattr(e, "is_number", False):
+                v = int(e) if isinstance(e, int) else e.int_value
+                if not -2**31 < v < 2**31 - 1:
+                    return False
+                continue
+            if ranges is None:
+                ranges = {v: (r if isinstance(r, int) else 2**31 - 1) for v, r in body.var_ranges.items()}
+            if not (S.statically_known_lt(e, 2**31 - 1, ranges) and S.statically_known_lt(-2**31, e, ranges)):
+                return False
+    return True
+
+
 class TritonKernelCodegen:
     """Generates the source of one kernel for a KernelGroup."""
 
@@ -308,7 +335,8 @@ class TritonKernelCodegen:
         # int32 indices when the kernel's extent is below 2**31 - 1: static, proven, or guarded
         # (a guard: Dynamo recompiles for inputs that make it false)
         total = group.numel * group.rnumel
-        self.index_dtype = "tl.int32" if self.sv.evaluate_lt(total, 2**31 - 1) else "tl.int64"
+        self.index_dtype = "tl.int32" if (self.sv.evaluate_lt(total, 2**31 - 1)
+                                          and _index_values_fit_int32(group)) else "tl.int64"
         # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py);
         # not for symbolic extents (the candidates are static dimension boundaries)
         self.tiling = select_tiling(group) if (not self.reduction and config.tiling) else None
@@ -1130,14 +1158,16 @@ class TritonKernelCodegen:
             a, b = x
             if lib:
                 return f"libdevice.pow({a}, {b})"
-            # |a|^b in float64 (exact enough to round once), the sign of a (-0.0 included) for an
-            # odd integer b, NaN for a negative base and a non-integer b; as C's pow,
-            # pow(x, 0) = pow(1, y) = pow(-1, +-inf) = 1
+            # |a|^b in float64 (exact enough to round once), the sign of a (-0.0 included, and given
+            # by a product: Triton's unary minus is 0 - x, which leaves a zero positive) for an
+            # odd integer b, NaN for a negative finite base and a non-integer b; as C's pow,
+            # pow(x, 0) = pow(1, y) = pow(-1, +-inf) = 1 and pow(-inf, y) = |(-inf)^y| for y not
+            # an odd integer (+inf for y > 0, +0 for y < 0)
             mag = self.cse(f"tl.exp({b}.to(tl.float64) * tl.log(tl.abs({a}).to(tl.float64)))")
             whole = self.cse(f"tl.floor({b}) == {b}")
             odd = self.cse(f"{whole} & ((tl.abs({b}) % 2) == 1)")
             aneg = self.cse(f"({a} < 0) | (({a} == 0) & (1.0 / {a} < 0))")
-            signed = f"tl.where({aneg} & {odd}, -{mag}, tl.where(({a} < 0) & ~{whole}, float(\"nan\"), {mag}))"
+            signed = f"tl.where({aneg} & {odd}, {mag} * -1.0, tl.where(({a} < 0) & ({a} != -float(\"inf\")) & ~{whole}, float(\"nan\"), {mag}))"
             one = f"({b} == 0) | ({a} == 1) | (({a} == -1) & (tl.abs({b}) == float(\"inf\")))"
             return f"tl.where({one}, 1.0, {signed}).to({tl_dtype(dtype)})"
         if op in ("logical_and", "logical_or", "logical_xor"):

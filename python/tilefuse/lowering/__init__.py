@@ -1009,7 +1009,8 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
     chunks' log-sum-exps ``m + log s`` instead rounds ``log s`` away at that magnitude (a row of
     5000 × -1e9 in 4 chunks gave a softmax summing to 2500). Special rows as the unsplit pair:
     only ``-inf`` gives ``M = -inf`` and ``S = 0``, a ``+inf`` gives ``M = +inf`` and ``S`` NaN,
-    a NaN gives NaN. Positions past the row's end in the last chunk read ``-inf``."""
+    a NaN gives NaN. Positions past the row's end in the last chunk read ``-inf``; a chunk of
+    ``-inf`` only adds 0 to ``S``."""
     n = size[dim]
     chunk = -(-n // chunks)
     kept = list(size[:dim])
@@ -1033,7 +1034,11 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
     def share(idx):
         mv, sv, top = m_load(idx), s_load(idx), big_m_load(list(idx[:-1]) + [S.Integer(0)])
         base = ops.where(ops.eq(top, ops.constant(ninf, acc)), ops.constant(0.0, acc), top)
-        return ops.mul(sv, ops.exp(ops.sub(mv, base)))
+        # a chunk whose maximum is -inf (every element -inf, or wholly past the row's end, as when
+        # a short threshold cuts a 5-element row into 8 chunks of 1) adds nothing: its own s is
+        # exp(-inf - (-inf)), NaN, which would otherwise make the row's S NaN
+        return ops.where(ops.eq(mv, ops.constant(ninf, acc)), ops.constant(0.0, acc),
+                         ops.mul(sv, ops.exp(ops.sub(mv, base))))
 
     shares = Pointwise.create(xs.get_device(), acc, share, kept + [chunks])
     big_s = make_reduction("sum")(shares, [len(kept)], True)
