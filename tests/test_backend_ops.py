@@ -771,6 +771,23 @@ def test_int64_arange_beyond_int32_matches_eager(tmp_path):
     assert "xindex = (xoffset + tl.arange(0, XBLOCK)).to(tl.int32)" in src, src
 
 
+def test_integer_linspace_is_computed_in_float64():
+    """An integer ``linspace`` past 2**24 keeps every value (torch's reference decomposition
+    multiplied in float32: ``linspace(2**31 - 10, 2**31 + 10, 5)`` gave 2**31 five times);
+    ``_linspace_integers_in_float64``. Float results stay the reference's."""
+    x = to_device(torch.tensor(0))
+    big = 2**31
+    for f in (lambda a: torch.linspace(big - 10, big + 10, 5, dtype=torch.int64) + a,
+              lambda a: torch.linspace(-2**40, 2**40, 100, dtype=torch.int64) + a,
+              lambda a: torch.linspace(2**24 - 10, 2**24 + 10, 5, dtype=torch.int64) * (a + 1),
+              lambda a: torch.linspace(0, 10, 4, dtype=torch.int32) + a,
+              lambda a: torch.linspace(-3, 3, 9, dtype=torch.int8) + a):
+        torch._dynamo.reset()
+        check(f, x, exact=True)
+    torch._dynamo.reset()
+    check(lambda a: torch.linspace(-1.5, 2.0, 11) + a, x)
+
+
 def test_embedding_backward_is_native():
     w = to_device(make([9, 5])).requires_grad_()
     i = to_device(torch.tensor([[1, 8, 1], [0, 1, -1]]).remainder(9))

@@ -1475,7 +1475,23 @@ def decompositions() -> dict:
     # rounded at the size of ``x - amax``, as eager's kernel rounds it
     table.update(get_decompositions([aten._log_softmax]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
+    if aten.linspace.default in table:
+        table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
     return table
+
+
+def _linspace_integers_in_float64(decomposition: Callable[..., Any], start: Any, end: Any, steps: int,
+                                  **kwargs: Any) -> torch.Tensor:
+    """Decomposition of ``aten.linspace`` (torch's ``decomposition``, a ``torch._refs.linspace``)
+    that computes an integer result in float64 and converts it, as eager's kernel computes it in
+    double: the reference multiplies its int64 positions by a Python-float step, which promotes
+    to float32 and rounds every value past 2**24 (``linspace(2**31 - 10, 2**31 + 10, 5,
+    dtype=torch.int64)`` gave 2147483648 five times). Floating and bool results are the
+    reference's."""
+    dtype = kwargs.get("dtype")
+    if dtype is None or dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return decomposition(start, end, steps, **kwargs)
+    return decomposition(start, end, steps, **{**kwargs, "dtype": torch.float64}).to(dtype)
 
 
 # log2(erfc(u)) on [0, 4] as a degree-9 polynomial in u (least squares in float64, coefficients
