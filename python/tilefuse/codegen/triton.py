@@ -251,9 +251,9 @@ def _index_values_fit_int32(group: KernelGroup) -> bool:
     """Whether every int64 ``index_expr`` value of the group's bodies (an index used as data:
     ``torch.arange``'s ``start + step * i``, an iota) is proven to lie in int32's range over its
     variables' ranges (-2**31 itself excluded: the printer cannot write it as an int32 literal).
-    Such values are computed in the kernel's index dtype before their cast, so
-    an int32 kernel would wrap ``arange(2**31 - 2, 2**31 + 3)`` (and could not print a constant
-    of 2**31); when one is not proven, the kernel indexes in int64. A symbolic range counts as
+    Such values are computed in the kernel's index dtype before their cast, so an int32 kernel
+    would wrap ``arange(2**31 - 2, 2**31 + 3)`` (and could not print its 2**31); when one is not
+    proven, the kernel indexes in int64. A symbolic range counts as
     up to 2**31 - 2 (the kernel's extent is guarded below 2**31 - 1 for int32 indexing)."""
     for n in group.nodes:
         body = n.body
@@ -262,11 +262,8 @@ def _index_values_fit_int32(group: KernelGroup) -> bool:
             if bn.op != "index_expr" or bn.args[1] != torch.int64:
                 continue
             e = bn.args[0]
-            if isinstance(e, int) or getattr(e, "is_number", False):
-                v = int(e) if isinstance(e, int) else e.int_value
-                if not -2**31 < v < 2**31 - 1:
-                    return False
-                continue
+            if isinstance(e, int) or e.is_number:
+                continue  # a constant is emitted as a typed constant (tl.full), not in the index dtype
             if ranges is None:
                 ranges = {v: (r if isinstance(r, int) else 2**31 - 1) for v, r in body.var_ranges.items()}
             if not (S.statically_known_lt(e, 2**31 - 1, ranges) and S.statically_known_lt(-2**31, e, ranges)):
