@@ -1102,3 +1102,67 @@ def test_the_aten_graph_kept_for_a_fallback_is_dropped_after_a_good_first_call()
     assert cg.eager_graph is None
     with config.patch(fallback_on_error=False, graph_cache=False):
         assert compile_graph(gm, [x]).eager_graph is None  # nothing to fall back to: nothing kept
+
+
+def _gc_state_during_bytecode_tracing(monkeypatch, compile_fn):
+    """Whether the collector was enabled each time Dynamo's bytecode tracer ran while
+    ``compile_fn()`` compiled and called a function."""
+    import gc
+
+    from torch._dynamo import symbolic_convert
+
+    seen = []
+    orig = symbolic_convert.InstructionTranslator.run
+
+    def spy(self):
+        seen.append(gc.isenabled())
+        return orig(self)
+
+    monkeypatch.setattr(symbolic_convert.InstructionTranslator, "run", spy)
+    compile_fn()
+    assert gc.isenabled()
+    return seen
+
+
+@pytest.mark.parametrize("backend, options, paused", [
+    ("tilefuse", None, True),
+    ("tilefuse", {"pause_gc": False}, False),
+    ("aot_eager", None, False),  # another backend's frames are left alone
+])
+def test_the_collector_is_paused_while_dynamo_traces_a_frame_for_tilefuse(monkeypatch, backend, options, paused):
+    import tilefuse.backend as tb
+
+    torch._dynamo.reset()  # clears Dynamo's compile callbacks: a tilefuse backend call registers them again
+    torch.compile(lambda a: a + 1, backend="tilefuse")(torch.randn(3))
+    x = torch.randn(5, 7)
+
+    def fn(a):
+        return torch.relu(a).sum(0) * 2
+
+    kw = {"options": options} if options else {}
+    compiled = torch.compile(fn, backend=backend, **kw)
+    seen = _gc_state_during_bytecode_tracing(monkeypatch, lambda: torch.testing.assert_close(compiled(x), fn(x)))
+    assert seen and all(enabled is not paused for enabled in seen), seen
+    assert tb._options_if_compiling_for_tilefuse() is None  # not inside a frame compile
+
+
+def test_the_collector_is_enabled_again_after_a_failed_frame_compile(monkeypatch):
+    import gc
+
+    import tilefuse.backend as tb
+
+    assert tb.install_dynamo_gc_pause()
+
+    def breaks(a):
+        print("graph break")  # a graph break: fullgraph=True makes Dynamo raise
+        return a + 1
+
+    seen = []
+
+    def check():
+        with pytest.raises(Exception, match="(?i)graph break|print|Unsupported"):
+            torch.compile(breaks, backend="tilefuse", fullgraph=True)(torch.randn(3))
+
+    seen = _gc_state_during_bytecode_tracing(monkeypatch, check)
+    assert seen and not any(seen)
+    assert gc.isenabled() and not tb._DYNAMO_GC_PAUSE["paused"]
