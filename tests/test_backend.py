@@ -4,6 +4,7 @@ test here carries the ``gpu`` marker. Kernel counts assert fusion."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import warnings
@@ -1132,8 +1133,8 @@ def _gc_state_during_bytecode_tracing(monkeypatch, compile_fn):
 def test_the_collector_is_paused_while_dynamo_traces_a_frame_for_tilefuse(monkeypatch, backend, options, paused):
     import tilefuse.backend as tb
 
-    torch._dynamo.reset()  # clears Dynamo's compile callbacks: a tilefuse backend call registers them again
-    torch.compile(lambda a: a + 1, backend="tilefuse")(torch.randn(3))
+    torch._dynamo.reset()  # clears Dynamo's compile callbacks
+    assert tb.install_dynamo_gc_pause()  # registered again (the demo does this after its resets)
     x = torch.randn(5, 7)
 
     def fn(a):
@@ -1166,3 +1167,76 @@ def test_the_collector_is_enabled_again_after_a_failed_frame_compile(monkeypatch
     seen = _gc_state_during_bytecode_tracing(monkeypatch, check)
     assert seen and not any(seen)
     assert gc.isenabled() and not tb._DYNAMO_GC_PAUSE["paused"]
+
+
+def test_the_collector_pause_is_registered_again_by_the_first_backend_call_after_a_reset(monkeypatch):
+    # a reset clears Dynamo's compile callbacks without telling tilefuse: the first frame after it
+    # is traced with the collector running, every later one is paused again
+    import tilefuse.backend as tb
+
+    torch._dynamo.reset()
+    compiled = [torch.compile(lambda a, k=k: a * k, backend="tilefuse") for k in (2, 3)]
+    x = torch.randn(4)
+    seen = _gc_state_during_bytecode_tracing(
+        monkeypatch, lambda: [torch.testing.assert_close(c(x), x * k) for c, k in zip(compiled, (2, 3))])
+    assert seen == [True, False], seen
+    assert tb._pause_gc_at_frame_compile in torch._dynamo.callback_handler.start_callbacks
+
+
+@pytest.mark.parametrize("outer, inner, paused", [(False, True, False), (True, False, True), (None, False, False)])
+def test_the_call_sites_options_decide_the_pause_over_a_partials(monkeypatch, outer, inner, paused):
+    # torch.compile(backend=partial(tilefuse_backend, options=A), options=B) runs the backend with
+    # B (the call's keywords override the partial's): the tracing's pause follows B, else A
+    import tilefuse.backend as tb
+
+    tb.install_dynamo_gc_pause()
+    backend = functools.partial(tb.tilefuse_backend, options={"pause_gc": inner})
+    kw = {} if outer is None else {"options": {"pause_gc": outer}}
+    compiled = torch.compile(lambda a: a.cos() + 1, backend=backend, **kw)
+    x = torch.randn(6)
+    seen = _gc_state_during_bytecode_tracing(monkeypatch, lambda: torch.testing.assert_close(compiled(x), x.cos() + 1))
+    assert seen and all(enabled is not paused for enabled in seen), seen
+
+
+_GC_PAUSE_SUBPROCESS = r"""
+import gc, sys
+import torch
+import tilefuse.backend as tb  # before Dynamo was imported: the pause is registered all the same
+from torch._dynamo import symbolic_convert
+seen = []
+orig = symbolic_convert.InstructionTranslator.run
+def spy(self):
+    seen.append(gc.isenabled())
+    return orig(self)
+symbolic_convert.InstructionTranslator.run = spy
+torch.testing.assert_close(torch.compile(lambda a: a.cos() - 1, backend="tilefuse")(torch.randn(3)).shape,
+                           torch.Size([3]))
+torch._dynamo.reset()
+calls = []
+@torch._dynamo.on_compile_end
+def failing_end(args):  # another library's end callback, registered before tilefuse's, that raises once
+    calls.append(1)
+    if len(calls) == 1:
+        raise RuntimeError("end callback failed")
+tb.install_dynamo_gc_pause()
+f = torch.compile(lambda a: a.sin() + 1, backend="tilefuse")
+try:
+    f(torch.randn(3))
+except Exception as e:
+    print("raised", type(e).__name__)
+print("enabled", gc.isenabled(), "seen", seen)
+"""
+
+
+def test_the_pause_covers_the_first_frame_and_survives_a_failing_end_callback():
+    # in a fresh process: tilefuse.backend imported before Dynamo still pauses the first frame's
+    # tracing, and another end callback that raises (which stops Dynamo's list there) cannot leave
+    # the collector off, as tilefuse's end callback runs first
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _GC_PAUSE_SUBPROCESS], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "raised" in out and "enabled True seen [False, False]" in out, out + r.stderr[-2000:]

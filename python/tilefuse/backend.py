@@ -337,12 +337,14 @@ def _options_if_compiling_for_tilefuse() -> dict | None:
             return None
         code = f.f_code
         if code.co_name == "_compile" and f.f_globals.get("__name__") == "torch._dynamo.convert_frame":
-            fn, opts = f.f_locals.get("compiler_fn"), {}
+            fn, opts = f.f_locals.get("compiler_fn"), None
             for _ in range(16):
                 if fn is tilefuse_backend:
-                    return opts
+                    return opts or {}
                 for kw in (getattr(fn, "kwargs", None), getattr(fn, "keywords", None)):
-                    if isinstance(kw, dict) and isinstance(kw.get("options"), dict):
+                    # the outermost wrapper's options win, as its call's keywords override an
+                    # inner functools.partial's
+                    if opts is None and isinstance(kw, dict) and isinstance(kw.get("options"), dict):
                         opts = kw["options"]
                 fn = (getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
                       or getattr(fn, "func", None))
@@ -381,18 +383,24 @@ def _resume_gc_after_frame_compile(_args: Any = None) -> None:
 
 def install_dynamo_gc_pause() -> bool:
     """Register ``_pause_gc_at_frame_compile`` / ``_resume_gc_after_frame_compile`` with Dynamo's
-    public compile callbacks (``torch._dynamo.callback_handler``) unless they are registered
-    already; ``torch._dynamo.reset()`` clears them, and the next tilefuse backend call registers
-    them again. Called at the backend's lookup (so the first frame's tracing is covered) and at
-    every backend call. Returns whether they are registered."""
-    dynamo = sys.modules.get("torch._dynamo")
-    handler = getattr(dynamo, "callback_handler", None) if dynamo is not None else None
-    if handler is None or not hasattr(handler, "start_callbacks"):
+    public compile callbacks (``torch._dynamo.callback_handler``, importing Dynamo if needed)
+    unless they are registered already; returns whether they are registered. Called when this
+    module is imported (Dynamo's backend lookup, or an earlier ``import tilefuse.backend``) and at
+    every backend call. ``torch._dynamo.reset()`` clears Dynamo's callbacks, and tilefuse is not
+    told: the first frame compiled after a reset is traced with the collector running (paused
+    again from its backend call) unless this is called after the reset. The end callback goes
+    first in Dynamo's list, so another end callback that raises cannot leave the collector off."""
+    try:
+        import torch._dynamo as dynamo
+    except Exception:  # noqa: BLE001 - an optimization only
+        return False
+    handler = getattr(dynamo, "callback_handler", None)
+    if handler is None or not isinstance(getattr(handler, "end_callbacks", None), list):
         return False
     if _pause_gc_at_frame_compile not in handler.start_callbacks:
         handler.register_start_callback(_pause_gc_at_frame_compile)
     if _resume_gc_after_frame_compile not in handler.end_callbacks:
-        handler.register_end_callback(_resume_gc_after_frame_compile)
+        handler.end_callbacks.insert(0, _resume_gc_after_frame_compile)
     return True
 
 
@@ -725,12 +733,10 @@ def _start_warmup_at_lookup() -> None:
     Triton while the main thread imports Dynamo, and so Triton, can leave a half-initialized
     module behind. Imported earlier (``import tilefuse.backend`` before Dynamo), nothing starts
     here and the warm-up starts at backend entry. Options given to ``torch.compile`` are not
-    known yet: ``TILEFUSE_WARMUP=0`` switches this one off. The collector's pause for Dynamo's
-    frame compiles (``install_dynamo_gc_pause``) is registered here too, for the same reason."""
+    known yet: ``TILEFUSE_WARMUP=0`` switches this one off."""
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is None or not hasattr(dynamo, "optimize"):
         return
-    install_dynamo_gc_pause()
     try:
         from .runtime import start_warmup
 
@@ -739,5 +745,6 @@ def _start_warmup_at_lookup() -> None:
         log.debug("tilefuse: starting Triton's warm-up at lookup failed: %s", e)
 
 
-_start_warmup_at_lookup()
+_start_warmup_at_lookup()  # first: only when Dynamo was imported before this module
+install_dynamo_gc_pause()  # before the first frame's tracing (imports Dynamo if not yet imported)
 

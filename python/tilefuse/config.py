@@ -98,7 +98,12 @@ Options:
         first call. The pause ends with the compile (Dynamo then collects the young generations
         after the frame, ``run_gc_after_compile``); nothing is kept alive longer than that, and
         the first call's peak memory did not rise (3.2-3.3 GB either way, development machine).
-        Frames compiled for other backends are left alone. False: the collector runs as usual.
+        Frames compiled for other backends, and for a user backend that wraps tilefuse's, are
+        left alone; after ``torch._dynamo.reset()`` (which clears Dynamo's callbacks) the first
+        frame's tracing runs with the collector on unless ``backend.install_dynamo_gc_pause()``
+        is called after the reset. The collector is process-wide: other threads run without it
+        meanwhile, and one that disables it during the compile finds it enabled after. False:
+        the collector runs as usual.
     eager_backward (bool, env TILEFUSE_EAGER_BACKWARD, default True): a training graph's backward
         is compiled right after its forward, inside the same backend call (AOTAutograd's
         ``force_non_lazy_backward_lowering``), instead of at the first backward. With

@@ -171,6 +171,18 @@ def build_gpt2(size: str = "tiny", device: str = "cpu", seed: int = 0, **overrid
     return model, ids
 
 
+def _reset_dynamo() -> None:
+    """``torch._dynamo.reset()`` (a fresh compile, as in a new process), then tilefuse's collector
+    pause registered again with Dynamo's compile callbacks, which the reset clears
+    (``tilefuse.backend.install_dynamo_gc_pause``)."""
+    import torch
+
+    from .backend import install_dynamo_gc_pause
+
+    torch._dynamo.reset()
+    install_dynamo_gc_pause()
+
+
 def _time_per_call(fn, device: str, reps: int) -> float:
     """Milliseconds per call: triton.testing.do_bench on CUDA, the median of ``reps`` wall-clock
     calls on the CPU (the interpreter is slow; its time says nothing about GPU performance)."""
@@ -211,7 +223,7 @@ def run_gpt2(device: str | None = None, size: str | None = None, train: bool = F
 
     with torch.no_grad():
         ref = model(ids).logits
-        torch._dynamo.reset()
+        _reset_dynamo()
         metrics.reset()
         compiled = torch.compile(model, backend="tilefuse")
         with _Capture() as cap:
@@ -251,7 +263,7 @@ def _train_step(res: Result, model, ids, tol: dict[str, float], sync) -> None:
     labels = ids.roll(-1, dims=1)
     loss_ref = eager_m(ids, labels=labels).loss
     loss_ref.backward()
-    torch._dynamo.reset()
+    _reset_dynamo()
     k0, f0, e0, g0, h0 = (metrics.generated_kernel_count, metrics.fallback_kernel_count,
                           metrics.extern_kernel_count, metrics.generated_graph_count, metrics.graph_cache_hits)
     compiled = torch.compile(comp_m, backend="tilefuse")
