@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import types
 import warnings
 
 import pytest
@@ -1183,15 +1184,19 @@ def test_the_collector_pause_is_registered_again_by_the_first_backend_call_after
     assert tb._pause_gc_at_frame_compile in torch._dynamo.callback_handler.start_callbacks
 
 
-@pytest.mark.parametrize("outer, inner, paused", [(False, True, False), (True, False, True), (None, False, False)])
-def test_the_call_sites_options_decide_the_pause_over_a_partials(monkeypatch, outer, inner, paused):
+@pytest.mark.parametrize("outer, inner, paused", [(False, True, False), (True, False, True), (None, False, False),
+                                                  ({}, False, True)])
+@pytest.mark.parametrize("mapping", [dict, types.MappingProxyType])
+def test_the_call_sites_options_decide_the_pause_over_a_partials(monkeypatch, outer, inner, paused, mapping):
     # torch.compile(backend=partial(tilefuse_backend, options=A), options=B) runs the backend with
-    # B (the call's keywords override the partial's): the tracing's pause follows B, else A
+    # B (the call's keywords override the partial's): the tracing's pause follows B, else A; any
+    # mapping of options counts, as config.validate accepts any
     import tilefuse.backend as tb
 
     tb.install_dynamo_gc_pause()
-    backend = functools.partial(tb.tilefuse_backend, options={"pause_gc": inner})
-    kw = {} if outer is None else {"options": {"pause_gc": outer}}
+    backend = functools.partial(tb.tilefuse_backend, options=mapping({"pause_gc": inner}))
+    given = {} if outer == {} else {"pause_gc": outer}
+    kw = {} if outer is None else {"options": mapping({**given, "tiling": True})}
     compiled = torch.compile(lambda a: a.cos() + 1, backend=backend, **kw)
     x = torch.randn(6)
     seen = _gc_state_during_bytecode_tracing(monkeypatch, lambda: torch.testing.assert_close(compiled(x), x.cos() + 1))
@@ -1219,6 +1224,9 @@ def failing_end(args):  # another library's end callback, registered before tile
     if len(calls) == 1:
         raise RuntimeError("end callback failed")
 tb.install_dynamo_gc_pause()
+if sys.argv[1] == "front":  # put before tilefuse's end callback after its registration
+    torch._dynamo.callback_handler.end_callbacks.remove(failing_end)
+    torch._dynamo.callback_handler.end_callbacks.insert(0, failing_end)
 f = torch.compile(lambda a: a.sin() + 1, backend="tilefuse")
 try:
     f(torch.randn(3))
@@ -1228,14 +1236,17 @@ print("enabled", gc.isenabled(), "seen", seen)
 """
 
 
-def test_the_pause_covers_the_first_frame_and_survives_a_failing_end_callback():
+@pytest.mark.parametrize("where", ["registered", "front"])
+def test_the_pause_covers_the_first_frame_and_survives_a_failing_end_callback(where):
     # in a fresh process: tilefuse.backend imported before Dynamo still pauses the first frame's
-    # tracing, and another end callback that raises (which stops Dynamo's list there) cannot leave
-    # the collector off, as tilefuse's end callback runs first
+    # tracing, and another end callback that raises (which stops Dynamo's list there), registered
+    # before tilefuse's or put in front of it, cannot leave the collector off, as tilefuse's end
+    # callback runs first
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _GC_PAUSE_SUBPROCESS], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-c", _GC_PAUSE_SUBPROCESS, where], capture_output=True, text=True,
+                       timeout=300,
                        env=dict(os.environ, TRITON_INTERPRET="1"))
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout

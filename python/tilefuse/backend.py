@@ -29,6 +29,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -344,7 +345,7 @@ def _options_if_compiling_for_tilefuse() -> dict | None:
                 for kw in (getattr(fn, "kwargs", None), getattr(fn, "keywords", None)):
                     # the outermost wrapper's options win, as its call's keywords override an
                     # inner functools.partial's
-                    if opts is None and isinstance(kw, dict) and isinstance(kw.get("options"), dict):
+                    if opts is None and isinstance(kw, Mapping) and isinstance(kw.get("options"), Mapping):
                         opts = kw["options"]
                 fn = (getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
                       or getattr(fn, "func", None))
@@ -369,6 +370,14 @@ def _pause_gc_at_frame_compile(_args: Any = None) -> None:
         return
     pause = opts.get("pause_gc", config.pause_gc)
     if pause is True or (not isinstance(pause, bool) and config.pause_gc):
+        # the end callback first in Dynamo's list (again, should other code have put one before
+        # it): an end callback that raises stops the list there
+        handler = getattr(sys.modules.get("torch._dynamo"), "callback_handler", None)
+        ends = getattr(handler, "end_callbacks", None)
+        if isinstance(ends, list) and ends and ends[0] is not _resume_gc_after_frame_compile:
+            if _resume_gc_after_frame_compile in ends:
+                ends.remove(_resume_gc_after_frame_compile)
+            ends.insert(0, _resume_gc_after_frame_compile)
         gc.disable()
         _DYNAMO_GC_PAUSE["paused"] = True
 
@@ -389,7 +398,8 @@ def install_dynamo_gc_pause() -> bool:
     every backend call. ``torch._dynamo.reset()`` clears Dynamo's callbacks, and tilefuse is not
     told: the first frame compiled after a reset is traced with the collector running (paused
     again from its backend call) unless this is called after the reset. The end callback goes
-    first in Dynamo's list, so another end callback that raises cannot leave the collector off."""
+    first in Dynamo's list (put back there by the start callback at each paused frame), so
+    another end callback that raises cannot leave the collector off."""
     try:
         import torch._dynamo as dynamo
     except Exception:  # noqa: BLE001 - an optimization only

@@ -71,7 +71,7 @@ def _prepare_device(device: str | None) -> str:
             raise RuntimeError("tilefuse runs CPU kernels through Triton's interpreter: set TRITON_INTERPRET=1 "
                                "before triton is imported (before importing torch in your script)")
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    import tilefuse.backend  # noqa: F401  (registers nothing new; makes the interpreter choice before transformers)
+    import tilefuse.backend  # noqa: F401  (the interpreter choice before transformers; Dynamo's compile callbacks)
 
     return device
 
