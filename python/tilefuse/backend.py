@@ -370,14 +370,8 @@ def _pause_gc_at_frame_compile(_args: Any = None) -> None:
         return
     pause = opts.get("pause_gc", config.pause_gc)
     if pause is True or (not isinstance(pause, bool) and config.pause_gc):
-        # the end callback first in Dynamo's list (again, should other code have put one before
-        # it): an end callback that raises stops the list there
-        handler = getattr(sys.modules.get("torch._dynamo"), "callback_handler", None)
-        ends = getattr(handler, "end_callbacks", None)
-        if isinstance(ends, list) and ends and ends[0] is not _resume_gc_after_frame_compile:
-            if _resume_gc_after_frame_compile in ends:
-                ends.remove(_resume_gc_after_frame_compile)
-            ends.insert(0, _resume_gc_after_frame_compile)
+        # again, should other code have put an end callback before it since
+        _put_resume_first(getattr(sys.modules.get("torch._dynamo"), "callback_handler", None))
         gc.disable()
         _DYNAMO_GC_PAUSE["paused"] = True
 
@@ -388,6 +382,17 @@ def _resume_gc_after_frame_compile(_args: Any = None) -> None:
     if _DYNAMO_GC_PAUSE["paused"]:
         _DYNAMO_GC_PAUSE["paused"] = False
         gc.enable()
+
+
+def _put_resume_first(handler: Any) -> None:
+    """``_resume_gc_after_frame_compile`` first in Dynamo's end callbacks (added if missing): an
+    end callback that raises stops Dynamo's list there."""
+    ends = getattr(handler, "end_callbacks", None)
+    if not isinstance(ends, list) or (ends and ends[0] is _resume_gc_after_frame_compile):
+        return
+    if _resume_gc_after_frame_compile in ends:
+        ends.remove(_resume_gc_after_frame_compile)
+    ends.insert(0, _resume_gc_after_frame_compile)
 
 
 def install_dynamo_gc_pause() -> bool:
@@ -409,8 +414,7 @@ def install_dynamo_gc_pause() -> bool:
         return False
     if _pause_gc_at_frame_compile not in handler.start_callbacks:
         handler.register_start_callback(_pause_gc_at_frame_compile)
-    if _resume_gc_after_frame_compile not in handler.end_callbacks:
-        handler.end_callbacks.insert(0, _resume_gc_after_frame_compile)
+    _put_resume_first(handler)
     return True
 
 
