@@ -20,6 +20,7 @@ Usage:
     python benches/runtime.py --small         # sizes ~8-16x smaller (less memory and time)
     python benches/runtime.py --only softmax,layernorm
     python benches/runtime.py --profile --only block_fwd_bwd   # top GPU kernels of each backend
+    python benches/runtime.py --flush read    # CUDA events after a reading L2 flush (``event_bench``)
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
     python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
@@ -339,6 +340,67 @@ def _cpu_bench(fn, warmup: int = 1, rep: int = 1) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+FLUSHES = ("do_bench", "zero", "read")
+_FLUSH_BYTES = 256 * 2**20  # as do_bench's buffer: larger than the H200's 50 MiB L2 several times over
+
+
+def event_bench(fn: Callable[[], Any], flush: str, warmup: int = 25, rep: int = 100) -> float:
+    """Mean ms per call of ``fn`` on CUDA, each call timed with CUDA events right after an L2 flush of
+    kind ``flush``: ``"zero"`` writes zeros over a 256 MiB buffer, as ``triton.testing.do_bench``
+    does (it leaves the L2 cache full of dirty lines, which the next kernel writes back to DRAM
+    while it runs); ``"read"`` sums the same buffer instead (the cache is left holding clean lines,
+    evicted for free). A read-only kernel such as the column sum (268 MB read, 16 KB written) pays
+    for the zeroing flush's write-backs in full: 8.5 of 75.8 µs in the fifteenth session's study,
+    where the read flush measured 67.3 µs. Otherwise do_bench's procedure: ``fn`` once, five
+    flushed calls to estimate its time, ``warmup`` ms of unflushed calls, then ``rep`` ms of timed
+    calls (at least one each). Raises ValueError for an unknown ``flush``."""
+    if flush not in ("zero", "read"):
+        raise ValueError(f"flush must be 'zero' or 'read', got {flush!r}")
+    buf = torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    buf.zero_()
+
+    def clear():
+        if flush == "zero":
+            buf.zero_()
+        else:
+            torch.sum(buf, dtype=torch.int32)
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        clear()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    est = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup / est))):
+        fn()
+    n = max(1, int(rep / est))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        clear()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    del buf
+    return statistics.mean(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def _flushed_bench(flush: str) -> Callable[..., float]:
+    """The timer for ``--flush``: ``triton.testing.do_bench`` itself, or ``event_bench`` with that flush."""
+    if flush == "do_bench":
+        from triton.testing import do_bench
+
+        return do_bench
+    if flush not in FLUSHES:
+        raise ValueError(f"flush must be one of {FLUSHES}, got {flush!r}")
+    return lambda fn, warmup=25, rep=100: event_bench(fn, flush, warmup=warmup, rep=rep)
+
+
 def side_by_side(bench: Callable[..., float], fa: Callable[[], Any], fb: Callable[[], Any], rounds: int,
                  rep: int) -> tuple[float, float, list[float]]:
     """Time ``fa`` and ``fb`` alternately, ``rounds`` times each (a, b, a, b, ...), with ``bench``
@@ -389,7 +451,7 @@ def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | Non
 
 
 def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
-              against: str = "inductor", rounds: int = 5) -> int:
+              against: str = "inductor", rounds: int = 5, flush: str = "do_bench") -> int:
     """The side-by-side table: each backend's time is the median of ``rounds`` interleaved timings
     (``side_by_side``), and a workload whose per-round ratio spread over more than 3% says so in
     its notes. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with wall-clock
@@ -397,15 +459,17 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
     import torch._inductor.metrics as imetrics
 
     if device == "cuda":
-        from triton.testing import do_bench
-
+        do_bench = _flushed_bench(flush)
         dev = torch.cuda.get_device_name()
-        copy_bw = copy_bandwidth(device)
+        copy_bw = copy_bandwidth(device, bench=do_bench)
     else:
         do_bench = _cpu_bench
         dev = "CPU (dry run: Triton interpreter, timings meaningless)"
         copy_bw = copy_bandwidth(device, gib=1 / 64, bench=_cpu_bench)
     print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}; against: {against}")
+    timer = {"do_bench": "triton.testing.do_bench (zeroing L2 flush)", "zero": "CUDA events after a zeroing L2 flush",
+             "read": "CUDA events after a reading L2 flush"}[flush]
+    print(f"timer: {timer if device == 'cuda' else 'wall clock'}")
     print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
     other = "Inductor" if against == "inductor" else against
     hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
@@ -563,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="timings per backend, interleaved; the table gives their medians (default 5)")
+    ap.add_argument("--flush", default="do_bench", choices=FLUSHES,
+                    help="timer and L2 flush before each timed call: triton's do_bench (zeroes 256 MiB; default), "
+                         "or CUDA events after zeroing ('zero') or reading ('read') 256 MiB; the copy bandwidth "
+                         "is timed the same way")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
@@ -609,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
     return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against,
-                     rounds=args.rounds)
+                     rounds=args.rounds, flush=args.flush)
 
 
 if __name__ == "__main__":

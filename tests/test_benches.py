@@ -196,6 +196,7 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
     (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
     (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
     (("--rounds", "0", "--dry-run"), "--rounds 0: give a positive number"),
+    (("--flush", "none", "--dry-run"), "argument --flush: invalid choice: 'none'"),
 ])
 def test_runtime_refuses_bad_arguments(args, message):
     """runtime.py checks its arguments before measuring anything (a bad --against used to surface
@@ -326,3 +327,35 @@ def test_side_by_side_interleaves_the_backends_and_takes_medians():
     assert ratios == pytest.approx([1.2, 1.1, 10 / 11, 12 / 9, 11 / 10.5])
     with pytest.raises(ValueError, match="rounds must be at least 1"):
         runtime.side_by_side(bench, lambda: "a", lambda: "b", rounds=0, rep=7)
+
+
+def test_runtime_flush_timer_refuses_unknown_flushes():
+    """``--flush``'s timers: do_bench's, or the event loop after a zeroing or a reading flush; any
+    other name is a ValueError that lists the choices (before a CUDA buffer is allocated)."""
+    runtime = _runtime_module()
+    with pytest.raises(ValueError, match=r"flush must be one of \('do_bench', 'zero', 'read'\), got 'write'"):
+        runtime._flushed_bench("write")
+    with pytest.raises(ValueError, match="flush must be 'zero' or 'read', got 'do_bench'"):
+        runtime.event_bench(lambda: None, "do_bench")
+
+
+@pytest.mark.gpu
+def test_flushed_timers_agree_on_a_copy_and_the_read_flush_spares_a_read_only_kernel():
+    """On CUDA: a 512 MiB copy (it writes as much as it reads, and outlasts any write-back) takes the
+    same time under do_bench, the zeroing event loop and the reading one (within 10%); a column sum
+    of 256 MiB (read-only) is never slower after a reading flush than after a zeroing one, since the
+    zeroing flush leaves dirty L2 lines that the timed kernel writes back."""
+    import torch
+
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs a CUDA GPU")
+    runtime = _runtime_module()
+    src = torch.empty(128 * 2**20, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    times = {f: runtime._flushed_bench(f)(lambda: dst.copy_(src), warmup=10, rep=50) for f in runtime.FLUSHES}
+    assert all(t > 0 for t in times.values()), times
+    assert max(times.values()) <= 1.10 * min(times.values()), times
+    x = torch.randn(8192, 16384, dtype=torch.bfloat16, device="cuda")
+    zero = runtime.event_bench(lambda: x.sum(dim=0), "zero", rep=50)
+    read = runtime.event_bench(lambda: x.sum(dim=0), "read", rep=50)
+    assert 0 < read <= 1.02 * zero, (read, zero)
