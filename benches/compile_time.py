@@ -68,6 +68,18 @@ BACKENDS = ("aot_eager", "inductor", "tilefuse")
 MODES = ("static", "dynamic")
 
 
+def format_ratio(backend_s: float, reference_s: float) -> str:
+    """The table's ratio cell: ``backend_s / reference_s`` to two decimals; ``"<= 0"`` when the
+    backend's time is at or below zero (its first call no longer than aot_eager's: a difference
+    within the processes' spread, where a negative ratio, or "-0.00", would read as a number);
+    ``"nan"`` when the reference time is not positive or either is missing (NaN)."""
+    if backend_s != backend_s or reference_s != reference_s or reference_s <= 0:
+        return "nan"
+    if backend_s <= 0:
+        return "<= 0"
+    return f"{backend_s / reference_s:.2f}"
+
+
 def _workload(name: str, device: str):
     """(fn, args, train) of a workload at the bench's size for ``device``."""
     import torch
@@ -554,15 +566,14 @@ def main(argv: list[str] | None = None) -> int:
             nan = {"first_call_s": float("nan")}
             ind, tf = res.get("inductor", nan)["first_call_s"], res.get("tilefuse", nan)["first_call_s"]
             ib, tb = ind - base, tf - base
-            ratio = tb / ib if ib > 0 else float("nan")
             extra = res.get("tilefuse", {})
             note = "" if not extra.get("specialized") else f" ({extra['specialized']} graphs specialized)"
             line = (f"| {name} | {mode} | {base:.2f} | {ind:.2f} | {tf:.2f} | {ib:.2f} | {tb:.2f} | "
-                    f"{ratio:.2f}{note} |")
+                    f"{format_ratio(tb, ib)}{note} |")
             if args.warm:
                 iw = warm.get("inductor", nan).get("first_call_s", float("nan")) - base
                 tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
-                line += f" {iw:.2f} | {tw:.2f} | {tw / iw if iw > 0 else float('nan'):.2f} |"
+                line += f" {iw:.2f} | {tw:.2f} | {format_ratio(tw, iw)} |"
             print(line, flush=True)
             if spread:
                 print(f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread),
@@ -576,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 vb = vr["first_call_s"] - base
                 print(f"#   variant {label}: first call {vr['first_call_s']:.2f} s, backend {vb:.2f} s, ratio "
-                      f"{vb / ib if ib > 0 else float('nan'):.2f}"
+                      f"{format_ratio(vb, ib)}"
                       + (f", warm backend {vw['first_call_s'] - base:.2f} s" if vw else "")
                       + "; phases (s): " + " ".join(f"{k}={x:.2f}" for k, x in vr.get("phases", {}).items()),
                       flush=True)

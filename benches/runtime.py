@@ -24,8 +24,9 @@ Usage:
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
     python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
-Exit status: 0 when every checked output matched eager, 1 otherwise; without a GPU (and without
---cpu-smoke) it prints why and exits 0 after doing nothing.
+Exit status: 0 when every checked output matched eager, 1 otherwise (with --cpu-smoke also when a
+workload ran eagerly: then nothing of tilefuse's was checked); without a GPU (and without
+--cpu-smoke) it prints why and exits 0 after doing nothing. Options are not abbreviated.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-if "--cpu-smoke" in sys.argv or "--dry-run" in sys.argv:  # kernels on CPU tensors need the interpreter, set before triton loads
+# kernels on CPU tensors need the interpreter, set before triton loads (the parser takes no
+# abbreviations, so these are the only spellings: ``--cpu`` would run every graph eagerly)
+if "--cpu-smoke" in sys.argv or "--dry-run" in sys.argv:
     os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
@@ -322,8 +325,9 @@ def cpu_smoke(only: set[str] | None, dtype: torch.dtype) -> int:
             bad += 1
             continue
         msg = _check(w.name, got, want, w.atol, w.rtol, w.relative)
-        status = "ok" if msg is None else "MISMATCH"
-        bad += msg is not None
+        # a graph run eagerly checked nothing of tilefuse's: a failure here, not "ok"
+        status = "MISMATCH" if msg is not None else ("EAGER" if fails else "ok")
+        bad += msg is not None or bool(fails)
         extra = f"  EAGER ({len(fails)} graph(s) fell back: {fails[0][:200]})" if fails else ""
         print(f"  {w.name:<20} {status:<8} {kernels:>3} kernels  {time.perf_counter() - t0:5.1f} s{extra}")
         if msg:
@@ -350,8 +354,10 @@ def event_bench(fn: Callable[[], Any], flush: str, warmup: int = 25, rep: int = 
     does (it leaves the L2 cache full of dirty lines, which the next kernel writes back to DRAM
     while it runs); ``"read"`` sums the same buffer instead (the cache is left holding clean lines,
     evicted for free). A read-only kernel such as the column sum (268 MB read, 16 KB written) pays
-    for the zeroing flush's write-backs in full: 8.5 of 75.8 µs in the fifteenth session's study,
-    where the read flush measured 67.3 µs. Otherwise do_bench's procedure: ``fn`` once, five
+    for the zeroing flush's write-backs in full: 8.5 of 75.8 µs in the fifteenth session's study
+    (medians of 200 event-timed calls), where the read flush measured 67.3 µs; the H200 means of
+    this loop: 76 and 67 µs (docs/benchmarks.md, twenty-first session). Otherwise do_bench's
+    procedure: ``fn`` once, five
     flushed calls to estimate its time, ``warmup`` ms of unflushed calls, then ``rep`` ms of timed
     calls (at least one each). Raises ValueError for an unknown ``flush``."""
     if flush not in ("zero", "read"):
@@ -404,7 +410,8 @@ def _flushed_bench(flush: str) -> Callable[..., float]:
 def side_by_side(bench: Callable[..., float], fa: Callable[[], Any], fb: Callable[[], Any], rounds: int,
                  rep: int) -> tuple[float, float, list[float]]:
     """Time ``fa`` and ``fb`` alternately, ``rounds`` times each (a, b, a, b, ...), with ``bench``
-    (``triton.testing.do_bench``: ms per call, ``warmup=25``, ``rep`` ms of timing); return their
+    (``triton.testing.do_bench`` or ``event_bench``'s flushed timer: ms per call, ``warmup=25``,
+    ``rep`` ms of timing); return their
     median times (ms) and each round's ratio ``b / a``. Interleaving makes a host or device whose
     speed drifts during the run weigh on both alike: a host-bound step (the 12-layer GPT's, ~10 ms
     of GPU work issued in ~15 ms) moved by ±15% from one timing to the next on the H200 host, more
@@ -470,7 +477,8 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
     timer = {"do_bench": "triton.testing.do_bench (zeroing L2 flush)", "zero": "CUDA events after a zeroing L2 flush",
              "read": "CUDA events after a reading L2 flush"}[flush]
     print(f"timer: {timer if device == 'cuda' else 'wall clock'}")
-    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, 1 GiB copy)\n")
+    copied = "1 GiB" if device == "cuda" else "16 MiB"
+    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, {copied} copy)\n")
     other = "Inductor" if against == "inductor" else against
     hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
            f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes")
@@ -620,11 +628,11 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
     ap.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    ap.add_argument("--rep", type=int, default=100, help="do_bench rep (ms of timing per measurement)")
+    ap.add_argument("--rep", type=int, default=100, help="ms of timed calls per measurement (the timer's rep)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="timings per backend, interleaved; the table gives their medians (default 5)")
     ap.add_argument("--flush", default="do_bench", choices=FLUSHES,
@@ -658,6 +666,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--rounds {args.rounds}: give a positive number")
     if args.top < 1:
         ap.error(f"--top {args.top}: give a positive number")
+    if (args.cpu_smoke or args.dry_run) and os.environ.get("TRITON_INTERPRET") != "1":
+        # main() called from Python without the interpreter: every graph would fall back to eager
+        ap.error(f"{'--cpu-smoke' if args.cpu_smoke else '--dry-run'} runs kernels in Triton's interpreter, which "
+                 "must be on before triton is imported: run the script itself, or set TRITON_INTERPRET=1 "
+                 "in the environment first")
+    if args.flush != "do_bench" and (args.cpu_smoke or args.dry_run or args.profile):
+        what = "--cpu-smoke checks outputs only" if args.cpu_smoke else (
+            "--dry-run times with the wall clock" if args.dry_run else "--profile times with torch.profiler")
+        ap.error(f"--flush {args.flush}: CUDA-event timing is for the GPU table; {what} (leave --flush out)")
     import torch._dynamo
 
     known = set(torch._dynamo.list_backends(exclude_tags=()))

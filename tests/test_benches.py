@@ -197,6 +197,12 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
     (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
     (("--rounds", "0", "--dry-run"), "--rounds 0: give a positive number"),
     (("--flush", "none", "--dry-run"), "argument --flush: invalid choice: 'none'"),
+    # no abbreviations: ``--cpu`` once ran the GPU path's code without the interpreter, every
+    # graph fell back to eager, and the run still reported success
+    (("--cpu", "--only", "softmax"), "unrecognized arguments: --cpu"),
+    (("--dry", "--only", "softmax"), "unrecognized arguments: --dry"),
+    (("--dry-run", "--flush", "read"), "--flush read: CUDA-event timing is for the GPU table; --dry-run times"),
+    (("--cpu-smoke", "--flush", "zero"), "--flush zero: CUDA-event timing is for the GPU table; --cpu-smoke"),
 ])
 def test_runtime_refuses_bad_arguments(args, message):
     """runtime.py checks its arguments before measuring anything (a bad --against used to surface
@@ -359,3 +365,35 @@ def test_flushed_timers_agree_on_a_copy_and_the_read_flush_spares_a_read_only_ke
     zero = runtime.event_bench(lambda: x.sum(dim=0), "zero", rep=50)
     read = runtime.event_bench(lambda: x.sum(dim=0), "read", rep=50)
     assert 0 < read <= 1.02 * zero, (read, zero)
+
+
+def test_runtime_cpu_paths_need_the_interpreter_when_called_from_python(monkeypatch, capsys):
+    """``runtime.main([...])`` from Python cannot set TRITON_INTERPRET before triton is imported
+    (the script does, from its command line): without it the CPU paths are refused, not run with
+    every graph falling back to eager."""
+    runtime = _runtime_module()
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    for flag in ("--cpu-smoke", "--dry-run"):
+        with pytest.raises(SystemExit) as e:
+            runtime.main([flag, "--only", "softmax"])
+        assert e.value.code == 2
+        assert f"{flag} runs kernels in Triton's interpreter" in capsys.readouterr().err
+
+
+def test_compile_time_ratio_cells():
+    """The table's ratio: two decimals; "<= 0" when the backend's first call was no longer than
+    aot_eager's (the "-0.00" a fresh user found confusing); "nan" without a positive reference."""
+    sys.path.insert(0, os.path.join(ROOT, "benches"))
+    try:
+        import compile_time
+    finally:
+        sys.path.pop(0)
+    nan = float("nan")
+    assert compile_time.format_ratio(0.5, 2.0) == "0.25"
+    assert compile_time.format_ratio(0.004, 2.0) == "0.00"
+    assert compile_time.format_ratio(-0.08, 2.0) == "<= 0"
+    assert compile_time.format_ratio(0.0, 1.5) == "<= 0"
+    assert compile_time.format_ratio(0.3, 0.0) == "nan"
+    assert compile_time.format_ratio(0.3, -0.2) == "nan"
+    assert compile_time.format_ratio(nan, 2.0) == "nan"
+    assert compile_time.format_ratio(0.3, nan) == "nan"
