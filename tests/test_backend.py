@@ -348,13 +348,17 @@ def test_debug_dir_receives_generated_code(tmp_path):
 
 def test_sdpa_training_grads_match_eager():
     """Attention forward and backward stay whole (extern kernels), so what the forward saves is
-    what the backward expects."""
+    what the backward expects; both count as extern kernels, not as fallbacks (the backward was
+    reported among the "fallback kernels (aten)" before)."""
     q, k, v = (torch.randn(1, 2, 6, 8, requires_grad=True) for _ in range(3))
     f = lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(a, b, c, is_causal=True).sum()  # noqa: E731
+    metrics.reset()
     g = torch.autograd.grad(torch.compile(f, backend="tilefuse")(q, k, v), (q, k, v))
     want = torch.autograd.grad(f(q, k, v), (q, k, v))
     for a, b in zip(g, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert metrics.fallback_kernel_count == 0
+    assert metrics.extern_kernel_count == 2  # the forward's attention and the backward's
 
 
 def test_integer_constant_wraps_like_torch_and_int_to_bf16():

@@ -1200,14 +1200,20 @@ def _min_all(x):
 
 # ---------------------------------------------------------------------------------- extern kernels
 
-# Matrix products, convolution and attention run as extern kernels (cuBLAS/cuDNN/flash) called
-# from the wrapper; pointwise consumers of their outputs fuse into the kernels after them.
+# Matrix products, convolution and attention (forward and backward) run as extern kernels
+# (cuBLAS/cuDNN/flash) called from the wrapper; pointwise consumers of their outputs fuse into the
+# kernels after them. Their outputs are fresh tensors, never views of their inputs, so a pooled
+# buffer they read can be reused once they are done with it (wrapper: ``safe_readers``).
 for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
             aten.convolution.default, aten.convolution_backward.default,
             aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_flash_attention_backward.default,
             aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_efficient_attention_backward.default,
             aten._scaled_dot_product_cudnn_attention.default,
-            aten._scaled_dot_product_flash_attention_for_cpu.default):
+            aten._scaled_dot_product_cudnn_attention_backward.default,
+            aten._scaled_dot_product_flash_attention_for_cpu.default,
+            aten._scaled_dot_product_flash_attention_for_cpu_backward.default):
     EXTERN_OPS.add(_op)
 
 
