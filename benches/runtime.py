@@ -357,19 +357,14 @@ def event_bench(fn: Callable[[], Any], flush: str, warmup: int = 25, rep: int = 
     for the zeroing flush's write-backs in full: 8.5 of 75.8 µs in the fifteenth session's study
     (medians of 200 event-timed calls), where the read flush measured 67.3 µs; the H200 means of
     this loop: 76 and 67 µs (docs/benchmarks.md, twenty-first session). Otherwise do_bench's
-    procedure: ``fn`` once, five
-    flushed calls to estimate its time, ``warmup`` ms of unflushed calls, then ``rep`` ms of timed
-    calls (at least one each). Raises ValueError for an unknown ``flush``."""
+    procedure: ``fn`` once, five flushed calls to estimate its time, ``warmup`` ms of unflushed
+    calls, then ``rep`` ms of timed calls (at least one each). Raises ValueError for an unknown
+    ``flush``."""
     if flush not in ("zero", "read"):
         raise ValueError(f"flush must be 'zero' or 'read', got {flush!r}")
     buf = torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     buf.zero_()
-
-    def clear():
-        if flush == "zero":
-            buf.zero_()
-        else:
-            torch.sum(buf, dtype=torch.int32)
+    clear = buf.zero_ if flush == "zero" else (lambda: torch.sum(buf, dtype=torch.int32))
 
     fn()
     torch.cuda.synchronize()
