@@ -350,7 +350,9 @@ def test_flushed_timers_agree_on_a_copy_and_the_read_flush_spares_a_read_only_ke
     """On CUDA: a 512 MiB copy (it writes as much as it reads, and outlasts any write-back) takes the
     same time under do_bench, the zeroing event loop and the reading one (within 10%); a column sum
     of 256 MiB (read-only) is never slower after a reading flush than after a zeroing one, since the
-    zeroing flush leaves dirty L2 lines that the timed kernel writes back."""
+    zeroing flush leaves dirty L2 lines that the timed kernel writes back. Each timer's fastest of
+    5 interleaved rounds is compared: tests in other pytest-xdist workers share the GPU and only
+    ever add time (one round under ``-n 8`` timed the same copy at 0.26, 0.32 and 0.38 ms)."""
     import torch
 
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
@@ -358,13 +360,19 @@ def test_flushed_timers_agree_on_a_copy_and_the_read_flush_spares_a_read_only_ke
     runtime = _runtime_module()
     src = torch.empty(128 * 2**20, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    times = {f: runtime._flushed_bench(f)(lambda: dst.copy_(src), warmup=10, rep=50) for f in runtime.FLUSHES}
-    assert all(t > 0 for t in times.values()), times
-    assert max(times.values()) <= 1.10 * min(times.values()), times
+    rounds: dict[str, list[float]] = {f: [] for f in runtime.FLUSHES}
+    for _ in range(5):
+        for f in runtime.FLUSHES:
+            rounds[f].append(runtime._flushed_bench(f)(lambda: dst.copy_(src), warmup=10, rep=50))
+    assert all(t > 0 for ts in rounds.values() for t in ts), rounds
+    times = {f: min(ts) for f, ts in rounds.items()}
+    assert max(times.values()) <= 1.10 * min(times.values()), rounds
     x = torch.randn(8192, 16384, dtype=torch.bfloat16, device="cuda")
-    zero = runtime.event_bench(lambda: x.sum(dim=0), "zero", rep=50)
-    read = runtime.event_bench(lambda: x.sum(dim=0), "read", rep=50)
-    assert 0 < read <= 1.02 * zero, (read, zero)
+    zero, read = [], []
+    for _ in range(5):
+        zero.append(runtime.event_bench(lambda: x.sum(dim=0), "zero", rep=50))
+        read.append(runtime.event_bench(lambda: x.sum(dim=0), "read", rep=50))
+    assert 0 < min(read) <= 1.02 * min(zero), (read, zero)
 
 
 def test_runtime_cpu_paths_need_the_interpreter_when_called_from_python(monkeypatch, capsys):

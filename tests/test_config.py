@@ -16,6 +16,7 @@ _ENV_OPTIONS = [
     ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "persistent_reduction_threshold", "1024", 1024),
     ("TILEFUSE_AUTOTUNE", "autotune", "off", False),
     ("TILEFUSE_AUTOTUNE_POINTWISE", "autotune_pointwise", "on", True),
+    ("TILEFUSE_TINY_KERNEL_NUMEL", "tiny_kernel_numel", "0", 0),
     ("TILEFUSE_TILING", "tiling", "no", False),
     ("TILEFUSE_COMPILE_WORKERS", "compile_workers", "3", 3),
     ("TILEFUSE_COMPILE_POOL", "compile_pool", "thread", "thread"),

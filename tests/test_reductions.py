@@ -244,7 +244,7 @@ def test_gpu_config_candidates(shape, dim):
     exceed the extents' next power of two, the heuristic's choice comes first, outer reductions
     cover many columns per program and persistent ones the whole row."""
     gs, graph = groups_of(lambda a: a.sum(dim), torch.randn(*shape))
-    with G.set_graph(graph):
+    with G.set_graph(graph), config.patch(tiny_kernel_numel=0):  # small shapes: every candidate
         for i, g in enumerate(gs):
             cg = TritonKernelCodegen(g, f"k{i}", torch.device("cuda"), keep=set(g.names()))
             gk = cg.generate()
@@ -259,6 +259,57 @@ def test_gpu_config_candidates(shape, dim):
                 assert first["XBLOCK"] >= min(32, next_pow2(g.numel))
             if cg.hint == "outer" and g.rnumel > OUTER_PERSISTENT_MAX:
                 assert not cg.persistent
+
+
+def _cuda_configs(fn, *args, **options):
+    """Each kernel's (codegen, candidate configs) for CUDA, with the config ``options`` patched."""
+    gs, graph = groups_of(fn, *args)
+    out = []
+    with G.set_graph(graph), config.patch(**options):
+        for i, g in enumerate(gs):
+            cg = TritonKernelCodegen(g, f"k{i}", torch.device("cuda"), keep=set(g.names()))
+            out.append((cg, cg.generate().configs))
+    return out
+
+
+@pytest.mark.parametrize("fn,shape,tiny,tiled", [
+    (lambda a: a.sum(1), (256, 256), True, False),            # 65536 elements: tiny
+    (lambda a: a.sum(1), (257, 256), False, False),           # one row more: autotuned
+    (lambda a: a.sum(0), (64, 1024), True, False),            # an outer reduction
+    (lambda a: torch.logsumexp(a, 1), (16, 4096), True, False),
+    (lambda a: a.t() + a, (256, 256), True, True),            # a 2-D tiled kernel
+    (lambda a: a.t() + a, (512, 512), False, True),
+])
+def test_tiny_kernels_launch_with_the_first_config_only(fn, shape, tiny, tiled):
+    """A kernel of at most ``config.tiny_kernel_numel`` (65536) elements (outputs x reduction
+    length, or the tile's extents) keeps only the heuristic's first config (no autotuning: the
+    launch sets its time); a larger one, or any with ``tiny_kernel_numel=0``, keeps every
+    candidate."""
+    assert config.tiny_kernel_numel == 65536
+    x = torch.randn(*shape)
+    full = _cuda_configs(fn, x, tiny_kernel_numel=0)
+    got = _cuda_configs(fn, x)
+    assert len(got) == len(full) >= 1
+    for (cg, configs), (_, every) in zip(got, full):
+        assert len(every) >= 2, every  # reductions and tiles have candidates to drop
+        assert cg.is_tiny() == tiny
+        assert configs == (every[:1] if tiny else every)
+        assert (cg.tiling is not None) == tiled
+
+
+def test_tiny_kernel_rule_needs_static_extents():
+    """A symbolic extent may be large at a later call: such a kernel is never tiny, whatever its
+    size hint."""
+    from tilefuse import symbolic as S
+
+    ((cg, _),) = _cuda_configs(lambda a: a.sum(1), torch.randn(64, 64))
+    assert cg.is_tiny()
+    (s0,) = S.symbols("s0")
+    cg.g.numel = s0
+    assert not cg.is_tiny()
+    with config.patch(tiny_kernel_numel=0):
+        cg.g.numel = 64
+        assert not cg.is_tiny()
 
 
 def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():

@@ -35,6 +35,13 @@ Options:
         by default they launch with the one heuristic config, as Inductor's pointwise kernels do
         unless ``max_autotune_pointwise``: fewer kernels to compile and time on the first call.
         Reductions and 2-D tiled kernels are autotuned either way (when ``autotune`` is on).
+    tiny_kernel_numel (int, env TILEFUSE_TINY_KERNEL_NUMEL, default 65536): on the GPU, a kernel
+        with autotuning candidates (a reduction, a 2-D tiled kernel, a pointwise one with
+        ``autotune_pointwise``) whose iteration space (outputs x reduction length, or the tile's
+        extents) is static and at most this many elements launches with the heuristic's first
+        config instead of being autotuned: at that size the launch, not the config, sets
+        its time, and each candidate is one more compile and timing on the first call
+        (``TritonKernelCodegen.is_tiny``). 0: every such kernel is autotuned.
     compile_workers (int, env TILEFUSE_COMPILE_WORKERS, default: the CPU cores this process may
         use): on the GPU, every kernel of a graph (every candidate config) is compiled right after
         the graph's module is loaded, by this many worker processes; 1 compiles them one after
@@ -190,6 +197,7 @@ realize_opcount_threshold: int = 30
 max_inline_ops: int = 64
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
 autotune_pointwise: bool = _env_bool("TILEFUSE_AUTOTUNE_POINTWISE", False)
+tiny_kernel_numel: int = _env_int("TILEFUSE_TINY_KERNEL_NUMEL", 65536)
 tiling: bool = _env_bool("TILEFUSE_TILING", True)
 split_long_normalizers: bool = _env_bool("TILEFUSE_SPLIT_LONG_NORMALIZERS", True)
 
@@ -226,6 +234,7 @@ _OPTIONS = (
     "max_inline_ops",
     "autotune",
     "autotune_pointwise",
+    "tiny_kernel_numel",
     "tiling",
     "split_long_normalizers",
     "compile_workers",
@@ -295,7 +304,7 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
 
 # the smallest value each int option takes, and the values of the str options
 _MIN = {"persistent_reduction_threshold": 1, "realize_reads_threshold": 0, "realize_opcount_threshold": 0,
-        "max_inline_ops": 1, "compile_workers": 0}
+        "max_inline_ops": 1, "compile_workers": 0, "tiny_kernel_numel": 0}
 _CHOICES = {"compile_pool": ("process", "thread")}
 
 
@@ -312,6 +321,7 @@ def _check_value(k: str, v: Any) -> None:
 
 
 for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD"),
+                 ("tiny_kernel_numel", "TILEFUSE_TINY_KERNEL_NUMEL"),
                  ("compile_workers", "TILEFUSE_COMPILE_WORKERS"), ("compile_pool", "TILEFUSE_COMPILE_POOL"),
                  ("debug_dir", "TILEFUSE_DEBUG_DIR")):
     try:
