@@ -342,13 +342,20 @@ def _variant_problem(env: dict) -> str | None:
     """Why tilefuse would refuse the environment ``env`` (a ``--variant``), or None: ``import
     tilefuse`` checks every ``TILEFUSE_*`` variable and imports neither torch nor the native
     extension, so a fresh interpreter with ``env`` answers in a fraction of a second, before any
-    measured process runs (a bad value used to fail every variant process after the others ran)."""
-    if not any(k.startswith("TILEFUSE_") for k in env):
+    measured process runs (a bad value used to fail every variant process after the others ran).
+    A ``TILEFUSE_*`` name tilefuse does not read (a misspelt ``TILEFUSE_TINY_KERNAL_NUMEL``) is a
+    problem too: ``import tilefuse`` only warns about it, and the variant would measure nothing."""
+    names = [k for k in env if k.startswith("TILEFUSE_")]
+    if not names:
         return None
     pkg = os.path.join(HERE, "..", "python")  # where a checkout's package is when it is not installed
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), pkg) if p)
-    r = subprocess.run([sys.executable, "-c", "import tilefuse"], capture_output=True, text=True, env=full)
+    check = ("import sys, warnings; warnings.simplefilter('ignore'); import tilefuse, tilefuse.config as c\n"
+             "bad = sorted(set(sys.argv[1:]) - c.ENVIRONMENT_VARIABLES)\n"
+             "if bad: sys.exit(f'tilefuse does not read {bad} (misspelt?); the variables it reads: '\n"
+             "                 f'{sorted(c.ENVIRONMENT_VARIABLES)}')")
+    r = subprocess.run([sys.executable, "-c", check, *names], capture_output=True, text=True, env=full)
     if r.returncode == 0:
         return None
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]

@@ -623,7 +623,8 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
     ap.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])

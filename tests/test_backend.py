@@ -210,6 +210,7 @@ def test_compile_error_falls_back_to_eager_with_one_warning(monkeypatch):
 
     monkeypatch.setattr(sch, "schedule", boom)
     x = torch.randn(4)
+    metrics.reset()
     with config.patch(fallback_on_error=True):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -217,6 +218,8 @@ def test_compile_error_falls_back_to_eager_with_one_warning(monkeypatch):
     torch.testing.assert_close(out, x * 3 + 1)
     msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
     assert len(msgs) == 1 and "injected failure" in msgs[0], msgs
+    # the metrics say so too: one graph runs eagerly, none was compiled
+    assert metrics.eager_graph_count == 1 and metrics.generated_graph_count == 0
     torch._dynamo.reset()
     with pytest.raises(Exception, match="injected failure"):
         torch.compile(lambda a: a * 3 + 1, backend="tilefuse")(x)
@@ -239,12 +242,15 @@ def test_a_kernel_that_fails_to_build_at_the_first_run_falls_back_to_eager(monke
     dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
     x, b = torch.randn(6, 4, device=dev), torch.zeros(6, dtype=torch.long, device=dev)
     torch._dynamo.reset()
+    metrics.reset()
     with config.patch(fallback_on_error=True, graph_cache=False):
         f = torch.compile(_scatter_into_one_row, backend="tilefuse")
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             out = f(x, b)
             again = f(x * 2, b)
+    # compiled, then run eagerly (counted once, not once per call)
+    assert metrics.eager_graph_count == 1 and metrics.generated_graph_count == 1
     torch.testing.assert_close(out, _scatter_into_one_row(x, b))
     torch.testing.assert_close(again, _scatter_into_one_row(x * 2, b))
     msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
@@ -259,10 +265,12 @@ def test_a_kernel_that_fails_to_build_at_the_first_run_falls_back_to_eager(monke
     emb = torch.nn.Embedding(1, 8, device=dev)
     ids = torch.zeros(2, 5, dtype=torch.long, device=dev)
     torch._dynamo.reset()
+    metrics.reset()
     with config.patch(fallback_on_error=True, graph_cache=False):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             torch.compile(lambda i: emb(i).pow(2).sum(), backend="tilefuse")(ids).backward()
+    assert metrics.eager_graph_count == 1  # the backward; the forward runs its kernels
     got, emb.weight.grad = emb.weight.grad, None
     emb(ids).pow(2).sum().backward()
     torch.testing.assert_close(got, emb.weight.grad)
@@ -337,6 +345,7 @@ def test_metrics_do_not_count_kernels_of_a_graph_that_fell_back(monkeypatch):
     w = next(w for w in rec if "simulated load failure" in str(w.message))
     assert os.path.abspath(w.filename) == os.path.abspath(__file__), w.filename
     assert metrics.generated_kernel_count == 0 and metrics.generated_graph_count == 0
+    assert metrics.eager_graph_count == 1
 
 
 def test_debug_dir_receives_generated_code(tmp_path):

@@ -46,6 +46,8 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
     # a value tilefuse refuses: found before any measured process runs (``import tilefuse``)
     (("--variant", "TILEFUSE_COMPILE_POOL=bogus"), "tilefuse option 'compile_pool' must be one of"),
     (("--variant", "TILEFUSE_TILING=0,TILEFUSE_AUTOTUNE=maybe"), "TILEFUSE_AUTOTUNE='maybe' is not a boolean"),
+    # a name tilefuse does not read: the variant would measure nothing
+    (("--variant", "TILEFUSE_TINY_KERNAL_NUMEL=0"), "tilefuse does not read ['TILEFUSE_TINY_KERNAL_NUMEL'] (misspelt?)"),
     (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
 ])
 def test_compile_time_refuses_bad_arguments(args, message):

@@ -143,3 +143,21 @@ def test_a_numpy_bool_is_refused_naming_its_type():
 
     with pytest.raises(TypeError, match=r"'pause_gc' must be True or False, got numpy\.\w+ "):
         config.validate({"pause_gc": np.bool_(True)})
+
+
+def test_integer_options_take_any_integral_type_as_a_python_int():
+    """An int option takes a numpy integer (``np.int64(100)``, e.g. computed from an array's size)
+    and stores it as a Python int; floats, strings, bools, tensors and numpy bools stay refused."""
+    np = pytest.importorskip("numpy")
+    import torch
+
+    got = config.validate({"tiny_kernel_numel": np.int64(100), "compile_workers": np.uint8(3)})
+    assert got == {"tiny_kernel_numel": 100, "compile_workers": 3}
+    assert all(type(v) is int for v in got.values())
+    with config.patch(tiny_kernel_numel=np.int32(7)):
+        assert config.tiny_kernel_numel == 7 and type(config.tiny_kernel_numel) is int
+    for bad in (1.5, 65536.0, "65536", True, np.bool_(True), torch.tensor(5), None):
+        with pytest.raises(TypeError, match="'tiny_kernel_numel' must be an int"):
+            config.validate({"tiny_kernel_numel": bad})
+    with pytest.raises(ValueError, match="'tiny_kernel_numel' must be >= 0, got -1"):
+        config.validate({"tiny_kernel_numel": np.int64(-1)})

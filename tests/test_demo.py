@@ -77,6 +77,19 @@ def test_demo_main_exit_status(monkeypatch):
     assert demo.main(["--device", DEVICE, "--size", "tiny", "--reps", "1"]) == 1
 
 
+def test_demo_cuda_without_a_gpu_is_a_usage_error(monkeypatch, capsys):
+    """``--device cuda`` on a machine without CUDA exits 2 (a usage error, as the docstring says),
+    not 1 (which means the results differ from eager), and says what to do."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(demo, "run_gpt2", lambda **kw: pytest.fail("nothing should run"))
+    with pytest.raises(SystemExit) as e:
+        demo.main(["--device", "cuda", "--size", "tiny"])
+    assert e.value.code == 2
+    assert "--device cuda given but torch.cuda.is_available() is False: leave --device out" in capsys.readouterr().err
+
+
 def test_symbolic_section_runs(capsys):
     assert demo.main(["--symbolic"]) == 0
     assert "all checks passed" in capsys.readouterr().out

@@ -581,3 +581,17 @@ def test_debug_dir_gets_the_module_on_a_hit(tmp_path):
         torch.compile(_f, backend="tilefuse")(x, y)
     assert metrics.graph_cache_hits == 1
     assert any(p.name.endswith(".py") for p in (tmp_path / "dbg").iterdir())
+
+
+def test_module_docstring_lists_the_options_left_out_of_the_key():
+    """The module docstring names exactly the options ``_KEY_EXCLUDED_OPTIONS`` leaves out of the
+    key (it once listed 6 of 11)."""
+    import re
+
+    from tilefuse.runtime import graph_cache as gc_mod
+
+    doc = gc_mod.__doc__
+    part = doc[doc.index("all but those in"):]
+    part = part[:part.index(") and the")]
+    named = set(re.findall(r"``(\w+)``", part)) - {"_KEY_EXCLUDED_OPTIONS"}
+    assert named == set(gc_mod._KEY_EXCLUDED_OPTIONS)

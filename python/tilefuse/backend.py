@@ -168,6 +168,7 @@ class CompiledGraph:
         warnings.warn(f"tilefuse: a kernel of graph '{self.name}' failed to build at its first run "
                       f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
                       f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
+        metrics.eager_graph_count += 1
         log.debug("tilefuse: kernel build failure at the first run", exc_info=error)
         self._eager_call = make_boxed_func(self.eager_graph.forward)
         self.cache_key = None  # no launch records for a graph that does not run its kernels
@@ -289,6 +290,7 @@ class SpecializingGraph:
                         raise
                     warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
                                   f"{e}); running it eagerly", stacklevel=_runtime.user_stacklevel())
+                    metrics.eager_graph_count += 1
                     from torch._functorch.aot_autograd import make_boxed_func
 
                     fn = make_boxed_func(self.gm.forward)
@@ -457,6 +459,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
             raise
         warnings.warn(f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); "
                       f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
+        metrics.eager_graph_count += 1
         log.debug("tilefuse: compile failure", exc_info=True)
         from torch._functorch.aot_autograd import make_boxed_func
 

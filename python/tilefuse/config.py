@@ -135,6 +135,7 @@ Options:
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import sys
 from collections.abc import Mapping
@@ -289,7 +290,10 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
         elif isinstance(default, bool):
             ok, want = isinstance(v, bool), "True or False"
         elif isinstance(default, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "an int"
+            # any integral type (a numpy integer too), stored as a Python int
+            ok, want = isinstance(v, numbers.Integral) and not isinstance(v, bool), "an int"
+            if ok:
+                v = options[k] = int(v)
         elif isinstance(default, str):
             ok, want = isinstance(v, str), "a str"
         else:

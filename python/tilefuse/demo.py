@@ -445,6 +445,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.symbolic:
         return symbolic_main()
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # a usage error (exit 2), not a mismatch (exit 1)
+            ap.error("--device cuda given but torch.cuda.is_available() is False: leave --device out (the "
+                     "CPU through Triton's interpreter) or run on a machine with a CUDA GPU")
     t0 = time.perf_counter()
     res = run_gpt2(device=args.device, size=args.size, train=args.train, reps=args.reps)
     report(res)

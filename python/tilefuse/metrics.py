@@ -5,6 +5,11 @@ kernel, counted when its source is generated). ``reused_kernel_count``: of those
 source was identical to an earlier kernel of the same graph (a repeated layer), so the earlier
 kernel is launched again instead of being defined, compiled and autotuned a second time.
 ``generated_graph_count``: graphs compiled.
+``eager_graph_count``: graphs that run eagerly (aten ops, no tilefuse kernels) because
+compiling them failed, or one of their kernels failed to build before or at their first run, with
+``config.fallback_on_error`` on (each also gave one warning). 0 means every graph handed to
+tilefuse runs its compiled code. A graph whose kernel failed at its first run was compiled, so it
+is in ``generated_graph_count`` too; one whose compile failed is not.
 ``fallback_kernel_count``: aten ops that ran through a FallbackKernel (no native lowering).
 ``extern_kernel_count``: extern kernel calls (mm, bmm, addmm, convolution, attention).
 ``symbolic_graph_count``: graphs with symbolic sizes compiled once for all sizes (a graph taken
@@ -48,6 +53,7 @@ last report: against the job sum / worker count it shows the fork and scheduling
 generated_kernel_count: int = 0
 reused_kernel_count: int = 0
 generated_graph_count: int = 0
+eager_graph_count: int = 0
 fallback_kernel_count: int = 0
 extern_kernel_count: int = 0
 symbolic_graph_count: int = 0
@@ -66,6 +72,7 @@ warmup_wait_seconds: float = 0.0
 def reset() -> None:
     """Set every counter to 0."""
     global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
+    global eager_graph_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
     global precompile_load_seconds, precompile_batch_seconds
@@ -82,13 +89,15 @@ def reset() -> None:
     generated_kernel_count = 0
     reused_kernel_count = 0
     generated_graph_count = 0
+    eager_graph_count = 0
     fallback_kernel_count = 0
     extern_kernel_count = 0
     precompile_seconds = 0.0
 
 
-_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "fallback_kernel_count",
-             "extern_kernel_count", "precompile_seconds", "symbolic_graph_count", "specialized_graph_count", "graph_cache_hits")
+_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "eager_graph_count",
+             "fallback_kernel_count", "extern_kernel_count", "precompile_seconds", "symbolic_graph_count",
+             "specialized_graph_count", "graph_cache_hits")
 
 
 def add_phase(name: str, seconds: float) -> None:

@@ -4,8 +4,10 @@ compiled for it, without lowering, scheduling or codegen (the role of Inductor's
 Key. A SHA-256 over: tilefuse's own code (every ``.py`` file of the package and the native
 extension's bytes, so an edited or rebuilt tilefuse never reads an older entry), the versions of
 torch, Triton and Python, torch's default dtype, whether Triton's interpreter is on and the current
-CUDA device, the tilefuse options that change generated code (all but ``debug_dir``,
-``compile_workers``, ``compile_pool``, ``graph_cache``, ``fallback_on_error`` and ``warmup``) and the
+CUDA device, the tilefuse options that change generated code (all but those in
+``_KEY_EXCLUDED_OPTIONS``: ``debug_dir``, ``compile_workers``, ``compile_pool``,
+``precompile_overlap``, ``precompile_wait_all``, ``graph_cache``, ``fallback_on_error``, ``warmup``,
+``triton_key_from_stat``, ``pause_gc`` and ``eager_backward``) and the
 lowering's module-level pad_mm switches (``PAD_MM_DEVICE_TYPES``, ``PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
 input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
