@@ -161,3 +161,12 @@ def test_integer_options_take_any_integral_type_as_a_python_int():
             config.validate({"tiny_kernel_numel": bad})
     with pytest.raises(ValueError, match="'tiny_kernel_numel' must be >= 0, got -1"):
         config.validate({"tiny_kernel_numel": np.int64(-1)})
+
+
+def test_choice_options_take_any_case_as_their_environment_variable_does():
+    """``compile_pool`` given as an option is read as its environment variable is (any case,
+    blanks stripped); an unknown choice stays a ValueError listing the choices."""
+    assert config.validate({"compile_pool": "Thread"}) == {"compile_pool": "thread"}
+    assert config.validate({"compile_pool": " PROCESS "}) == {"compile_pool": "process"}
+    with pytest.raises(ValueError, match=r"must be one of \('process', 'thread'\), got 'fork'"):
+        config.validate({"compile_pool": "Fork"})

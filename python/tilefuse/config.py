@@ -296,6 +296,8 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
                 v = options[k] = int(v)
         elif isinstance(default, str):
             ok, want = isinstance(v, str), "a str"
+            if ok and k in _CHOICES:
+                v = options[k] = v.strip().lower()  # as the environment variable: any case
         else:
             ok, want = True, ""
         if not ok:
