@@ -160,8 +160,9 @@ def _launcher_configs(src: str) -> list[list[dict]]:
 
 
 def test_pointwise_kernels_get_one_config_unless_autotune_pointwise():
-    """Inductor's pointwise rule: a 1-D pointwise kernel launches with one config (1024 elements
-    per program, 4 warps) unless max_autotune_pointwise; reductions and 2-D tiles keep several."""
+    """Inductor's pointwise rule: a pointwise kernel launches with one config (1-D: 1024 elements
+    per program, 4 warps; a 2-D tile: 64 x 64, 4 warps) unless max_autotune_pointwise (here
+    ``autotune_pointwise``); reductions keep several."""
     big = ((4096, 4096), torch.float32)
     assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, big)) == [[{"XBLOCK": 1024, "num_warps": 4}]]
     with config.patch(autotune_pointwise=True):
@@ -171,7 +172,15 @@ def test_pointwise_kernels_get_one_config_unless_autotune_pointwise():
     # a small tensor: the block never exceeds the next power of two of the extent
     assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, ((5, 7), torch.float32))) == [
         [{"XBLOCK": 64, "num_warps": 4}]]
-    assert all(len(c) > 1 for c in _launcher_configs(_cuda_source(lambda a: a.t() + a, big)))
+    # a 2-D tile (pointwise too): one config, 64 x 64 at 4 warps, unless autotune_pointwise
+    assert _launcher_configs(_cuda_source(lambda a: a.t() + a, big)) == [
+        [{"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4}]]
+    with config.patch(autotune_pointwise=True):
+        assert _launcher_configs(_cuda_source(lambda a: a.t() + a, big)) == [
+            [{"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4}, {"YBLOCK": 128, "XBLOCK": 64, "num_warps": 8},
+             {"YBLOCK": 64, "XBLOCK": 128, "num_warps": 8}]]
+    # reductions keep several
+    assert all(len(c) > 1 for c in _launcher_configs(_cuda_source(lambda a: a.sum(-1), big)))
     # a long-row sum: split in two stages; the second (64 rows of a few partial sums) is tiny
     # (config.tiny_kernel_numel) and keeps one config
     sums = _launcher_configs(_cuda_source(lambda a: a.sum(-1), ((64, 100000), torch.float32)))

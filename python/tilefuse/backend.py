@@ -652,7 +652,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile.
     ``torch.compile``'s ``mode`` (passed here as a keyword) has no tilefuse meaning: anything but
     ``"default"`` gives one UserWarning per mode and process (tilefuse always autotunes its
-    reductions and tiled kernels; ``options={"autotune_pointwise": True}`` is the nearest to
+    reductions; ``options={"autotune_pointwise": True}``, which adds pointwise and tile candidates, is the nearest to
     ``"max-autotune"``), and the compile goes on; a mode torch does not know (a misspelt
     ``"max_autotune"``) is a ValueError, as Inductor's is."""
     mode = kwargs.get("mode")
@@ -662,8 +662,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     if mode not in (None, "default") and mode not in _IGNORED_MODES_WARNED:
         _IGNORED_MODES_WARNED.add(mode)
         warnings.warn(f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
-                      f"autotuning and CUDA graphs); tilefuse autotunes its reduction and tiled kernels anyway, and "
-                      f"options={{'autotune_pointwise': True}} adds pointwise candidates", UserWarning,
+                      f"autotuning and CUDA graphs); tilefuse autotunes its reduction kernels anyway, and "
+                      f"options={{'autotune_pointwise': True}} adds pointwise and tile candidates", UserWarning,
                       stacklevel=_runtime.user_stacklevel())
     opts = config.validate(options)
     install_dynamo_gc_pause()  # again after a torch._dynamo.reset(), which clears the callbacks

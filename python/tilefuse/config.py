@@ -30,14 +30,17 @@ Options:
         kernel's candidate launch configs (block sizes, warps) at its first launch and keeps the
         fastest (timings cached on disk); False launches the heuristic's first choice. Under the
         interpreter one config is used either way.
-    autotune_pointwise (bool, env TILEFUSE_AUTOTUNE_POINTWISE, default False): 1-D pointwise
-        kernels get autotuning candidates too (512 and 2048 elements per program besides 1024);
-        by default they launch with the one heuristic config, as Inductor's pointwise kernels do
-        unless ``max_autotune_pointwise``: fewer kernels to compile and time on the first call.
-        Reductions and 2-D tiled kernels are autotuned either way (when ``autotune`` is on).
+    autotune_pointwise (bool, env TILEFUSE_AUTOTUNE_POINTWISE, default False): pointwise
+        kernels get autotuning candidates too (1-D: 512 and 2048 elements per program besides
+        1024; 2-D tiles: 128 x 64 and 64 x 128 at 8 warps besides 64 x 64 at 4); by default they
+        launch with the one heuristic config, as Inductor's pointwise kernels do unless
+        ``max_autotune_pointwise``: fewer kernels to compile and time on the first call (on the
+        H200 the first config was within 1% of the best for 7 of 9 1-D kernels and for both
+        benchmark tiles, docs/benchmarks.md). Reductions are autotuned either way (when
+        ``autotune`` is on).
     tiny_kernel_numel (int, env TILEFUSE_TINY_KERNEL_NUMEL, default 65536): on the GPU, a kernel
-        with autotuning candidates (a reduction, a 2-D tiled kernel, a pointwise one with
-        ``autotune_pointwise``) whose iteration space (outputs x reduction length, or the tile's
+        with autotuning candidates (a reduction, or with ``autotune_pointwise`` a
+        pointwise kernel or 2-D tile) whose iteration space (outputs x reduction length, or the tile's
         extents) is static and at most this many elements launches with the heuristic's first
         config instead of being autotuned: at that size the launch, not the config, sets
         its time, and each candidate is one more compile and timing on the first call

@@ -591,9 +591,10 @@ class TritonKernelCodegen:
             out.append(ln)
         return out
 
-    # tile configs (YBLOCK, XBLOCK, num_warps) for the GPU autotuner: measured on an H200 for a
-    # bf16 transpose-add (8192^2) and NCHW->NHWC (64x256x56x56) against 8 other shapes, these
-    # three were within 2% of the best for both (square 32x32 tiles were 10-40% slower)
+    # tile configs (YBLOCK, XBLOCK, num_warps), the first the one launched unless
+    # autotune_pointwise: measured on an H200 for a bf16 transpose-add (8192^2) and NCHW->NHWC
+    # (64x256x56x56) against 8 other shapes, these three were within 2% of the best for both
+    # (square 32x32 tiles were 10-40% slower), the first within 0.8% (twenty-third session)
     TILE_CONFIGS = ((64, 64, 4), (128, 64, 8), (64, 128, 8))
 
     def tile_grid_order(self) -> tuple[int, int]:
@@ -612,7 +613,9 @@ class TritonKernelCodegen:
     def configs(self) -> list[dict[str, int]]:
         """Candidate launch configs, the heuristic's choice first (block constexprs + num_warps).
         Under the interpreter one config with large blocks (fewer, bigger programs run faster on
-        NumPy); on the GPU a few for the autotuner."""
+        NumPy). On the GPU: a 2-D tile ``TILE_CONFIGS[0]`` (all three with
+        ``config.autotune_pointwise``: Inductor gives a square tile hint one config unless
+        ``max_autotune``), other kernels ``gpu_configs``; a tiny kernel (``is_tiny``) its first."""
         if self.tiling is not None:
             t = self.tiling
             yp, xp = next_pow2(self.sv.hint(t.ynumel)), next_pow2(self.sv.hint(t.xnumel))
@@ -624,7 +627,9 @@ class TritonKernelCodegen:
                 c = {"YBLOCK": min(yb, yp), "XBLOCK": min(xb, xp), "num_warps": w}
                 if c not in out:
                     out.append(c)
-            return out[:1] if self.is_tiny() else out
+            # one tile shape unless autotune_pointwise (Inductor: a square tile hint gets one config
+            # unless max_autotune): a tiled kernel is pointwise, bound by memory whatever its shape
+            return out if config.autotune_pointwise and not self.is_tiny() else out[:1]
         if not self.interpret:
             out = self.gpu_configs()
             return out[:1] if self.is_tiny() else out
