@@ -34,6 +34,7 @@ _COMPILE = textwrap.dedent("""
     import importlib.util, sys, torch, triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from tilefuse.runtime import _triton_config
     TY = {torch.float32: "*fp32", torch.int64: "*i64", torch.int32: "*i32", torch.bool: "*i1",
           torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float64: "*fp64", torch.int8: "*i8",
           torch.uint8: "*u8", torch.int16: "*i16", int: "i64"}
@@ -50,7 +51,8 @@ _COMPILE = textwrap.dedent("""
                 else:
                     sig[a] = "constexpr"
                     consts[a] = cfg[a]
-            opts = {"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 1)}
+            tc = _triton_config(cfg)  # the options the runtime compiles with (num_stages: Triton's default)
+            opts = {"num_warps": tc.num_warps, "num_stages": tc.num_stages}
             k = triton.compile(ASTSource(ln.fn, sig, consts), target=GPUTarget("cuda", 90, 32), options=opts)
             assert k.asm["cubin"], ln.fn
             n += 1
