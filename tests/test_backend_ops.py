@@ -346,6 +346,18 @@ def test_integer_overflow_wraps_like_torch():
     check(lambda a: a * 4 + 1, x, exact=True)
 
 
+def test_small_views_of_a_storage_past_int32_offsets_read_the_right_elements():
+    """A 3 x 8 view of a 3 x (2**30 + 8) int8 storage: its last row starts at element
+    2**31 + 16, so the kernel must compute offsets in int64 (it used to wrap them in int32 and read
+    outside the storage: a crash). The storage is left uninitialized apart from the viewed
+    elements, so only their pages are touched."""
+    big = torch.empty(3, 2**30 + 8, dtype=torch.int8)
+    x = big[:, :8]
+    x.copy_(torch.arange(24, dtype=torch.int8).view(3, 8))
+    check(lambda a: a * 2, x, exact=True)
+    check(lambda a: (a.t() + 1, a.sum(1)), x, exact=True)
+
+
 def test_nan_propagation():
     x = torch.tensor([1.0, float("nan"), -2.0, float("inf")])
     y = torch.tensor([float("nan"), 0.0, 3.0, 1.0])

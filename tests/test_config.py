@@ -137,12 +137,21 @@ def test_process_wide_option_is_refused_per_compile_and_kept_out_of_the_graph_ke
     assert "triton_key_from_stat" in graph_cache._KEY_EXCLUDED_OPTIONS
 
 
-def test_a_numpy_bool_is_refused_naming_its_type():
+def test_a_bool_option_takes_numpys_bool_and_refuses_other_types_naming_them():
+    """``np.bool_`` (a comparison of arrays) is stored as a Python bool, as int options take numpy
+    integers; ints, strings and tensors are refused, the error naming a non-builtin type."""
     np = pytest.importorskip("numpy")
+    import torch
+
     from tilefuse import config
 
-    with pytest.raises(TypeError, match=r"'pause_gc' must be True or False, got numpy\.\w+ "):
-        config.validate({"pause_gc": np.bool_(True)})
+    got = config.validate({"pause_gc": np.bool_(False), "tiling": (np.arange(3) < 5).all()})
+    assert got == {"pause_gc": False, "tiling": True} and all(type(v) is bool for v in got.values())
+    with pytest.raises(TypeError, match=r"'pause_gc' must be True or False, got torch\.Tensor "):
+        config.validate({"pause_gc": torch.tensor(True)})
+    for bad in (1, 0, "yes", None):
+        with pytest.raises(TypeError, match="'pause_gc' must be True or False"):
+            config.validate({"pause_gc": bad})
 
 
 def test_integer_options_take_any_integral_type_as_a_python_int():

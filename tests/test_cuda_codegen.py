@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -299,3 +300,33 @@ def test_cuda_call_runs_under_its_device_guard_and_allocates_through_the_c_entry
     assert "_empty_strided_cuda((64, 32), (32, 1), torch.float32)" in call, call
     assert "torch.empty_strided(" not in call
     assert hasattr(torch._C._dynamo.guards, "_empty_strided_cuda")  # the fast path exists in this torch
+
+
+def _index_dtypes(src: str) -> set[str]:
+    """The index dtypes the kernels of a generated module compute their offsets in."""
+    return set(re.findall(r"index = \(.*\)\.to\((tl\.int(?:32|64))\)", src))
+
+
+def test_a_small_view_of_a_storage_past_int32_indexes_in_int64():
+    """24 elements of a 3 x (2**30 + 8) int8 storage: the last row starts at element 2**31 + 16,
+    which int32 offsets would wrap (Inductor's can_use_32bit_indexing checks the buffers' storage
+    sizes too). Fake tensors: nothing is allocated."""
+    mode = FakeTensorMode()
+    with mode:
+        big = torch.empty_strided((3, 8), (2**30 + 8, 1), dtype=torch.int8, device="cuda")
+        small = torch.empty_strided((3, 8), (16, 1), dtype=torch.int8, device="cuda")
+        col = torch.empty_strided((2**31 // 4 + 8, 1), (1, 1), dtype=torch.float32, device="cuda")
+
+    def source(fn, *args):
+        gm = make_fx(fn, tracing_mode="fake")(*args)
+        graph = GraphLowering(gm, list(args), "cuda_codegen")
+        with mode:
+            graph.run()
+        with G.set_graph(graph):
+            return WrapperCodegen(graph, schedule(graph.buffers)).generate()[0]
+
+    for fn in (lambda x: x * 2, lambda x: x.t() + 1, lambda x: x.sum(1)):
+        assert _index_dtypes(source(fn, big)) == {"tl.int64"}, fn
+        assert _index_dtypes(source(fn, small)) == {"tl.int32"}, fn
+    # 2**29 + 8 float32 elements: under 2**31 - 1 either way, so int32
+    assert _index_dtypes(source(lambda x: x + 1, col)) == {"tl.int32"}

@@ -90,6 +90,20 @@ def test_demo_cuda_without_a_gpu_is_a_usage_error(monkeypatch, capsys):
     assert "--device cuda given but torch.cuda.is_available() is False: leave --device out" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("reps", ["0", "-1"])
+def test_demo_reps_below_one_is_a_usage_error(reps, monkeypatch, capsys):
+    """``--reps 0`` used to end in a StatisticsError traceback after compiling; now it exits 2
+    before anything runs (and ``run_gpt2(reps=0)`` is a ValueError)."""
+    monkeypatch.setattr(demo, "run_gpt2", lambda **kw: pytest.fail("nothing should run"))
+    with pytest.raises(SystemExit) as e:
+        demo.main(["--reps", reps])
+    assert e.value.code == 2
+    assert f"--reps {reps}: give at least 1 timed call" in capsys.readouterr().err
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="reps=0: give at least 1"):
+        demo.run_gpt2(device="cpu", reps=0)
+
+
 def test_symbolic_section_runs(capsys):
     assert demo.main(["--symbolic"]) == 0
     assert "all checks passed" in capsys.readouterr().out

@@ -291,7 +291,11 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
             if isinstance(v, str) and not v.strip():
                 options[k] = None  # empty or blank: off, as the environment variable
         elif isinstance(default, bool):
-            ok, want = isinstance(v, bool), "True or False"
+            # a bool or numpy's bool_, stored as a Python bool (not ints: 0/1 could be a misplaced count)
+            ok, want = isinstance(v, bool) or type(v).__name__ == "bool" and type(v).__module__ == "numpy", \
+                "True or False"
+            if ok:
+                v = options[k] = bool(v)
         elif isinstance(default, int):
             # any integral type (a numpy integer too), stored as a Python int
             ok, want = isinstance(v, numbers.Integral) and not isinstance(v, bool), "an int"

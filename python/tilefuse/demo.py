@@ -211,6 +211,8 @@ def run_gpt2(device: str | None = None, size: str | None = None, train: bool = F
 
     size = size or ("small" if device == "cuda" else "tiny")
     reps = reps if reps is not None else (20 if device == "cuda" else 3)
+    if reps < 1:
+        raise ValueError(f"reps={reps}: give at least 1 timed call per measurement")
     tol = TOLERANCE[size]
     model, ids = build_gpt2(size, device, seed, **overrides)
     cfg = dict(SIZES[size], **overrides)
@@ -443,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 3 when any graph ran eagerly")
     ap.add_argument("--symbolic", action="store_true", help="run the symbolic-core demonstration instead")
     args = ap.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        ap.error(f"--reps {args.reps}: give at least 1 timed call per measurement")
     if args.symbolic:
         return symbolic_main()
     if args.device == "cuda":
