@@ -68,6 +68,11 @@ def _cuda_source(fn, *shapes_dtypes) -> str:
     with mode:
         args = [torch.empty(s, dtype=d, device="cuda") if d.is_floating_point
                 else torch.zeros(s, dtype=d, device="cuda") for s, d in shapes_dtypes]
+    return _cuda_source_of(fn, mode, args)
+
+
+def _cuda_source_of(fn, mode, args) -> str:
+    """The wrapper module tilefuse generates for ``fn`` on the fake CUDA tensors ``args`` of ``mode``."""
     gm = make_fx(fn, tracing_mode="fake")(*args)
     graph = GraphLowering(gm, args, "cuda_codegen")
     with mode:
@@ -317,13 +322,8 @@ def test_a_small_view_of_a_storage_past_int32_indexes_in_int64():
         small = torch.empty_strided((3, 8), (16, 1), dtype=torch.int8, device="cuda")
         col = torch.empty_strided((2**31 // 4 + 8, 1), (1, 1), dtype=torch.float32, device="cuda")
 
-    def source(fn, *args):
-        gm = make_fx(fn, tracing_mode="fake")(*args)
-        graph = GraphLowering(gm, list(args), "cuda_codegen")
-        with mode:
-            graph.run()
-        with G.set_graph(graph):
-            return WrapperCodegen(graph, schedule(graph.buffers)).generate()[0]
+    def source(fn, x):
+        return _cuda_source_of(fn, mode, [x])
 
     for fn in (lambda x: x * 2, lambda x: x.t() + 1, lambda x: x.sum(1)):
         assert _index_dtypes(source(fn, big)) == {"tl.int64"}, fn

@@ -291,9 +291,10 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
             if isinstance(v, str) and not v.strip():
                 options[k] = None  # empty or blank: off, as the environment variable
         elif isinstance(default, bool):
-            # a bool or numpy's bool_, stored as a Python bool (not ints: 0/1 could be a misplaced count)
-            ok, want = isinstance(v, bool) or type(v).__name__ == "bool" and type(v).__module__ == "numpy", \
-                "True or False"
+            # a bool or numpy's bool_ (named "bool" since numpy 2), stored as a Python bool; not
+            # ints: 0/1 could be a misplaced count
+            is_np_bool = type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")
+            ok, want = isinstance(v, bool) or is_np_bool, "True or False"
             if ok:
                 v = options[k] = bool(v)
         elif isinstance(default, int):

@@ -271,34 +271,31 @@ def _index_values_fit_int32(group: KernelGroup) -> bool:
     return True
 
 
-def _storage_extents(group: KernelGroup) -> list:
-    """The storage extent (``offset + Σ (size_i - 1)·stride_i + 1`` elements, ``Layout.storage_size``)
-    of every buffer the group's kernel loads from or stores to: graph inputs (their offset is
-    their data pointer's, so 0), constants, the graph's buffers and the views of them. Every
-    memory offset the kernel computes lies below its buffer's extent, so when each extent (and
-    the iteration space) fits int32, so do the offsets; a small view of a large storage (24
-    elements of a 3 x (2**30 + 8) int8 tensor, a column slice of a big matrix) has offsets beyond
-    2**31 that int32 would wrap. Inductor's ``can_use_32bit_indexing`` likewise checks the
-    buffers' storage sizes besides the kernel's extent. A name the graph does not know (none
-    expected) gives ``None``: int64, to be safe."""
+def _storages_fit_int32(group: KernelGroup, sv: SV.SizeVars) -> bool:
+    """Whether the storage extent (``Layout.storage_size``: ``offset + Σ (size_i - 1)·stride_i +
+    1`` elements) of every buffer the group's kernel loads from or stores to is below 2**31 - 1
+    (static, proven, or guarded): graph inputs (their offset is their data pointer's, so 0),
+    constants, the graph's buffers and the views of them. Every memory offset the kernel
+    computes lies below its buffer's extent, so then the offsets fit int32; a small view of a
+    large storage (24 elements of a 3 x (2**30 + 8) int8 tensor, a column slice of a big matrix)
+    has offsets beyond 2**31 that int32 would wrap. Inductor's ``can_use_32bit_indexing``
+    likewise checks the buffers' storage sizes besides the kernel's extent. A name the graph does
+    not know (none expected) answers False: int64, to be safe."""
     from ..ir import graph_context as G
 
     graph = G.graph()
-    names: dict[str, None] = {}
+    names = [n.buf.get_name() for n in group.nodes]
     for n in group.nodes:
-        names[n.buf.get_name()] = None
-        for name, _ in (*n.body.loads(), *n.body.stores()):
-            names[name] = None
-    out = []
-    for name in names:
-        buf = graph.graph_inputs.get(name) or graph.name_to_buffer.get(name)
+        names += [name for name, _ in (*n.body.loads(), *n.body.stores())]
+    for name in dict.fromkeys(names):  # in order: any guards are taken in the same order each time
+        buf = graph.graph_inputs.get(name, graph.name_to_buffer.get(name))
         if buf is None:
-            out.append(None)
-            continue
+            return False
         if isinstance(buf, ir.MutationBuffer):
             buf = buf.target
-        out.append(buf.layout.storage_size())
-    return out
+        if not sv.evaluate_lt(buf.layout.storage_size(), 2**31 - 1):
+            return False
+    return True
 
 
 class TritonKernelCodegen:
@@ -364,8 +361,7 @@ class TritonKernelCodegen:
         # it false)
         total = group.numel * group.rnumel
         self.index_dtype = "tl.int32" if (self.sv.evaluate_lt(total, 2**31 - 1)
-                                          and all(e is not None and self.sv.evaluate_lt(e, 2**31 - 1)
-                                                  for e in _storage_extents(group))
+                                          and _storages_fit_int32(group, self.sv)
                                           and _index_values_fit_int32(group)) else "tl.int64"
         # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py);
         # not for symbolic extents (the candidates are static dimension boundaries)
