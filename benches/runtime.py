@@ -21,6 +21,7 @@ Usage:
     python benches/runtime.py --only softmax,layernorm
     python benches/runtime.py --profile --only block_fwd_bwd   # top GPU kernels of each backend
     python benches/runtime.py --flush read    # CUDA events after a reading L2 flush (``event_bench``)
+    python benches/runtime.py --dynamic --only layernorm   # both backends with dynamic=True
     python benches/runtime.py --cpu-smoke     # every workload once at a tiny size on the CPU, through
                                               # Triton's interpreter, tilefuse vs eager: correctness only
     python benches/runtime.py --dry-run --against aot_eager   # the GPU table's code path on the CPU
@@ -263,8 +264,13 @@ def _fresh(fn: Callable, tag: str) -> Callable:
     return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
+# torch.compile's ``dynamic`` for both backends (``--dynamic``: True, symbolic sizes from the first
+# call; None, the default: static, recompiling with symbolic sizes only when a size changes)
+DYNAMIC: bool | None = None
+
+
 def _compile(fn: Callable, backend: str) -> Callable:
-    return torch.compile(_fresh(fn, backend), backend=backend)
+    return torch.compile(_fresh(fn, backend), backend=backend, dynamic=DYNAMIC)
 
 
 def _flat(out) -> list[torch.Tensor]:
@@ -473,7 +479,8 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
              "read": "CUDA events after a reading L2 flush"}[flush]
     print(f"timer: {timer if device == 'cuda' else 'wall clock'}")
     copied = "1 GiB" if device == "cuda" else "16 MiB"
-    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, {copied} copy)\n")
+    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, {copied} copy)"
+          + ("; both backends compiled with dynamic=True" if DYNAMIC else "") + "\n")
     other = "Inductor" if against == "inductor" else against
     hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
            f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes")
@@ -641,6 +648,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)")
     ap.add_argument("--top", type=int, default=12, help="--profile: kernels listed per backend (default 12)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="compile both backends with dynamic=True (symbolic sizes: looped reductions, no "
+                         "tiny-kernel shortcut), to time the kernels a dynamic-shape model runs")
     ap.add_argument("--dry-run", action="store_true",
                     help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
     args = ap.parse_args(argv)
@@ -677,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.against not in known:
         ap.error(f"--against {args.against!r}: not a torch.compile backend here; choose one of {sorted(known)}")
     dtype = getattr(torch, args.dtype)
+    global DYNAMIC
+    DYNAMIC = True if args.dynamic else None
     import tilefuse.backend  # noqa: F401  (the backend, registered by entry point; imported for metrics)
 
     if args.cpu_smoke:

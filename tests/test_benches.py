@@ -215,6 +215,19 @@ def test_runtime_refuses_bad_arguments(args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
 
 
+def test_runtime_dynamic_compiles_both_backends_with_symbolic_sizes():
+    """``--dynamic`` compiles both backends with ``dynamic=True``: the GPU table's code path on the
+    CPU (``--dry-run``) says so, and both still match eager (exit status 0)."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "runtime.py"), "--dry-run", "--dynamic",
+                        "--only", "layernorm", "--against", "aot_eager", "--rounds", "1", "--rep", "1"],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "both backends compiled with dynamic=True" in r.stdout, r.stdout[-2000:]
+    assert re.search(r"^layernorm +8x33 ", r.stdout, re.M) and "EAGER" not in r.stdout, r.stdout[-2000:]
+    assert "all outputs match eager" in r.stdout, r.stdout[-2000:]
+
+
 def _runtime_module():
     sys.path.insert(0, os.path.join(ROOT, "benches"))
     try:

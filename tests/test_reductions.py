@@ -710,3 +710,81 @@ def test_interpreted_looped_reduction_over_a_short_symbolic_row_takes_the_row_in
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     blocks = [int(b) for b in re.findall(r"'RBLOCK': (\d+)", src)]
     assert blocks and max(blocks) <= 4, blocks
+
+
+def _variance_family(x):
+    return (torch.var_mean(x, -1, correction=0), torch.var(x, -1, keepdim=True), torch.std(x, 0),
+            torch.nn.functional.layer_norm(x, x.shape[-1:]))
+
+
+@pytest.mark.parametrize("mode, cols", [("persistent", 300), ("looped", 300), ("looped", 3000), ("looped", 4097)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_variance_is_a_one_pass_welford_reduction_that_matches_eager(mode, cols, dtype, tmp_path):
+    """var / std / var_mean / layer_norm reduce the squared deviations as a sqdev reduction beside
+    the mean's sum. Looped, both accumulate in one loop over the row (Welford's update per lane,
+    Chan's combine of the lanes after it): a layer norm's kernel has two loops, not three. Rows of
+    3000 and 4097 take two and three iterations of the CPU's 2048-element chunks, so the lanes
+    hold different counts (the combine's weights). The rows sit far from 0 (mean 1000, spread 1,
+    where a one-pass Σx² - (Σx)²/n loses every digit in float32), one row is constant (variance
+    exactly 0 in eager; at rounding level on the GPU, below), and rows holding an inf or a NaN
+    give a NaN variance as eager. Columns (``std(x, 0)``)
+    are an outer reduction over 9 rows."""
+    x = (torch.randn(9, cols, dtype=torch.float64) + 1000).to(dtype)
+    x[2] = 1000.5
+    x[4, cols - 1] = float("inf")
+    x[6, cols // 2] = float("nan")
+    x = x.to(DEVICE)
+    opts = dict(debug_dir=str(tmp_path))
+    if mode == "looped":
+        opts.update(persistent_reduction_threshold=16)
+    with config.patch(**opts):
+        metrics.reset()
+        got = torch.compile(_variance_family, backend="tilefuse")(x)
+    want = _variance_family(x)
+    # the mean of the row holding inf is inf (eager on the CPU too); eager's CUDA Welford kernel
+    # gives NaN there (inf - inf in its combine)
+    assert got[0][1][4].item() == float("inf") and not want[0][1][4].isfinite().item()
+    want[0][1][4] = got[0][1][4]
+    # the constant row: its variance is exactly 0 on the CPU (exact division). On the GPU Triton's
+    # float32 division is not correctly rounded, so its mean may be off by an ulp of 1000.5: the
+    # variance is then at rounding level, and the layer norm's (x - mean) / sqrt(eps) up to
+    # ulp(1000.5) * 316 ~ 0.02 where eager gives 0 (as the two-pass form did before)
+    const_var = (got[0][0][2].item(), got[1][2].item())
+    if x.device.type == "cpu" or dtype == torch.float64:
+        assert const_var == (0, 0), const_var
+    else:
+        assert all(0 <= v <= 1e-12 * 1000.5**2 for v in const_var), const_var
+        assert got[3][2].abs().max().item() <= 0.05
+        want[3][2] = got[3][2]
+    # float32: a row's sum near 1000 * cols rounds to ~1e-4 of its mean, which the layer norm's
+    # output (x - mean) / std, with std 1, shows as is
+    atol, rtol = {torch.float32: (1e-3, 1e-4), torch.bfloat16: (2e-2, 2e-2), torch.float64: (1e-10, 1e-10)}[dtype]
+    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    assert metrics.fallback_kernel_count == 0
+    src = "".join(p.read_text() for p in tmp_path.iterdir())
+    # each kernel's definition: from its def to the first line back at column 0
+    kernels = re.findall(r"^def tf_\w+\(.*?(?=^\S)", src, flags=re.M | re.S)
+    ln = [k for k in kernels if "sqdev" in k.split("(")[0] and "rsqrt" in k]
+    assert len(ln) == 1, "the layer norm's kernel reduces a sqdev"
+    if mode == "looped":
+        # the mean's sum and the sqdev in the first loop, the normalized output in the second;
+        # var_mean's, var's and the layer norm's reductions of the same row share accumulators
+        assert ln[0].count("for roffset") == 2, ln[0]
+        assert ln[0].count("roffset // RBLOCK + 1") == 1, ln[0]  # Welford's per-iteration weight
+    else:
+        assert "for roffset" not in src
+
+
+def test_variance_of_few_long_rows_splits_its_two_pass_sums():
+    """A variance whose sums split (few long rows: one program each would leave the GPU idle)
+    keeps the two-pass form, mean then Σ(x - mean)², both split — a sqdev is never split — and
+    matches eager; many rows use sqdev."""
+    x = torch.randn(2, 16384, device=DEVICE) * 3 + 7
+    gs, _ = groups_of(lambda a: torch.var_mean(a, 1), x)
+    types = [bn.args[2] for g in gs for n in g.nodes for bn in n.body.nodes if bn.op == "reduction"]
+    assert "sqdev" not in types and types.count("sum") >= 4, types  # two split sums: partials + final each
+    check(lambda a: torch.var_mean(a, 1), x)
+    check(lambda a: torch.var(a), x)
+    gs, _ = groups_of(lambda a: torch.var_mean(a, 1), torch.randn(1024, 300))
+    types = [bn.args[2] for g in gs for n in g.nodes for bn in n.body.nodes if bn.op == "reduction"]
+    assert sorted(types) == ["sqdev", "sum"], types

@@ -348,6 +348,9 @@ class TritonKernelCodegen:
         self.row_max_of_sumexp: dict = {}
         # sumexps, (value, dtype) -> result variable: softmax and logsumexp of one row share one
         self.sumexp_of: dict = {}
+        # other looped reductions, (type, value, dtype) -> result variable: one accumulator for
+        # the same reduction of the same value in one loop
+        self.looped_of: dict = {}
         self.open_reduction_bufs: set[str] = set()  # their buffers (stored once the loop closes)
         # values in registers: buffer -> (var, 'x' | 'xr', loop id)
         self.forward: dict[str, tuple[str, str, int]] = {}
@@ -806,7 +809,7 @@ class TritonKernelCodegen:
             finish()
         self.loop_pending_reductions = []
         self.open_reduction_bufs = set()
-        self.looped_max, self.row_max_of_sumexp, self.sumexp_of = {}, {}, {}
+        self.looped_max, self.row_max_of_sumexp, self.sumexp_of, self.looped_of = {}, {}, {}, {}
 
     # ------------------------------------------------------------------ nodes
     def codegen_node(self, node, kind: str, m: dict) -> None:
@@ -1255,6 +1258,8 @@ class TritonKernelCodegen:
         v = vals[value.idx]
         if rtype == "sumexp":
             return self._codegen_sumexp(v, dtype)
+        if rtype == "sqdev":
+            return self._codegen_sqdev(v, dtype)
         acc_dt = dtype if rtype not in ("argmax", "argmin") else src_dtype
         if rtype in ("argmax", "argmin"):
             acc_dt = torch.float32 if src_dtype in (torch.float16, torch.bfloat16) else src_dtype
@@ -1267,7 +1272,11 @@ class TritonKernelCodegen:
             # maximum inside its sumexp) share one reduction
             m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
             return self.cse(self.final_reduce(rtype, m, "rindex", is_float, tdt))
-        out = self.newvar()
+        if (rtype, vb, tdt) in self.looped_of:
+            # the same reduction of the same value earlier in this loop (var_mean's and a layer
+            # norm's sums of one row): one accumulator
+            return self.looped_of[(rtype, vb, tdt)]
+        out = self.looped_of[(rtype, vb, tdt)] = self.newvar()
         if rtype == "max" and is_float:
             shared = self.row_max_of_sumexp.get((vb, tdt))
             if shared is not None:
@@ -1405,6 +1414,52 @@ class TritonKernelCodegen:
 
         def finish():
             finish_from(accm, accs)
+
+        self.loop_pending_reductions.append(finish)
+        return out
+
+    def _codegen_sqdev(self, v: str, dtype: torch.dtype) -> str:
+        """``Σ (v - mean v)²`` per row (``Reduction`` type sqdev, Inductor's Welford M2), in
+        ``dtype``. Persistent: the row's mean from the registers (its sum is the one a mean
+        reduction of the same value emits, shared by CSE), then the sum of squared deviations.
+        Looped, one pass (Welford): per lane a running mean and M2; at iteration ``k`` every lane
+        still inside the row has seen ``k + 1`` elements, so the update weight ``1 / (k + 1)`` is
+        one scalar per iteration (no per-element count or division); after the loop the lanes are
+        combined by Chan's rule — lane ``j`` holds ``c_j = ceil((rnumel - j) / RBLOCK)`` elements,
+        ``mean = Σ c_j·mean_j / rnumel`` and ``M2 = Σ (M2_j + c_j·(mean_j - mean)²)`` — using only
+        sums, no custom combine. An infinite or NaN element gives NaN (as eager's variance)."""
+        tdt = tl_dtype(dtype)
+        vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")
+        if self.persistent:
+            total = self.cse(self.final_reduce("sum", self.cse(f"tl.where(xmask & rmask, {vb}, 0)"), "rindex",
+                                               True, tdt))
+            mean = self.cse(f"{total} / rnumel")
+            dev = self.cse(f"tl.where(xmask & rmask, {vb} - {mean}, 0.0)")
+            return self.cse(f"tl.sum({dev} * {dev}, 1)[:, None]")
+        if ("sqdev", vb, tdt) in self.looped_of:
+            return self.looped_of[("sqdev", vb, tdt)]
+        out, accmean, accm2, delta = self.newvar(), self.newvar(), self.newvar(), self.newvar()
+        self.looped_of[("sqdev", vb, tdt)] = out
+        init_at = self.loop_start
+        pad = "    " * (self.indent - 1)
+        for k, acc in enumerate((accmean, accm2)):
+            self.lines.insert(init_at + k, pad + f"{acc} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
+            self._shift_stores(init_at + k)
+        vv = self.cse(f"{vb}.to({tdt})")
+        # the iteration's count as a float of the accumulator's type (under the interpreter the
+        # loop index is a Python int, whose 1.0 / count is already a float64)
+        count = "(roffset // RBLOCK + 1)"
+        if dtype == torch.float64 and not self.interpret:
+            count = f"{count}.to(tl.float64)"
+        self.emit(f"{delta} = {vv} - {accmean}")
+        self.emit(f"{accmean} = tl.where(xmask & rmask, {accmean} + {delta} * (1.0 / {count}), {accmean})")
+        self.emit(f"{accm2} = tl.where(xmask & rmask, {accm2} + {delta} * ({vv} - {accmean}), {accm2})")
+
+        def finish():
+            cnt, mean = self.newvar(), self.newvar()
+            self.emit(f"{cnt} = ((rnumel - tl.arange(0, RBLOCK)[None, :] + (RBLOCK - 1)) // RBLOCK).to({tdt})")
+            self.emit(f"{mean} = tl.sum({accmean} * {cnt}, 1)[:, None] / rnumel")
+            self.emit(f"{out} = tl.sum({accm2} + {cnt} * ({accmean} - {mean}) * ({accmean} - {mean}), 1)[:, None]")
 
         self.loop_pending_reductions.append(finish)
         return out

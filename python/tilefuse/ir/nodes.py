@@ -192,14 +192,14 @@ class Pointwise(Loops):
         return TensorBox.create(Pointwise(device, dtype, inner_fn, ranges))
 
 
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "sumexp")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "sumexp", "sqdev")
 
 
 def _combine_identity(reduction_type: str, dtype: torch.dtype) -> Any:
     """The value a reduction's combine leaves unchanged (None for arg-reductions): the result of an
-    empty sum/prod/any/sumexp, and what masked positions of a split chunk contribute (max/min:
-    -inf/+inf, or the integer dtype's extremes)."""
-    if reduction_type in ("sum", "sumexp"):
+    empty sum/prod/any/sumexp/sqdev, and what masked positions of a split chunk contribute (max/min:
+    -inf/+inf, or the integer dtype's extremes; sqdev is never split)."""
+    if reduction_type in ("sum", "sumexp", "sqdev"):
         return 0
     if reduction_type == "prod":
         return 1
@@ -235,7 +235,13 @@ class Reduction(Loops):
     feeding a second loop). A row of only ``-inf`` gives 0 when looped or in a persistent kernel
     that stores only per-row results, its length in a persistent kernel that also stores
     per-element values (every consumer then yields NaN or ``-inf`` as eager), a row whose maximum is
-    ``+inf`` or that holds a NaN gives NaN."""
+    ``+inf`` or that holds a NaN gives NaN. And sqdev: ``Σ (v - mean(v))²``, the row's sum of
+    squared deviations from its own mean (Inductor's ``welford_reduce`` M2; variance is it divided
+    by ``n - correction``): it does not depend on a mean reduction of the same row, so a looped
+    kernel accumulates both in one loop (Welford's update per lane, Chan's combine of the lanes)
+    instead of the mean's loop feeding a second loop; never split (its partials are not summable),
+    so ``var_mean`` uses it only when the row stays whole (``Reduction.stays_whole``). An infinite
+    or NaN element makes it NaN, as eager's variance."""
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):
         super().__init__(device, dtype, inner_fn, ranges)
@@ -277,6 +283,8 @@ class Reduction(Loops):
                     return ops.ne(v, ops.constant(0, v.dtype)) if v.dtype != torch.bool else v
                 if reduction_type == "sumexp":  # exp(v - v): 1, NaN for +-inf and NaN as eager
                     v = ops.exp(ops.sub(v, v))
+                if reduction_type == "sqdev":  # (v - v)²: 0, NaN for +-inf and NaN as eager
+                    v = ops.mul(ops.sub(v, v), ops.sub(v, v))
                 return ops.to_dtype(v, dtype) if v.dtype != dtype else v
 
             return Pointwise.create(device, dtype, single, ranges)
@@ -301,6 +309,22 @@ class Reduction(Loops):
         box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
         box.realize()
         return box
+
+    @staticmethod
+    def stays_whole(device, dtype, inner_fn, ranges, reduction_ranges, src_dtype) -> bool:
+        """Whether a sum of ``inner_fn`` over ``reduction_ranges`` would be one reduction — neither
+        its values realized first (``gathers_for_few_outputs``) nor split (``num_splits``) — the
+        condition for ``var_mean`` to use a sqdev reduction (which is never split) beside the
+        mean's sum; otherwise it keeps the two-pass form, whose sums split."""
+        traced: list = []
+
+        def trace():
+            if not traced:
+                traced.append(Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, "sum", src_dtype))
+            return traced[0]
+
+        args = (device, dtype, inner_fn, ranges, reduction_ranges, "sum", src_dtype, trace)
+        return not Reduction.gathers_for_few_outputs(*args) and Reduction.num_splits(*args) == 1
 
     @staticmethod
     def _trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype):

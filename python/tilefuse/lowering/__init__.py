@@ -886,8 +886,30 @@ def _reduction_dims(x, dims) -> list[int]:
     return sorted({d % n if n else 0 for d in dims}) if n else []
 
 
+def _reduction_inner(x, rdims: list[int], val_dtype: torch.dtype) -> Callable:
+    """The body of a reduction of ``x`` over ``rdims``: ``inner(idx, ridx)`` loads ``x`` at the kept
+    dims' index ``idx`` and the reduced dims' ``ridx``, converted to ``val_dtype`` (a bool
+    ``val_dtype`` tests ``!= 0``, as ``any``)."""
+    size = list(x.get_size())
+    kept = [i for i in range(len(size)) if i not in rdims]
+    loader = x.make_loader()
+
+    def inner(idx, ridx):
+        full = [None] * len(size)
+        for k, i in enumerate(kept):
+            full[i] = idx[k]
+        for k, i in enumerate(rdims):
+            full[i] = ridx[k]
+        v = loader(full)
+        if val_dtype == torch.bool and v.dtype != torch.bool:
+            return ops.ne(v, ops.constant(0, v.dtype))
+        return to_dtype_value(v, val_dtype)
+
+    return inner
+
+
 def make_reduction(reduction_type: str, allow_split: bool = True):
-    """A lowering for sum/prod/amax/amin/any/argmax/argmin over ``dims`` (all when empty);
+    """A lowering for sum/prod/amax/amin/any/argmax/argmin/sqdev over ``dims`` (all when empty);
     ``allow_split``: see ``Reduction.create``."""
 
     def lower(x, dims=None, keepdim=False, *, dtype=None):
@@ -901,7 +923,7 @@ def make_reduction(reduction_type: str, allow_split: bool = True):
         ranges = [size[i] for i in kept]
         rranges = [size[i] for i in rdims]
         src = x.get_dtype()
-        if reduction_type in ("sum", "prod"):
+        if reduction_type in ("sum", "prod", "sqdev"):
             out = dtype or (torch.int64 if (not src.is_floating_point and not src.is_complex) else src)
         elif reduction_type in ("argmax", "argmin"):
             out = torch.int64
@@ -918,19 +940,7 @@ def make_reduction(reduction_type: str, allow_split: bool = True):
             val_dtype = torch.bool
         else:
             val_dtype = acc
-        loader = x.make_loader()
-
-        def inner(idx, ridx):
-            full = [None] * len(size)
-            for k, i in enumerate(kept):
-                full[i] = idx[k]
-            for k, i in enumerate(rdims):
-                full[i] = ridx[k]
-            v = loader(full)
-            if reduction_type == "any" and v.dtype != torch.bool:
-                return ops.ne(v, ops.constant(0, v.dtype))
-            return to_dtype_value(v, val_dtype)
-
+        inner = _reduction_inner(x, rdims, val_dtype)
         rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
         res = Reduction.create(x.get_device(), {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
                                inner, ranges, rranges, rtype, val_dtype, allow_split=allow_split)
@@ -1548,8 +1558,12 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
 
 
 def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
-    """Two-pass variance (Inductor computes Welford; two passes give the same result to rounding,
-    and both reductions fuse into one kernel): mean = Σx/n, var = Σ(x-mean)²/(n-correction)."""
+    """mean = Σx/n and var = Σ(x-mean)²/(n-correction), accumulated in fp32 for half inputs. The
+    sum of squared deviations is a sqdev reduction of ``x`` (Inductor's Welford reduction:
+    independent of the mean's sum, so a looped kernel reduces both in one loop over the row, and a
+    layer norm reads its row twice instead of three times) when the row stays one reduction
+    (``Reduction.stays_whole``); otherwise — a reduction that is split or gathers its values — the
+    two-pass form ``Σ(x - mean)²`` over ``x`` and the mean, whose sums split."""
     size = list(x.get_size())
     rdims = _reduction_dims(x, dims)
     n = prod(size[d] for d in rdims)
@@ -1557,9 +1571,14 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     out_dtype = x.get_dtype()
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     mean_k = _mean(x, rdims, True, dtype=acc)
-    diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
-                          out_dtype=acc, compute_dtype=acc)(x, mean_k)
-    ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
+    ranges = [s for i, s in enumerate(size) if i not in rdims]
+    if rdims and Reduction.stays_whole(x.get_device(), acc, _reduction_inner(x, rdims, acc), ranges,
+                                       [size[i] for i in rdims], acc):
+        ssq = make_reduction("sqdev", allow_split=False)(x, rdims, keepdim, dtype=acc)
+    else:
+        diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
+                              out_dtype=acc, compute_dtype=acc)(x, mean_k)
+        ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
     denom = max(n - corr, 0) if isinstance(n, int) else _sv().evaluate_max(n - corr, 0)
 
     def finish(a):
