@@ -611,6 +611,46 @@ def test_decomposition_table_keeps_what_tilefuse_lowers():
     for op in (aten.upsample_nearest2d.default, aten.native_layer_norm.default, aten.gelu.default):
         assert op in table
     assert decompositions() is table  # built once per process
+    # an inference graph (no backward to partition) keeps log_softmax whole as well
+    inference = decompositions(training=False)
+    assert {k for k in inference if k in lowerings} == {aten.detach.default}
+    assert decompositions(False) is inference
+    assert set(table) - set(inference) == {aten._log_softmax.default, aten._log_softmax.out}
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, monkeypatch):
+    """Inference graphs trace with ``decompositions(training=False)``: log_softmax (and so a
+    cross-entropy's) reaches ``_log_softmax`` whole, skipping the decomposition's trace; a graph
+    with a backward still decomposes it for the min-cut partitioner. Both match eager, and so
+    does the gradient."""
+    from tilefuse import backend as tf_backend
+    from tilefuse.lowering import decompositions
+
+    seen = []
+    real = tf_backend.compile_graph
+
+    def spy(gm, ex, kind):
+        seen.append((kind, {n.target for n in gm.graph.nodes if n.op == "call_function"}))
+        return real(gm, ex, kind)
+
+    x = torch.randn(6, 40, requires_grad=grad)
+    t = torch.randint(0, 40, (6,))
+    f = lambda a, b: torch.nn.functional.cross_entropy(torch.log_softmax(a, -1) * 2, b)  # noqa: E731
+    torch._dynamo.reset()
+    monkeypatch.setattr(tf_backend, "compile_graph", spy)
+    got = torch.compile(f, backend="tilefuse")(x, t)
+    want = f(x, t)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    kinds = [k for k, _ in seen]
+    assert kinds == (["forward", "backward"] if grad else ["inference"]), kinds
+    whole = torch.ops.aten._log_softmax.default in seen[0][1]
+    assert whole == (not grad), seen[0][1]
+    if grad:
+        (gx,) = torch.autograd.grad(got, x)
+        (wx,) = torch.autograd.grad(want, x)
+        torch.testing.assert_close(gx, wx, atol=1e-5, rtol=1e-5)
+    assert decompositions(training=False) is not decompositions(training=True)
 
 
 def test_views_the_table_no_longer_decomposes_match_eager():

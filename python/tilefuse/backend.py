@@ -700,6 +700,10 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
         extra["partition_fn"] = _timed_min_cut_partition
     from torch._functorch import config as functorch_config
 
+    # AOTAutograd's own rule for tracing a joint forward + backward graph: grad mode on and an
+    # input (parameters included, lifted by Dynamo) that requires grad
+    training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                               for x in example_inputs)
     # config.eager_backward: the backward compiled right after the forward (its lowering overlaps
     # the forward's kernel compiles in the workers) rather than at the first backward
     with functorch_config.patch(force_non_lazy_backward_lowering=bool(config.eager_backward)):
@@ -707,7 +711,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
             fw_compiler=make_compiler("forward"),
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
-            decompositions=decompositions(),
+            decompositions=decompositions(training),
             **extra,
         )(gm, example_inputs)
 

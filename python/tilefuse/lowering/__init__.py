@@ -1425,17 +1425,30 @@ def _addmm(bias, a, b, *, beta=1, alpha=1):
     return _padded_matmul(aten.addmm.default, a, b, bias, pads, kw)
 
 
-@functools.lru_cache(maxsize=None)
-def decompositions() -> dict:
+def decompositions(training: bool = True) -> dict:
     """The decomposition table AOTAutograd traces with: torch's core aten decompositions plus the
     torch decompositions of composite ops that tilefuse fuses better as primitives (softmax,
-    layer norm, GELU, …). Built once per process and shared: callers must not modify it.
+    layer norm, GELU, …). Built once per process per ``training`` and shared: callers must not
+    modify it. ``training``: the graph has a backward (AOTAutograd traces a joint graph), so
+    log_softmax is decomposed for the partitioner (below); an inference graph keeps it whole,
+    lowered directly (``_log_softmax``), which spares the decomposition's trace (with
+    ``dynamic=True`` its symbolic-shape reasoning cost a cross-entropy graph's trace about 0.16 s
+    of 0.47 under the profiler on the development machine).
 
     torch's core table for export (``core_aten_decompositions``) also lists every
     CompositeImplicitAutograd op, which it finds by walking all registered ops (0.14-0.2 s, on the
     critical path of a first compile); those decompose on their own while AOTAutograd traces, so
     the table here is the core decompositions proper (``_core_aten_decompositions_post_autograd``,
     2.5 ms) plus the six non-composite ops the export table adds (nearest upsampling)."""
+    return _decompositions(bool(training))
+
+
+@functools.lru_cache(maxsize=None)
+def _decompositions(training: bool) -> dict:
+    if not training:
+        # the training table less log_softmax's decomposition (added last, below)
+        return {k: v for k, v in _decompositions(True).items()
+                if getattr(k, "overloadpacket", None) is not aten._log_softmax}
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     try:
@@ -1488,7 +1501,8 @@ def decompositions() -> dict:
     # whole log_softmax is an op it cannot recompute, so it would save the log-probabilities:
     # 823 MB for the 12-layer GPT step's 4096 x 50257 float32 logits); GraphLowering lowers the
     # amax and the sum of exponentials as one row normalizer (online_normalizers). The output is
-    # rounded at the size of ``x - amax``, as eager's kernel rounds it
+    # rounded at the size of ``x - amax``, as eager's kernel rounds it. Only with a backward: an
+    # inference graph has no partition to recompute for (``_decompositions(False)``)
     table.update(get_decompositions([aten._log_softmax]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
     if aten.linspace.default in table:
@@ -1705,6 +1719,62 @@ def _gather(x, dim, index, *, sparse_grad=False):
         return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
 
     return Pointwise.create(x.get_device(), x.get_dtype(), inner, isize)
+
+
+@register_lowering(aten.nll_loss_forward.default)
+def _nll_loss_forward(x, target, weight, reduction, ignore_index):
+    """``nll_loss_forward`` (so cross-entropy's loss after its log_softmax), lowered directly with
+    torch's decomposition's semantics: ``x`` [N, C] or [C] (log-probabilities), ``target`` [N] or
+    [] of class indices, optional ``weight`` [C]; each row's loss is ``-x[i, t_i] * w[t_i]`` (the
+    product rounded to ``x``'s dtype), 0 where ``t_i == ignore_index``; ``total_weight`` the sum of
+    ``w[t_i]`` (the count of targets without ``weight``) over the others. ``reduction`` 0 (none:
+    the per-row losses, total_weight 0 for a batch), 1 (mean: sum / total_weight, NaN when every
+    target is ignored, as eager) or 2 (sum). A target outside ``[0, C)`` other than
+    ``ignore_index`` trips the gather's device assert, as eager raises. Returns (output,
+    total_weight), both of ``x``'s dtype. Lowered rather than decomposed so AOTAutograd does not
+    trace the decomposition's dozen reference ops (their symbolic-shape reasoning, with
+    ``dynamic=True``, was about a third of a cross-entropy graph's trace); the IR is the one the
+    decomposition produced: a gather per row, then sums."""
+    size = list(x.get_size())
+    if len(size) not in (1, 2) or len(target.get_size()) > 1:
+        raise NotImplementedError(f"nll_loss_forward of a {len(size)}-d input")  # -> aten kernel
+    nd, tsize = len(size), list(target.get_size())
+    classes = size[-1]
+    dtype, dev, tdt = x.get_dtype(), x.get_device(), target.get_dtype()
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    xl, tl_ = x.make_loader(), target.make_loader()
+    wl = None if weight is None else weight.make_loader()
+
+    def pick(idx, weight_only: bool):
+        t = tl_(idx)
+        valid = ops.ne(t, ops.constant(ignore_index, tdt))
+        c = ops.indirect_indexing(ops.where(valid, t, ops.constant(0, tdt)), classes, True, False)
+        # computed in ``acc`` (float32 for half dtypes, whose constants the interpreter lacks)
+        if weight_only:
+            v = to_dtype_value(wl([c]), acc)
+        else:
+            v = to_dtype_value(xl(list(idx) + [c] if nd == 2 else [c]), acc)
+            if wl is not None:
+                v = to_dtype_value(to_dtype_value(ops.mul(v, to_dtype_value(wl([c]), acc)), dtype), acc)
+            v = ops.neg(v)
+        return to_dtype_value(ops.where(valid, v, ops.constant(0, acc)), dtype)
+
+    result = Pointwise.create(dev, dtype, lambda idx: pick(idx, False), tsize)
+    if reduction == 0 and nd == 2:
+        return result, _full([], 0.0, dtype, dev)
+    if wl is not None:
+        total = _sum_all(Pointwise.create(dev, weight.get_dtype(), lambda idx: pick(idx, True), tsize))
+    else:
+        valid = Pointwise.create(dev, torch.bool, lambda idx: ops.ne(tl_(idx), ops.constant(ignore_index, tdt)),
+                                 tsize)
+        total = _to_dtype_lowering(_sum_all(valid), dtype)
+    if total.get_dtype() != dtype:
+        total = _to_dtype_lowering(total, dtype)
+    if reduction == 2:
+        result = _sum_all(result)
+    elif reduction == 1:
+        result = lowerings[aten.div.Tensor](_sum_all(result), total)
+    return result, total
 
 
 @register_lowering(aten.index.Tensor)
