@@ -602,28 +602,29 @@ def test_decomposition_table_keeps_what_tilefuse_lowers():
 
     aten = torch.ops.aten
     table = decompositions()
-    # lowered ops reach the lowering whole, except the two the min-cut partitioner must see
-    # through (detach -> alias, log_softmax -> torch's amax / exp / sum decomposition)
-    assert {k for k in table if k in lowerings} == {aten.detach.default, aten._log_softmax.default}
+    # lowered ops reach the lowering whole, except the three the min-cut partitioner must see
+    # through (detach -> alias, log_softmax -> torch's amax / exp / sum decomposition, layer norm)
+    assert {k for k in table if k in lowerings} == {aten.detach.default, aten._log_softmax.default,
+                                                    aten.native_layer_norm.default}
     for op in (aten.transpose.int, aten.split.Tensor, aten._unsafe_view.default, aten.t.default):
         assert op in lowerings and op not in table
     # still decomposed: what export's core table adds besides composite ops, and tilefuse's own picks
     for op in (aten.upsample_nearest2d.default, aten.native_layer_norm.default, aten.gelu.default):
         assert op in table
     assert decompositions() is table  # built once per process
-    # an inference graph (no backward to partition) keeps log_softmax whole as well
+    # an inference graph (no backward to partition) keeps log_softmax and layer norm whole as well
     inference = decompositions(training=False)
     assert {k for k in inference if k in lowerings} == {aten.detach.default}
     assert decompositions(False) is inference
-    assert set(table) - set(inference) == {aten._log_softmax.default, aten._log_softmax.out}
+    assert {k.overloadpacket for k in set(table) - set(inference)} == {aten._log_softmax, aten.native_layer_norm}
 
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, monkeypatch):
     """Inference graphs trace with ``decompositions(training=False)``: log_softmax (and so a
-    cross-entropy's) reaches ``_log_softmax`` whole, skipping the decomposition's trace; a graph
-    with a backward still decomposes it for the min-cut partitioner. Both match eager, and so
-    does the gradient."""
+    cross-entropy's) and layer norm reach their lowerings whole, skipping the decompositions'
+    trace; a graph with a backward still decomposes both for the min-cut partitioner. Both match
+    eager, and so does the gradient."""
     from tilefuse import backend as tf_backend
     from tilefuse.lowering import decompositions
 
@@ -636,7 +637,9 @@ def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, mo
 
     x = torch.randn(6, 40, requires_grad=grad)
     t = torch.randint(0, 40, (6,))
-    f = lambda a, b: torch.nn.functional.cross_entropy(torch.log_softmax(a, -1) * 2, b)  # noqa: E731
+    w = torch.randn(40)
+    f = lambda a, b: torch.nn.functional.cross_entropy(  # noqa: E731
+        torch.log_softmax(torch.nn.functional.layer_norm(a, (40,), w, w * 2), -1) * 2, b)
     torch._dynamo.reset()
     monkeypatch.setattr(tf_backend, "compile_graph", spy)
     got = torch.compile(f, backend="tilefuse")(x, t)
@@ -644,8 +647,8 @@ def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, mo
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     kinds = [k for k, _ in seen]
     assert kinds == (["forward", "backward"] if grad else ["inference"]), kinds
-    whole = torch.ops.aten._log_softmax.default in seen[0][1]
-    assert whole == (not grad), seen[0][1]
+    for op in (torch.ops.aten._log_softmax.default, torch.ops.aten.native_layer_norm.default):
+        assert (op in seen[0][1]) == (not grad), seen[0][1]
     if grad:
         (gx,) = torch.autograd.grad(got, x)
         (wx,) = torch.autograd.grad(want, x)

@@ -841,3 +841,83 @@ def test_cross_entropy_gradient_through_the_nll_loss_lowering():
     (gw,) = torch.autograd.grad(want, x)
     torch.testing.assert_close(gg, gw, atol=1e-5, rtol=1e-5)
     assert metrics.fallback_kernel_count == 0
+
+
+def _layer_norms(x, w, b, w2):
+    aten = torch.ops.aten
+    return (aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5),
+            aten.native_layer_norm(x, [x.shape[-1]], None, b, 1e-3),
+            aten.native_layer_norm(x, [x.shape[-1]], w, None, 1e-5),
+            aten.native_layer_norm(x, list(x.shape[-2:]), w2, None, 1e-5),
+            torch.nn.functional.layer_norm(x.transpose(0, 1), (x.shape[-1],)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
+    """An inference graph's ``native_layer_norm`` reaches ``_native_layer_norm`` whole: output,
+    mean and rstd (their dtype too: the computation dtype, or ``x``'s on the CPU) match eager
+    with and without weight and bias, over one and two trailing dims, and of a transposed input,
+    static and symbolic."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(4, 6, 48, generator=g, dtype=torch.float64) * 2 + 3).to(dtype).to(DEVICE)
+    w, b = [torch.randn(48, generator=g, dtype=torch.float64).to(dtype).to(DEVICE) for _ in range(2)]
+    w2 = torch.randn(6, 48, generator=g, dtype=torch.float64).to(dtype).to(DEVICE)
+    metrics.reset()
+    got = torch.compile(_layer_norms, backend="tilefuse", dynamic=dynamic)(x, w, b, w2)
+    want = _layer_norms(x, w, b, w2)
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3, torch.float64: 1e-10}[dtype]
+    torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+    assert [t.dtype for t in got[0]] == [t.dtype for t in want[0]]
+    assert metrics.fallback_kernel_count == 0
+
+
+def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
+    """A looped sqdev takes the values relative to the row's first one. Unshifted, float32 lanes
+    whose running means sat near 1e4 lost up to 2e-4 of the variance of rows with spread 1 (a
+    fresh-user trial: a ``dynamic=True`` graph first compiled for rows of 17, so later rows of
+    3000 ran in 32-element chunks; the two-pass form had 7e-7). Shifted, the error is at float32
+    rounding, and a looped constant row's variance is exactly 0."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 3000, generator=g, dtype=torch.float64) + 1e4).float().to(DEVICE)
+    x[5] = 10000.1
+    ref = torch.var(x.double(), -1)
+    cf = torch.compile(lambda a: torch.var(a, -1), backend="tilefuse", dynamic=True)
+    cf(torch.randn(64, 17, device=DEVICE))  # sizes the looped kernel's chunks for short rows
+    # symbolic rows are looped (exactly 0 for the constant row); static rows of 3000 are
+    # persistent, two-pass from the registers (the mean's float32 division may leave the
+    # constant row at rounding level on the GPU, see the variance test above)
+    for got, looped in ((cf(x), True), (torch.compile(lambda a: torch.var(a, -1), backend="tilefuse")(x), False)):
+        rel = ((got.double() - ref).abs() / ref.clamp(min=1e-30)).max().item()
+        assert rel <= 2e-6, rel
+        assert got[5].item() == 0 if looped or x.device.type == "cpu" else 0 <= got[5].item() <= 1e-4
+    with config.patch(persistent_reduction_threshold=16):
+        torch._dynamo.reset()
+        got = torch.compile(lambda a: torch.var(a, -1), backend="tilefuse")(x)
+    assert ((got.double() - ref).abs() / ref.clamp(min=1e-30)).max().item() <= 2e-6
+    assert got[5].item() == 0
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0")  # eager's, for 3.7 on rows of 3
+@pytest.mark.parametrize("correction", [0.5, 2.5, 3.7])
+def test_fractional_corrections_divide_by_a_float(correction):
+    """torch takes any float ``correction``: the divisor is ``max(n - correction, 0)``, not
+    truncated to an integer (rows of 3: 0.5 divided by 2 instead of 2.5, 2.5 by 0)."""
+    x = torch.randn(4, 3, device=DEVICE)
+    for dynamic in (False, True):
+        torch._dynamo.reset()
+        f = lambda a: (torch.var(a, 1, correction=correction), torch.std_mean(a, 1, correction=correction))  # noqa: E731
+        got = torch.compile(f, backend="tilefuse", dynamic=dynamic)(x)
+        torch.testing.assert_close(got, f(x), equal_nan=True)
+
+
+def test_variance_of_an_integer_tensor_raises_eagers_error():
+    """var / std of an integer tensor are refused by eager; the lowering leaves them to the aten
+    kernel, which raises the same error when the graph runs (it returned an integer tensor)."""
+    x = torch.arange(12, device=DEVICE).reshape(3, 4)
+    for f in (lambda a: torch.var(a, -1), lambda a: torch.std(a.to(torch.int32), 0)):
+        torch._dynamo.reset()
+        with pytest.raises(RuntimeError, match="std and var only support floating point"):
+            f(x)
+        with pytest.raises(RuntimeError, match="std and var only support floating point"):
+            torch.compile(f, backend="tilefuse")(x)

@@ -1430,10 +1430,11 @@ def decompositions(training: bool = True) -> dict:
     torch decompositions of composite ops that tilefuse fuses better as primitives (softmax,
     layer norm, GELU, …). Built once per process per ``training`` and shared: callers must not
     modify it. ``training``: the graph has a backward (AOTAutograd traces a joint graph), so
-    log_softmax is decomposed for the partitioner (below); an inference graph keeps it whole,
-    lowered directly (``_log_softmax``), which spares the decomposition's trace (with
-    ``dynamic=True`` its symbolic-shape reasoning cost a cross-entropy graph's trace about 0.16 s
-    of 0.47 under the profiler on the development machine).
+    log_softmax and layer norm are decomposed for the partitioner (below); an inference graph
+    keeps them whole, lowered directly (``_log_softmax``, ``_native_layer_norm``), which spares
+    the decompositions' trace (with ``dynamic=True`` log_softmax's symbolic-shape reasoning cost
+    a cross-entropy graph's trace about 0.16 s of 0.47 under the profiler on the development
+    machine).
 
     torch's core table for export (``core_aten_decompositions``) also lists every
     CompositeImplicitAutograd op, which it finds by walking all registered ops (0.14-0.2 s, on the
@@ -1446,9 +1447,9 @@ def decompositions(training: bool = True) -> dict:
 @functools.lru_cache(maxsize=None)
 def _decompositions(training: bool) -> dict:
     if not training:
-        # the training table less log_softmax's decomposition (added last, below)
+        # the training table less the decompositions added back for the partitioner (below)
         return {k: v for k, v in _decompositions(True).items()
-                if getattr(k, "overloadpacket", None) is not aten._log_softmax}
+                if getattr(k, "overloadpacket", None) not in (aten._log_softmax, aten.native_layer_norm)}
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     try:
@@ -1504,6 +1505,9 @@ def _decompositions(training: bool) -> dict:
     # rounded at the size of ``x - amax``, as eager's kernel rounds it. Only with a backward: an
     # inference graph has no partition to recompute for (``_decompositions(False)``)
     table.update(get_decompositions([aten._log_softmax]))
+    # layer norm likewise: decomposed for the partitioner in a graph with a backward, lowered
+    # whole (``_native_layer_norm``) in an inference graph
+    table.update(get_decompositions([aten.native_layer_norm]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
     if aten.linspace.default in table:
         table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
@@ -1583,6 +1587,10 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     n = prod(size[d] for d in rdims)
     corr = 1 if correction is None else correction
     out_dtype = x.get_dtype()
+    if not out_dtype.is_floating_point:
+        # the aten kernel then raises eager's own error ("std and var only support floating point
+        # and complex dtypes") when the graph runs
+        raise NotImplementedError(f"var/std of a {out_dtype} tensor")
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     mean_k = _mean(x, rdims, True, dtype=acc)
     ranges = [s for i, s in enumerate(size) if i not in rdims]
@@ -1593,10 +1601,21 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
         diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
                               out_dtype=acc, compute_dtype=acc)(x, mean_k)
         ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
-    denom = max(n - corr, 0) if isinstance(n, int) else _sv().evaluate_max(n - corr, 0)
+    if float(corr).is_integer():
+        corr = int(corr)
+        denom = max(n - corr, 0) if isinstance(n, int) else _sv().evaluate_max(n - corr, 0)
+
+        def divisor():
+            return _size_value(denom, acc)
+    else:
+        # a fractional correction (torch takes any float): the divisor max(n - correction, 0)
+        # as a float, never truncated to an integer size
+        def divisor():
+            d = ops.sub(_size_value(n, acc), ops.constant(float(corr), acc))
+            return ops.maximum(d, ops.constant(0.0, acc))
 
     def finish(a):
-        v = ops.truediv(a, _size_value(denom, acc))
+        v = ops.truediv(a, divisor())
         return ops.sqrt(v) if sqrt else v
 
     # std: the square root is taken in the accumulation dtype, rounding once (as eager)
@@ -1604,6 +1623,48 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     mean = mean_k if keepdim else ir.reshape_view(mean_k, [s for i, s in enumerate(size) if i not in rdims])
     mean = _to_dtype_lowering(mean, out_dtype) if acc != out_dtype else mean
     return var, mean
+
+
+@register_lowering(aten.native_layer_norm.default)
+def _native_layer_norm(x, normalized_shape, weight, bias, eps):
+    """``native_layer_norm`` of an inference graph (a graph with a backward decomposes it:
+    ``decompositions``), with torch's decomposition's semantics: over the last
+    ``len(normalized_shape)`` dims, ``out = (x - mean) * rstd * weight + bias`` computed in float32
+    for half inputs and rounded once to ``x``'s dtype, ``rstd = rsqrt(var + eps)`` (biased
+    variance, the sqdev of ``_var_mean_impl``); ``mean`` and ``rstd`` keep the normalized dims as
+    size 1, in the computation dtype (on the CPU in ``x``'s dtype, as torch's reference). Lowered
+    rather than decomposed so AOTAutograd does not trace the reference's ops (their stride and
+    contiguity checks are symbolic with ``dynamic=True``). ValueError when ``x``'s trailing sizes
+    are not ``normalized_shape``."""
+    size = list(x.get_size())
+    nd = len(normalized_shape)
+    axis = len(size) - nd
+    if nd < 1 or axis < 0 or [_sv().hint(s) for s in size[axis:]] != [_sv().hint(s) for s in normalized_shape]:
+        raise ValueError(f"native_layer_norm: normalized_shape {list(normalized_shape)} does not match the input's "
+                         f"trailing sizes {size}")
+    dtype, dev = x.get_dtype(), x.get_device()
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    xa = _to_dtype_lowering(x, acc) if acc != dtype else x
+    var, mean = _var_mean_impl(xa, list(range(axis, len(size))), 0, True)
+    rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(float(eps), acc))), NO_OPMATH,
+                          out_dtype=acc, compute_dtype=acc)(var)
+    xl, ml, rl = x.make_loader(), mean.make_loader(), rstd.make_loader()
+    wl = None if weight is None else weight.make_loader()
+    bl = None if bias is None else bias.make_loader()
+
+    def inner(idx):
+        row = list(idx[:axis]) + [S.Integer(0)] * nd
+        v = ops.mul(ops.sub(to_dtype_value(xl(idx), acc), ml(row)), rl(row))
+        if wl is not None:
+            v = ops.mul(v, to_dtype_value(wl(list(idx[axis:])), acc))
+        if bl is not None:
+            v = ops.add(v, to_dtype_value(bl(list(idx[axis:])), acc))
+        return to_dtype_value(v, dtype)
+
+    out = Pointwise.create(dev, dtype, inner, size)
+    if dev.type == "cpu" and acc != dtype:
+        mean, rstd = _to_dtype_lowering(mean, dtype), _to_dtype_lowering(rstd, dtype)
+    return out, mean, rstd
 
 
 @register_lowering(aten.var_mean.correction)
