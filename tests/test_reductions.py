@@ -858,7 +858,8 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
     """An inference graph's ``native_layer_norm`` reaches ``_native_layer_norm`` whole: output,
     mean and rstd (their dtype too: the computation dtype, or ``x``'s on the CPU) match eager
     with and without weight and bias, over one and two trailing dims, and of a transposed input,
-    static and symbolic."""
+    static and symbolic; a half input with float32 weight and bias too (a fresh-user trial found
+    its mean and rstd converted to the half dtype)."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(4, 6, 48, generator=g, dtype=torch.float64) * 2 + 3).to(dtype).to(DEVICE)
     w, b = [torch.randn(48, generator=g, dtype=torch.float64).to(dtype).to(DEVICE) for _ in range(2)]
@@ -870,6 +871,14 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
     torch.testing.assert_close(got, want, atol=tol, rtol=tol)
     assert [t.dtype for t in got[0]] == [t.dtype for t in want[0]]
     assert metrics.fallback_kernel_count == 0
+    if dtype in (torch.bfloat16, torch.float16):
+        # a half input with float32 weight and bias: mean and rstd as eager gives them (float32)
+        f = lambda a, c, d: torch.ops.aten.native_layer_norm(a, [a.shape[-1]], c, d, 1e-5)  # noqa: E731
+        torch._dynamo.reset()
+        got = torch.compile(f, backend="tilefuse", dynamic=dynamic)(x, w.float(), b.float())
+        want = f(x, w.float(), b.float())
+        assert [t.dtype for t in got] == [t.dtype for t in want], ([t.dtype for t in got], [t.dtype for t in want])
+        torch.testing.assert_close(got, want, atol=tol, rtol=tol)
 
 
 def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():

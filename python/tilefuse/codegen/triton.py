@@ -1032,7 +1032,8 @@ class TritonKernelCodegen:
         self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
         if check:
             self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
-                      f"\"index out of bounds: 0 <= {name} < {size}\")")
+                      f"\"index out of bounds: a value of an index tensor (gather, index, scatter, embedding or "
+                      f"a loss's class targets) lies outside [0, {size}) (check 0 <= {name} < {size})\")")
         self.indirect_masks[symbol] = mask
         return None
 

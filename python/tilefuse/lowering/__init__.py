@@ -1632,7 +1632,8 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     ``len(normalized_shape)`` dims, ``out = (x - mean) * rstd * weight + bias`` computed in float32
     for half inputs and rounded once to ``x``'s dtype, ``rstd = rsqrt(var + eps)`` (biased
     variance, the sqdev of ``_var_mean_impl``); ``mean`` and ``rstd`` keep the normalized dims as
-    size 1, in the computation dtype (on the CPU in ``x``'s dtype, as torch's reference). Lowered
+    size 1, in the computation dtype (on the CPU in ``x``'s dtype unless the weight or bias is of
+    another dtype, as eager's CPU kernel). Lowered
     rather than decomposed so AOTAutograd does not trace the reference's ops (their stride and
     contiguity checks are symbolic with ``dynamic=True``). ValueError when ``x``'s trailing sizes
     are not ``normalized_shape``."""
@@ -1662,7 +1663,10 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
         return to_dtype_value(v, dtype)
 
     out = Pointwise.create(dev, dtype, inner, size)
-    if dev.type == "cpu" and acc != dtype:
+    # eager's CPU kernel returns mean and rstd in a half input's dtype, unless its weight or bias
+    # is of another dtype (mixed: then in theirs, float32)
+    param = weight if weight is not None else bias
+    if dev.type == "cpu" and acc != dtype and (param is None or param.get_dtype() == dtype):
         mean, rstd = _to_dtype_lowering(mean, dtype), _to_dtype_lowering(rstd, dtype)
     return out, mean, rstd
 
