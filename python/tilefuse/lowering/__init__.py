@@ -1633,10 +1633,9 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     for half inputs and rounded once to ``x``'s dtype, ``rstd = rsqrt(var + eps)`` (biased
     variance, the sqdev of ``_var_mean_impl``); ``mean`` and ``rstd`` keep the normalized dims as
     size 1, in the computation dtype (on the CPU in ``x``'s dtype unless the weight or bias is of
-    another dtype, as eager's CPU kernel). Lowered
-    rather than decomposed so AOTAutograd does not trace the reference's ops (their stride and
-    contiguity checks are symbolic with ``dynamic=True``). ValueError when ``x``'s trailing sizes
-    are not ``normalized_shape``."""
+    another dtype, as eager's CPU kernel). Lowered rather than decomposed so AOTAutograd does not
+    trace the reference's ops (their stride and contiguity checks are symbolic with
+    ``dynamic=True``). ValueError when ``x``'s trailing sizes are not ``normalized_shape``."""
     size = list(x.get_size())
     nd = len(normalized_shape)
     axis = len(size) - nd
@@ -1828,13 +1827,12 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
     if reduction == 0 and nd == 2:
         return result, _full([], 0.0, dtype, dev)
     if wl is not None:
-        total = _sum_all(Pointwise.create(dev, weight.get_dtype(), lambda idx: pick(idx, True), tsize))
+        # pick's values are of x's dtype whatever the weight's
+        total = _sum_all(Pointwise.create(dev, dtype, lambda idx: pick(idx, True), tsize))
     else:
         valid = Pointwise.create(dev, torch.bool, lambda idx: ops.ne(tl_(idx), ops.constant(ignore_index, tdt)),
                                  tsize)
         total = _to_dtype_lowering(_sum_all(valid), dtype)
-    if total.get_dtype() != dtype:
-        total = _to_dtype_lowering(total, dtype)
     if reduction == 2:
         result = _sum_all(result)
     elif reduction == 1:
