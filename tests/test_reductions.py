@@ -799,7 +799,7 @@ def _nll_family(x, t, w, x1, t1):
                 target = t_default if ign == -100 else t
                 out.append(torch.nn.functional.nll_loss(x, target, weight=weight, reduction=red, ignore_index=ign))
                 out.append(torch.nn.functional.nll_loss(x1, t1, weight=weight, reduction=red, ignore_index=ign))
-    out.append(torch.nn.functional.nll_loss(x[:2], torch.full((2,), 3), reduction="mean", ignore_index=3))  # NaN
+    out.append(torch.nn.functional.nll_loss(x[:2], torch.full((2,), 3, device=t.device), reduction="mean", ignore_index=3))  # NaN
     return out
 
 
@@ -871,8 +871,9 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
     torch.testing.assert_close(got, want, atol=tol, rtol=tol)
     assert [t.dtype for t in got[0]] == [t.dtype for t in want[0]]
     assert metrics.fallback_kernel_count == 0
-    if dtype in (torch.bfloat16, torch.float16):
-        # a half input with float32 weight and bias: mean and rstd as eager gives them (float32)
+    if dtype in (torch.bfloat16, torch.float16) and x.device.type == "cpu":
+        # a half input with float32 weight and bias: mean and rstd as eager's CPU kernel gives them
+        # (float32); eager's CUDA kernel rejects the mixed dtypes
         f = lambda a, c, d: torch.ops.aten.native_layer_norm(a, [a.shape[-1]], c, d, 1e-5)  # noqa: E731
         torch._dynamo.reset()
         got = torch.compile(f, backend="tilefuse", dynamic=dynamic)(x, w.float(), b.float())
@@ -897,8 +898,9 @@ def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
     # persistent, two-pass from the registers (the mean's float32 division may leave the
     # constant row at rounding level on the GPU, see the variance test above)
     for got, looped in ((cf(x), True), (torch.compile(lambda a: torch.var(a, -1), backend="tilefuse")(x), False)):
-        rel = ((got.double() - ref).abs() / ref.clamp(min=1e-30)).max().item()
-        assert rel <= 2e-6, rel
+        spread = torch.arange(x.shape[0], device=x.device) != 5  # row 5 is constant: checked below
+        rel = ((got.double() - ref).abs() / ref.clamp(min=1e-30))[spread].max().item()
+        assert rel <= 2e-6, (rel, looped)
         assert got[5].item() == 0 if looped or x.device.type == "cpu" else 0 <= got[5].item() <= 1e-4
     with config.patch(persistent_reduction_threshold=16):
         torch._dynamo.reset()
