@@ -37,6 +37,14 @@ variables set (``TILEFUSE_EAGER_BACKWARD=0``: an A/B of one option, interleaved 
 printed under the table with its backend time and ratio; a value tilefuse refuses (``import
 tilefuse`` checks them) is an argument error before anything is measured.
 
+``--bytecode-cache DIR`` gives every process a Python bytecode cache under DIR
+(``PYTHONPYCACHEPREFIX``), filled by one untimed process per backend and mode before the first
+measured one. A normal installation has the ``.pyc`` files of torch, Triton and sympy (pip writes
+them); the GPU host has none and sets ``PYTHONDONTWRITEBYTECODE``, so there each process compiles
+every module it imports from source. That cost is not the backend's, and it is not the same for
+each: tilefuse's cold-start threads import Triton's compiler while Dynamo traces (rmsnorm with
+``dynamic=True``: tilefuse backend 0.85 s without the cache, twenty-fifth session).
+
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).
 
@@ -48,6 +56,7 @@ training step (forward + backward of the LM loss, bf16, batch 8 x 512).
     python benches/compile_time.py --profile block_fwd --profile-backend aot_eager --profile-out base.prof
     python benches/compile_time.py --only layernorm --modes static --warm --repeat 3   # medians of 3 processes
     python benches/compile_time.py --only gpt12_train --modes static --repeat 3 --variant TILEFUSE_EAGER_BACKWARD=0
+    python benches/compile_time.py --only rmsnorm --modes dynamic --repeat 3 --bytecode-cache /tmp/pyc
 """
 
 from __future__ import annotations
@@ -409,6 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
                     help="also run tilefuse with these environment variables set (repeatable: one "
                          "variant each), interleaved with the other backends; printed under the table")
+    ap.add_argument("--bytecode-cache", metavar="DIR",
+                    help="every process reads and writes Python bytecode under DIR (PYTHONPYCACHEPREFIX, "
+                         "PYTHONDONTWRITEBYTECODE unset), primed by one untimed process per backend and mode "
+                         "before the first measured one: a normal installation's .pyc files, on a host whose "
+                         "packages have none (see above)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--profile-here", action="store_true", help=argparse.SUPPRESS)  # the profiled process
     args = ap.parse_args(argv)
@@ -503,6 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             return subprocess.run(cmd, env=env).returncode
         finally:
             shutil.rmtree(caches, ignore_errors=True)
+    if args.bytecode_cache is not None:
+        if os.path.exists(args.bytecode_cache) and not os.path.isdir(args.bytecode_cache):
+            ap.error(f"--bytecode-cache {args.bytecode_cache!r} is a file; give a directory")
+        os.makedirs(args.bytecode_cache, exist_ok=True)
+        # inherited by every child process (the measured ones, --profile's)
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.abspath(args.bytecode_cache)
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.child:
         name, backend, mode, device = args.child
         print("RESULT " + json.dumps(_child(name, backend, mode, device)), flush=True)
@@ -531,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     print(cols)
     print("|" + "---|" * (cols.count("|") - 1))
     failed = 0
+    primed: set = set()  # (backend, mode) whose imports are in --bytecode-cache
     for name in names:
         for mode in modes:
             res, warm, spread = {}, {}, []
@@ -539,6 +561,15 @@ def main(argv: list[str] | None = None) -> int:
                                                      for v in variants]
             colds: dict = {label: [] for label, _, _ in runs}
             warms: dict = {label: [] for label, _, _ in runs}
+            if args.bytecode_cache is not None:
+                for label, backend, env in runs:
+                    if (backend, mode) not in primed:  # untimed: writes the bytecode of what it imports
+                        primed.add((backend, mode))
+                        caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
+                        ok = _run(name, backend, mode, device, caches, cold=True, extra_env=env)
+                        shutil.rmtree(caches, ignore_errors=True)
+                        print(f"#   {name} {mode} {backend}: bytecode cache primed"
+                              + ("" if ok is not None else " (the priming process failed)"), flush=True)
             # interleaved: round k runs every backend's k-th process (cold k, then warm k on the
             # caches cold k filled) before round k + 1
             for k in range(args.repeat):

@@ -156,6 +156,27 @@ def test_compile_time_cpu_row(tmp_path):
     assert not leftover, leftover
 
 
+def test_compile_time_bytecode_cache_is_primed_and_used(tmp_path):
+    """``--bytecode-cache``: one untimed process per backend writes the bytecode of what it
+    imports under the folder (torch's and tilefuse's modules), before the measured processes,
+    which read it; a file where the folder should be is an argument error."""
+    cache = tmp_path / "pyc"
+    r = _run("--device", "cpu", "--only", "softmax", "--modes", "static", "--backends", "tilefuse",
+             "--bytecode-cache", str(cache), tmpdir=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    primed = re.findall(r"softmax static (\w+): bytecode cache primed$", r.stdout, re.M)
+    assert primed == ["aot_eager", "tilefuse"], r.stdout[-2000:]
+    # priming comes before the measured processes
+    assert r.stdout.index("bytecode cache primed") < r.stdout.index("softmax static aot_eager process 1/1")
+    assert re.search(r"^\| softmax \| static \| [\d.]+ \| nan \| [\d.]+ \|", r.stdout, re.M), r.stdout[-2000:]
+    written = [str(p) for p in cache.rglob("*.pyc")]
+    assert any("/torch/_dynamo/" in p for p in written), written[:20]
+    assert any("/tilefuse/lowering/" in p for p in written), written[:20]
+    (tmp_path / "afile").write_text("x")
+    r = _run("--bytecode-cache", str(tmp_path / "afile"), "--device", "cpu", "--only", "softmax")
+    assert r.returncode == 2 and "is a file; give a directory" in r.stderr, r.stderr[-2000:]
+
+
 def test_compile_time_variants_are_interleaved_and_get_their_environment():
     """``--variant``: a tilefuse run with extra environment variables, its processes interleaved
     round by round with the other backends'; a variant whose setting breaks the compile (a debug

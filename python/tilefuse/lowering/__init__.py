@@ -1793,7 +1793,8 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
     product rounded to ``x``'s dtype), 0 where ``t_i == ignore_index``; ``total_weight`` the sum of
     ``w[t_i]`` (the count of targets without ``weight``) over the others. ``reduction`` 0 (none:
     the per-row losses, total_weight 0 for a batch), 1 (mean: sum / total_weight, NaN when every
-    target is ignored, as eager) or 2 (sum). A target outside ``[0, C)`` other than
+    target is ignored, as eager; a single [C] row whose target is ignored gives 0 on CUDA, as eager's
+    CUDA kernel) or 2 (sum). A target outside ``[0, C)`` other than
     ``ignore_index`` trips the gather's device assert, as eager raises. Returns (output,
     total_weight), both of ``x``'s dtype. Lowered rather than decomposed so AOTAutograd does not
     trace the decomposition's dozen reference ops (their symbolic-shape reasoning, with
@@ -1837,6 +1838,13 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
         result = _sum_all(result)
     elif reduction == 1:
         result = lowerings[aten.div.Tensor](_sum_all(result), total)
+        if nd == 1 and dev.type == "cuda":
+            # eager's CUDA kernel for a single [C] row gives 0, not 0 / 0, when its target is
+            # ignored (its CPU kernel gives NaN, as the division does)
+            ml = result.make_loader()
+            result = Pointwise.create(dev, dtype, lambda idx: to_dtype_value(ops.where(
+                ops.ne(tl_([]), ops.constant(ignore_index, tdt)), to_dtype_value(ml([]), acc),
+                ops.constant(0, acc)), dtype), [])
     return result, total
 
 
