@@ -270,6 +270,41 @@ def test_sizevars_guards_what_it_cannot_prove():
         sv.guard_equals(x, y)
 
 
+def test_sizevars_decides_each_relation_once_per_shape_env():
+    """A decision is taken (and its ShapeEnv guard evaluated, ~10 ms) once per ShapeEnv: a second
+    SizeVars of the same ShapeEnv (a backward graph), whose native symbols may carry narrower
+    ranges than the forward's, reuses it, records it among the guards its graph relies on
+    (``guard_exprs``, replayed by the graph cache) and adds no guard; ``b == a`` is ``a == b``."""
+    env, (a, b) = _shape_env_with(6, 10)
+    sv = SizeVars(env)
+    x, y = sv.size(a), sv.size(b)
+    assert not sv.evaluate_equals(x * 2, y) and sv.evaluate_lt(x, y)
+    assert not sv.evaluate_equals(y, x * 2)  # the other order: the same decision
+    assert len(sv.guards) == 2 and len(sv.guard_exprs) == 2  # each decision listed once
+    n = len(env.guards)
+    bw = SizeVars(env)
+    bx, by = bw.size(a), bw.size(b)
+    assert not bw.evaluate_equals(by, bx * 2) and bw.evaluate_lt(bx, by)
+    assert bw.guards == [] and len(env.guards) == n  # no new ShapeEnv guard
+    assert [str(g) for g in bw.guard_exprs] == [str(g) for g in sv.guard_exprs]
+
+
+def test_sizevars_all_below_guards_only_the_largest_sizes():
+    """``evaluate_all_lt``: sizes another one bounds (``s0 <= s0*s1``) need no guard of their own,
+    in the same call or once a larger one was decided for this ShapeEnv; every size is still
+    below the bound at the hints, and a static size over the bound answers False."""
+    env, (a, b) = _shape_env_with(6, 10)
+    sv = SizeVars(env)
+    x, y = sv.size(a), sv.size(b)
+    assert sv.evaluate_all_lt([x, x * y, 4, y, x * y * 3], 2**31 - 1)
+    assert [str(g) for g in sv.guards] == [f"{sv.to_sympy(x * y * 3)} < 2147483647"], sv.guards
+    bw = SizeVars(env)
+    assert bw.evaluate_all_lt([bw.size(a) * 2, bw.size(b)], 2**31 - 1)  # bounded by the decided one
+    assert bw.guards == [] and len(bw.guard_exprs) == 1
+    assert not sv.evaluate_all_lt([x, 2**31], 2**31 - 1)
+    assert not sv.evaluate_all_lt([x * 2**29], 2**31 - 1)  # 6 * 2**29 >= 2**31 - 1 at the hints
+
+
 # ops whose lowerings take symbolic sizes (indexing, pooling, padding, flips, repeats, losses):
 # each compiled once with dynamic=True, checked at several sizes, no per-shape specialization
 _OPS = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 from . import symbolic as S
 
@@ -133,6 +133,7 @@ class SizeVars:
         # decisions already taken: (op, a, b) -> bool (a guard is recorded once; sympy is slow);
         # shared by the graphs of one ShapeEnv (a forward and its backward)
         self._decided: dict = {}
+        self._relied: set = set()  # keys of the decisions in guard_exprs (each listed once)
         if shape_env is not None:
             try:
                 self._decided = _DECIDED.setdefault(shape_env, {})
@@ -301,12 +302,18 @@ class SizeVars:
 
     def _memo(self, op: str, a: Size, b: Size, decide) -> bool:
         """``decide(a, b)`` once per (op, a, b): its guard is recorded once (sympy is slow).
-        ``decide`` returns ``(value, guard relation or None when proven)``."""
-        key = (op, a, b)
+        ``decide`` returns ``(value, guard relation or None when proven)``. Keyed by the
+        expressions' text, not the native expressions, whose symbols carry their value ranges: a
+        backward graph's symbols, made after the forward's guards narrowed a range, differ from
+        the forward's, and every decision was taken (and its ShapeEnv guard evaluated, about 10 ms
+        each) a second time; ``a == b`` and ``b == a`` are one decision."""
+        ka, kb = str(a), str(b)
+        key = (op,) + ((kb, ka) if op == "eq" and kb < ka else (ka, kb))
         got = self._decided.get(key)
         if got is None:
             got = self._decided[key] = decide(a, b)
-        if got[1] is not None:
+        if got[1] is not None and key not in self._relied:
+            self._relied.add(key)
             self.guard_exprs.append(got[1])
         return got[0]
 
@@ -347,6 +354,32 @@ class SizeVars:
 
         value = self.hint(a) < self.hint(b)
         return self._guard(sympy.Lt(self.to_sympy(a), self.to_sympy(b)), value, f"{a} < {b}")
+
+    def evaluate_all_lt(self, sizes: Iterable[Size], bound: int) -> bool:
+        """Whether every size in ``sizes`` is below the integer ``bound`` at the hints, guarding
+        only the largest: a symbolic size proven ``<=`` another one that is below ``bound`` (kept
+        here, or decided earlier for a graph of the same ShapeEnv) needs no guard of its own
+        (``s0*s1 < 2**31 - 1`` follows from ``s0*s1*s2 < 2**31 - 1``). ShapeEnv guards cost about
+        10 ms each; a kernel's int32 check took one per buffer size (``_storages_fit_int32``)."""
+        below = self._decided.setdefault(("below", bound), [])  # sizes decided < bound, shared
+        kept: list = []
+        for e in dict.fromkeys(sizes):
+            if isinstance(e, int) or e.is_number:
+                if int(e) >= bound:
+                    return False
+                continue
+            if any(S.statically_known_leq(e, k) for k in kept):
+                continue
+            done = next((k for k in below if S.statically_known_leq(e, k)), None)
+            if done is not None:
+                self.evaluate_lt(done, bound)  # memoized: records the guard this graph relies on
+                continue
+            kept = [k for k in kept if not S.statically_known_leq(k, e)] + [e]
+        for e in kept:
+            if not self.evaluate_lt(e, bound):
+                return False
+            below.append(e)
+        return True
 
     def evaluate_leq(self, a: Size, b: Size) -> bool:
         """Whether ``a <= b`` at the hints, proven or recorded as a guard."""

@@ -287,15 +287,16 @@ def _storages_fit_int32(group: KernelGroup, sv: SV.SizeVars) -> bool:
     names = [n.buf.get_name() for n in group.nodes]
     for n in group.nodes:
         names += [name for name, _ in (*n.body.loads(), *n.body.stores())]
+    sizes = []
     for name in dict.fromkeys(names):  # in order: any guards are taken in the same order each time
         buf = graph.graph_inputs.get(name, graph.name_to_buffer.get(name))
         if buf is None:
             return False
         if isinstance(buf, ir.MutationBuffer):
             buf = buf.target
-        if not sv.evaluate_lt(buf.layout.storage_size(), 2**31 - 1):
-            return False
-    return True
+        sizes.append(buf.layout.storage_size())
+    # symbolic sizes: only those no other one bounds are guarded
+    return sv.evaluate_all_lt(sizes, 2**31 - 1)
 
 
 class TritonKernelCodegen:
