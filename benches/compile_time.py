@@ -39,7 +39,7 @@ tilefuse`` checks them) is an argument error before anything is measured.
 
 ``--bytecode-cache DIR`` gives every process a Python bytecode cache under DIR
 (``PYTHONPYCACHEPREFIX``), filled by one untimed process per backend and mode before the first
-measured one. A normal installation has the ``.pyc`` files of torch, Triton and sympy (pip writes
+measured one (with ``--profile``, one before the profiled process). A normal installation has the ``.pyc`` files of torch, Triton and sympy (pip writes
 them); the GPU host has none and sets ``PYTHONDONTWRITEBYTECODE``, so there each process compiles
 every module it imports from source. That cost is not the backend's, and it is not the same for
 each: tilefuse's cold-start threads import Triton's compiler while Dynamo traces (rmsnorm with
@@ -481,6 +481,20 @@ def main(argv: list[str] | None = None) -> int:
 
         if not torch.cuda.is_available():
             ap.error("--device cuda: no CUDA GPU is usable here; use --device cpu (tiny sizes) or a GPU machine")
+    if args.bytecode_cache is not None:
+        path = args.bytecode_cache
+        if os.path.exists(path) and not os.path.isdir(path):
+            ap.error(f"--bytecode-cache {path!r} is a file; give a directory")
+        try:  # created if needed, and written to: a folder Python cannot write would time nothing cached
+            os.makedirs(path, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as e:
+            ap.error(f"--bytecode-cache {path!r}: cannot create or write that folder "
+                     f"({e.strerror or e}); give a writable directory")
+        # inherited by every child process (the measured ones, the priming ones, --profile's)
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.abspath(path)
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.cold_eager:
         os.environ["CT_COLD_EAGER"] = "1"  # read by the child processes
     if args.profile and not args.device and not args.child:
@@ -507,6 +521,12 @@ def main(argv: list[str] | None = None) -> int:
         mode = modes[0]
         caches = tempfile.mkdtemp(prefix=f"ct_{args.profile}_profile_")
         try:
+            if args.bytecode_cache is not None:  # an untimed process fills it first, as for the table
+                prime = tempfile.mkdtemp(prefix=f"ct_{args.profile}_prime_")
+                ok = _run(args.profile, args.profile_backend, mode, device, prime, cold=True)
+                shutil.rmtree(prime, ignore_errors=True)
+                print(f"# {args.profile} {mode} {args.profile_backend}: bytecode cache primed"
+                      + ("" if ok is not None else " (the priming process failed)"), flush=True)
             if args.warm and _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
                 return 1
             env = _process_env(caches, device, cold=not args.warm)
@@ -517,13 +537,6 @@ def main(argv: list[str] | None = None) -> int:
             return subprocess.run(cmd, env=env).returncode
         finally:
             shutil.rmtree(caches, ignore_errors=True)
-    if args.bytecode_cache is not None:
-        if os.path.exists(args.bytecode_cache) and not os.path.isdir(args.bytecode_cache):
-            ap.error(f"--bytecode-cache {args.bytecode_cache!r} is a file; give a directory")
-        os.makedirs(args.bytecode_cache, exist_ok=True)
-        # inherited by every child process (the measured ones, --profile's)
-        os.environ["PYTHONPYCACHEPREFIX"] = os.path.abspath(args.bytecode_cache)
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.child:
         name, backend, mode, device = args.child
         print("RESULT " + json.dumps(_child(name, backend, mode, device)), flush=True)

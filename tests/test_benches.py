@@ -49,6 +49,11 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
     # a name tilefuse does not read: the variant would measure nothing
     (("--variant", "TILEFUSE_TINY_KERNAL_NUMEL=0"), "tilefuse does not read ['TILEFUSE_TINY_KERNAL_NUMEL'] (misspelt?)"),
     (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
+    # a folder that cannot be made (nor written): an argument error, not a traceback or a run
+    # that silently compiles every module from source
+    (("--bytecode-cache", "/proc/tilefuse_no_such_dir"), "cannot create or write that folder"),
+    (("--bytecode-cache", ""), "cannot create or write that folder"),
+    (("--bytecode-cache", "/dev/null/sub"), "cannot create or write that folder"),
 ])
 def test_compile_time_refuses_bad_arguments(args, message):
     r = _run(*args, timeout=120)
@@ -175,6 +180,12 @@ def test_compile_time_bytecode_cache_is_primed_and_used(tmp_path):
     (tmp_path / "afile").write_text("x")
     r = _run("--bytecode-cache", str(tmp_path / "afile"), "--device", "cpu", "--only", "softmax")
     assert r.returncode == 2 and "is a file; give a directory" in r.stderr, r.stderr[-2000:]
+    # --profile primes it too, before the profiled process
+    cache2 = tmp_path / "pyc2"
+    r = _run("--device", "cpu", "--profile", "softmax", "--modes", "static", "--bytecode-cache", str(cache2),
+             tmpdir=str(tmp_path))
+    assert r.returncode == 0 and "softmax static tilefuse: bytecode cache primed" in r.stdout, r.stderr[-2000:]
+    assert any("/torch/_dynamo/" in str(p) for p in cache2.rglob("*.pyc"))
 
 
 def test_compile_time_variants_are_interleaved_and_get_their_environment():

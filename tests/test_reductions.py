@@ -726,7 +726,7 @@ def test_variance_is_a_one_pass_welford_reduction_that_matches_eager(mode, cols,
     3000 and 4097 take two and three iterations of the CPU's 2048-element chunks, so the lanes
     hold different counts (the combine's weights). The rows sit far from 0 (mean 1000, spread 1,
     where a one-pass Σx² - (Σx)²/n loses every digit in float32), one row is constant (variance
-    and layer norm exactly 0, as eager), and rows holding an inf or a NaN
+    exactly 0 in eager; at rounding level on the GPU, below), and rows holding an inf or a NaN
     give a NaN variance as eager. Columns (``std(x, 0)``)
     are an outer reduction over 9 rows."""
     x = (torch.randn(9, cols, dtype=torch.float64) + 1000).to(dtype)
@@ -745,13 +745,17 @@ def test_variance_is_a_one_pass_welford_reduction_that_matches_eager(mode, cols,
     # gives NaN there (inf - inf in its combine)
     assert got[0][1][4].item() == float("inf") and not want[0][1][4].isfinite().item()
     want[0][1][4] = got[0][1][4]
-    # the constant row: the mean is taken relative to the row's first element (x0 + 0 / n), so it
-    # is exactly the row's value, the variance exactly 0 and the layer norm exactly 0, as eager's
-    # float32 kernels (before, Σx / n could round off by an ulp of 1000.5 on the GPU: up to 0.02
-    # in the layer norm)
+    # the constant row: its variance is exactly 0 on the CPU (exact division). On the GPU Triton's
+    # float32 division is not correctly rounded, so its mean may be off by an ulp of 1000.5: the
+    # variance is then at rounding level, and the layer norm's (x - mean) / sqrt(eps) up to
+    # ulp(1000.5) * 316 ~ 0.02 where eager gives 0 (as the two-pass form did before)
     const_var = (got[0][0][2].item(), got[1][2].item())
-    assert const_var == (0, 0), const_var
-    assert got[3][2].abs().max().item() == 0  # (eager's bfloat16 CPU kernel leaves 0.002 there)
+    if x.device.type == "cpu" or dtype == torch.float64:
+        assert const_var == (0, 0), const_var
+    else:
+        assert all(0 <= v <= 1e-12 * 1000.5**2 for v in const_var), const_var
+        assert got[3][2].abs().max().item() <= 0.05
+        want[3][2] = got[3][2]
     # float32: a row's sum near 1000 * cols rounds to ~1e-4 of its mean, which the layer norm's
     # output (x - mean) / std, with std 1, shows as is
     atol, rtol = {torch.float32: (1e-3, 1e-4), torch.bfloat16: (2e-2, 2e-2), torch.float64: (1e-10, 1e-10)}[dtype]
@@ -879,24 +883,25 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
 
 
 def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
-    """A sqdev takes the values relative to the row's first one. Unshifted, float32 lanes
+    """A looped sqdev takes the values relative to the row's first one. Unshifted, float32 lanes
     whose running means sat near 1e4 lost up to 2e-4 of the variance of rows with spread 1 (a
     fresh-user trial: a ``dynamic=True`` graph first compiled for rows of 17, so later rows of
     3000 ran in 32-element chunks; the two-pass form had 7e-7). Shifted, the error is at float32
-    rounding, and a constant row's variance is exactly 0, looped or persistent."""
+    rounding, and a looped constant row's variance is exactly 0."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(64, 3000, generator=g, dtype=torch.float64) + 1e4).float().to(DEVICE)
     x[5] = 10000.1
     ref = torch.var(x.double(), -1)
     cf = torch.compile(lambda a: torch.var(a, -1), backend="tilefuse", dynamic=True)
     cf(torch.randn(64, 17, device=DEVICE))  # sizes the looped kernel's chunks for short rows
-    # symbolic rows are looped; static rows of 3000 are persistent, two-pass from the registers
-    # over the values less the row's first one: both exactly 0 for the constant row
+    # symbolic rows are looped (exactly 0 for the constant row); static rows of 3000 are
+    # persistent, two-pass from the registers (the mean's float32 division may leave the
+    # constant row at rounding level on the GPU, see the variance test above)
     for got, looped in ((cf(x), True), (torch.compile(lambda a: torch.var(a, -1), backend="tilefuse")(x), False)):
         spread = torch.arange(x.shape[0], device=x.device) != 5  # row 5 is constant: checked below
         rel = ((got.double() - ref).abs() / ref.clamp(min=1e-30))[spread].max().item()
         assert rel <= 2e-6, (rel, looped)
-        assert got[5].item() == 0, looped
+        assert got[5].item() == 0 if looped or x.device.type == "cpu" else 0 <= got[5].item() <= 1e-4
     with config.patch(persistent_reduction_threshold=16):
         torch._dynamo.reset()
         got = torch.compile(lambda a: torch.var(a, -1), backend="tilefuse")(x)
@@ -905,37 +910,35 @@ def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
 
 
 @pytest.mark.parametrize("mode", ["persistent", "looped", "dynamic"])
-@pytest.mark.parametrize("train", [False, True])
-def test_layer_norm_of_constant_rows_is_exactly_eagers(mode, train):
-    """A layer norm's constant rows (padding tokens' embeddings, say) give exactly the bias, as
-    eager's Welford mean: the mean is the row's first element plus the mean of the values less
-    it. Before, Σx / n rounded: rows of 1000.1 gave up to 0.3 (x - mean is an ulp of 1000, times
-    rsqrt(eps) ~ 316, times the weight). Rows far from zero with a small spread match eager to
-    float32's conditioning. Inference graphs lower ``native_layer_norm`` whole; training graphs
-    decompose it (var_mean), persistent rows of 300, looped ones, and symbolic sizes."""
+def test_variance_and_layer_norm_of_rows_with_a_first_element_outlier_match_eager(mode):
+    """A row whose first element is far from the rest (a large activation in channel 0) keeps
+    float32's accuracy: mean, variance and layer norm within a few 1e-7 of float64, as eager. A
+    mean taken relative to the first element (x0 + Σ(x - x0) / n, tried in the twenty-fifth
+    session for exact constant rows) summed n values of about -x0: layer norm errors of 1e-2
+    relative, var_mean's mean off by 1e-3 relative (a fresh-user trial). Values near float32's
+    largest, whose differences overflow, give eager's var inf and mean 0."""
     g = torch.Generator().manual_seed(0)
-    x = (torch.randn(8, 300, generator=g, dtype=torch.float64) * 0.5 + 1000).float()
-    x[1], x[5] = 1000.1, -77.3
-    w, b = torch.randn(300, generator=g) * 2, torch.randn(300, generator=g)
-    x, w, b = x.to(DEVICE), w.to(DEVICE), b.to(DEVICE)
-    if train:
-        x.requires_grad_(True)
-    f = lambda a: torch.nn.functional.layer_norm(a, a.shape[-1:], w, b)  # noqa: E731
+    x = torch.randn(8, 3000, generator=g, dtype=torch.float64).float()
+    x[:4, 0] = 1e4
+    x[4:, 0] = 1e7
+    x[4:, 1:] = x[4:, 1:] * 0.01 + 1e4
+    x = x.to(DEVICE)
+    ref_var, ref_mean = torch.var_mean(x.double(), -1)
+    ln = lambda a: torch.nn.functional.layer_norm(a, a.shape[-1:])  # noqa: E731
     opts = dict(persistent_reduction_threshold=16) if mode == "looped" else {}
     with config.patch(**opts):
         torch._dynamo.reset()
-        got = torch.compile(f, backend="tilefuse", dynamic=mode == "dynamic")(x)
-    want = f(x)
-    for r in (1, 5):
-        assert torch.equal(got[r], want[r]) and torch.equal(got[r], b), (r, (got[r] - b).abs().max().item())
-    # x is quantized to ulp(1000) ~ 6e-5 against a spread of 0.5: both float32 results carry that
-    torch.testing.assert_close(got, want, atol=2e-3, rtol=1e-3)
-    if train:
-        (got * b).sum().backward()
-        gx = x.grad.clone()
-        x.grad = None
-        (want * b).sum().backward()
-        torch.testing.assert_close(gx, x.grad, atol=2e-2, rtol=1e-3)
+        (var, mean), out = torch.compile(lambda a: (torch.var_mean(a, -1), ln(a)), backend="tilefuse",
+                                         dynamic=mode == "dynamic")(x)
+    assert ((mean.double() - ref_mean).abs() / ref_mean.abs()).max().item() <= 1e-6
+    assert ((var.double() - ref_var).abs() / ref_var).max().item() <= 1e-5
+    ref_out = ln(x.double())
+    assert (out.double() - ref_out)[:4, 1:].abs().max().item() <= 1e-7  # outputs of about 0.02
+    assert ((out.double() - ref_out).abs() / ref_out.abs().clamp(min=1e-3)).max().item() <= 1e-5
+    big = torch.tensor([[3e38, -3e38], [-3e38, 3e38]], device=DEVICE)
+    torch._dynamo.reset()
+    got = torch.compile(lambda a: torch.var_mean(a, -1), backend="tilefuse")(big)
+    torch.testing.assert_close(got, torch.var_mean(big, -1))
 
 
 @pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0")  # eager's, for 3.7 on rows of 3

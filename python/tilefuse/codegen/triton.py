@@ -1422,13 +1422,10 @@ class TritonKernelCodegen:
 
     def _codegen_sqdev(self, v: str, dtype: torch.dtype) -> str:
         """``Σ (v - mean v)²`` per row (``Reduction`` type sqdev, Inductor's Welford M2), in
-        ``dtype``. The lowering (``_var_mean_impl``) gives it the values less their row's first
-        one: the running means stay near 0 instead of near the row's mean, so their rounding error
-        scales with the spread, not the mean (unshifted, looped rows of mean 1e4 and spread 1 lost
-        1e-4 to 2e-4 of the variance in float32), and a constant row's deviations are exactly 0.
-        Persistent: the row's mean from the registers (its sum is the one the mean's reduction of
-        the same values emits, shared by CSE), then the sum of squared deviations.
-        Looped, one pass (Welford): per lane a running mean and M2; at iteration ``k`` every lane
+        ``dtype``. Persistent: the row's mean from the registers (its sum is the one a mean
+        reduction of the same value emits, shared by CSE), then the sum of squared deviations.
+        Looped, one pass (Welford) over the values less the row's first one (a shift that keeps
+        the running means small, see below): per lane a running mean and M2; at iteration ``k`` every lane
         still inside the row has seen ``k + 1`` elements, so the update weight ``1 / (k + 1)`` is
         one scalar per iteration (no per-element count or division); after the loop the lanes are
         combined by Chan's rule — lane ``j`` holds ``c_j = ceil((rnumel - j) / RBLOCK)`` elements,
@@ -1445,14 +1442,23 @@ class TritonKernelCodegen:
         if ("sqdev", vb, tdt) in self.looped_of:
             return self.looped_of[("sqdev", vb, tdt)]
         out, accmean, accm2, delta = self.newvar(), self.newvar(), self.newvar(), self.newvar()
+        shift, dev = self.newvar(), self.newvar()
         self.looped_of[("sqdev", vb, tdt)] = out
         init_at = self.loop_start
         pad = "    " * (self.indent - 1)
-        inits = (f"{accmean} = tl.full([XBLOCK, RBLOCK], 0, {tdt})", f"{accm2} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
+        inits = (f"{shift} = tl.full([XBLOCK, 1], 0, {tdt})", f"{accmean} = tl.full([XBLOCK, RBLOCK], 0, {tdt})",
+                 f"{accm2} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
         for k, line in enumerate(inits):
             self.lines.insert(init_at + k, pad + line)
             self._shift_stores(init_at + k)
-        dev = self.cse(f"{vb}.to({tdt})")
+        vv = self.cse(f"{vb}.to({tdt})")
+        # the values are taken relative to the row's first one (only iteration 0's lane 0 adds to
+        # the shift): the lanes' running means stay near 0 instead of near the row's mean, so
+        # their rounding error scales with the spread, not with the mean (unshifted, rows of mean
+        # 1e4 and spread 1 lost 1e-4 to 2e-4 of the variance in float32; two-pass: 7e-7), and a
+        # constant row's squared deviations are exactly 0
+        self.emit(f"{shift} = {shift} + tl.sum(tl.where(rindex == 0, {vv}, 0.0), 1)[:, None]")
+        self.emit(f"{dev} = {vv} - {shift}")
         # the iteration's count as a float of the accumulator's type (under the interpreter the
         # loop index is a Python int, whose 1.0 / count is already a float64)
         count = "(roffset // RBLOCK + 1)"

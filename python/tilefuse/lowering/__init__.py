@@ -1575,50 +1575,13 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
                           out_dtype=out_dtype, compute_dtype=acc)(s)
 
 
-def _shifted_mean(x, rdims, acc):
-    """The mean of ``x`` over ``rdims`` (kept as size-1 dims), in ``acc``, taken relative to each
-    row's first element ``x0``: returns ``(x0 + Σ(x - x0) / n, x - x0, Σ(x - x0) / n)``, the
-    second unrealized (the values a variance's squared deviations then reduce: the same sum,
-    shared in the kernel; a layer norm centres ``x - x0`` by the third).
-    A constant row's mean is then exactly its value (Σx / n rounds: a layer norm of a row of
-    1000.1 gave up to 0.3 where eager's Welford mean gives exactly 0), and the deviations of a row
-    far from zero keep the bits its spread needs. Plain ``(Σx / n, x, Σx / n)`` for an empty
-    reduction (no first element to read)."""
-    size = list(x.get_size())
-    n = prod(size[d] for d in rdims)
-    if not rdims or (isinstance(n, int) and n == 0):
-        mean = _mean(x, rdims, True, dtype=acc)
-        return mean, x, mean
-    xl, dev = x.make_loader(), x.get_device()
-    red = set(rdims)
-
-    def first(idx):
-        return to_dtype_value(xl([0 if d in red else i for d, i in enumerate(idx)]), acc)
-
-    rel = Pointwise.create(dev, acc, lambda idx: ops.sub(to_dtype_value(xl(list(idx)), acc), first(idx)), size)
-    sl = make_reduction("sum")(rel, rdims, True, dtype=acc).make_loader()
-    kept = [1 if d in red else s for d, s in enumerate(size)]
-    rel_mean = Pointwise.create(dev, acc, lambda idx: ops.truediv(sl(idx), _size_value(n, acc)), kept)
-    rml = rel_mean.make_loader()
-    mean = Pointwise.create(dev, acc, lambda idx: ops.add(first(idx), rml(idx)), kept)
-    return mean, rel, rel_mean
-
-
 def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
-    """``(var, mean)`` (std for ``sqrt``) of ``x`` over ``dims``: ``_var_mean_parts``'s first two."""
-    return _var_mean_parts(x, dims, correction, keepdim, sqrt)[:2]
-
-
-def _var_mean_parts(x, dims, correction, keepdim, sqrt=False):
-    """``(var, mean, x - x0, Σ(x - x0)/n)`` of ``x`` over ``dims``: mean = x0 + Σ(x - x0)/n with
-    ``x0`` each row's first element (``_shifted_mean``), var = Σ(x - mean)²/(n - correction),
-    accumulated in fp32 for half inputs. The sum of squared deviations is a sqdev reduction of
-    ``x - x0`` (Inductor's Welford reduction: independent of the mean's sum, so a looped kernel
-    reduces both in one loop over the row, and a layer norm reads its row twice instead of three
-    times) when the row stays one reduction (``Reduction.stays_whole``); otherwise — a reduction
-    that is split or gathers its values — the two-pass form ``Σ(x - mean)²`` over ``x`` and the
-    mean, whose sums split. The last two are kept-dim (size 1) views for a caller that centres
-    the rows itself (``_native_layer_norm``)."""
+    """mean = Σx/n and var = Σ(x-mean)²/(n-correction), accumulated in fp32 for half inputs. The
+    sum of squared deviations is a sqdev reduction of ``x`` (Inductor's Welford reduction:
+    independent of the mean's sum, so a looped kernel reduces both in one loop over the row, and a
+    layer norm reads its row twice instead of three times) when the row stays one reduction
+    (``Reduction.stays_whole``); otherwise — a reduction that is split or gathers its values — the
+    two-pass form ``Σ(x - mean)²`` over ``x`` and the mean, whose sums split."""
     size = list(x.get_size())
     rdims = _reduction_dims(x, dims)
     n = prod(size[d] for d in rdims)
@@ -1629,13 +1592,11 @@ def _var_mean_parts(x, dims, correction, keepdim, sqrt=False):
         # and complex dtypes") when the graph runs
         raise NotImplementedError(f"var/std of a {out_dtype} tensor")
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
-    mean_k, rel, rel_mean = _shifted_mean(x, rdims, acc)
+    mean_k = _mean(x, rdims, True, dtype=acc)
     ranges = [s for i, s in enumerate(size) if i not in rdims]
     if rdims and Reduction.stays_whole(x.get_device(), acc, _reduction_inner(x, rdims, acc), ranges,
                                        [size[i] for i in rdims], acc):
-        # var(x) = var(x - x0): the deviations from the row's first element, whose sum the mean's
-        # reduction shares
-        ssq = make_reduction("sqdev", allow_split=False)(rel, rdims, keepdim, dtype=acc)
+        ssq = make_reduction("sqdev", allow_split=False)(x, rdims, keepdim, dtype=acc)
     else:
         diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
                               out_dtype=acc, compute_dtype=acc)(x, mean_k)
@@ -1661,7 +1622,7 @@ def _var_mean_parts(x, dims, correction, keepdim, sqrt=False):
     var = make_pointwise(finish, NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(ssq)
     mean = mean_k if keepdim else ir.reshape_view(mean_k, [s for i, s in enumerate(size) if i not in rdims])
     mean = _to_dtype_lowering(mean, out_dtype) if acc != out_dtype else mean
-    return var, mean, rel, rel_mean
+    return var, mean
 
 
 @register_lowering(aten.native_layer_norm.default)
@@ -1684,12 +1645,10 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     dtype, dev = x.get_dtype(), x.get_device()
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     xa = _to_dtype_lowering(x, acc) if acc != dtype else x
-    var, mean, rel, rel_mean = _var_mean_parts(xa, list(range(axis, len(size))), 0, True)
+    var, mean = _var_mean_impl(xa, list(range(axis, len(size))), 0, True)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(float(eps), acc))), NO_OPMATH,
                           out_dtype=acc, compute_dtype=acc)(var)
-    # x - mean as (x - x0) - Σ(x - x0)/n: the values the reductions already hold (x itself is not
-    # kept for the output), exactly 0 on a constant row
-    xl, ml, rl = rel.make_loader(), rel_mean.make_loader(), rstd.make_loader()
+    xl, ml, rl = x.make_loader(), mean.make_loader(), rstd.make_loader()
     wl = None if weight is None else weight.make_loader()
     bl = None if bias is None else bias.make_loader()
 
