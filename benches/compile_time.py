@@ -39,9 +39,9 @@ tilefuse`` checks them) is an argument error before anything is measured.
 
 ``--bytecode-cache DIR`` gives every process a Python bytecode cache under DIR
 (``PYTHONPYCACHEPREFIX``), filled by one untimed process per backend and mode before the first
-measured one (with ``--profile``, one before the profiled process). A normal installation has the ``.pyc`` files of torch, Triton and sympy (pip writes
-them); the GPU host has none and sets ``PYTHONDONTWRITEBYTECODE``, so there each process compiles
-every module it imports from source. That cost is not the backend's, and it is not the same for
+measured one (with ``--profile``, one before the profiled process). A normal installation has
+the ``.pyc`` files of torch, Triton and sympy (pip writes them); the GPU host has none and sets
+``PYTHONDONTWRITEBYTECODE``, so there each process compiles every module it imports from source. That cost is not the backend's, and it is not the same for
 each: tilefuse's cold-start threads import Triton's compiler while Dynamo traces (rmsnorm with
 ``dynamic=True``: tilefuse backend 0.85 s without the cache, twenty-fifth session).
 

@@ -305,6 +305,61 @@ def test_sizevars_all_below_guards_only_the_largest_sizes():
     assert not sv.evaluate_all_lt([x * 2**29], 2**31 - 1)  # 6 * 2**29 >= 2**31 - 1 at the hints
 
 
+def test_a_power_of_a_size_symbol_stays_symbolic():
+    """A cube input's dims share one symbol ``s`` (Dynamo's duck shaping), so a view's size
+    ``numel // (d1 * d2)`` reaches the graph as ``s ** 3`` (``operator.pow`` on SymInts). It is size
+    arithmetic like ``*`` and ``//``, not a reason to compile per shape (a fresh-user trial: five
+    per-shape compiles for four sizes, the ``pow`` node refused as a fallback with a SymInt output)."""
+    def f(x):
+        y = x.reshape(-1)
+        return y.view(y.shape[0] // (x.shape[1] * x.shape[2]), x.shape[1], -1) * 2
+
+    torch._dynamo.reset()
+    metrics.reset()
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (4, 5, 3):
+        x = torch.randn(n, n, n, device=DEVICE, requires_grad=True)
+        got = cf(x)
+        torch.testing.assert_close(got, f(x))
+        got.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+    assert metrics.specialized_graph_count == 0 and metrics.symbolic_graph_count == 2  # forward, backward
+    assert metrics.generated_graph_count == 2
+
+
+def test_a_data_dependent_size_runs_eagerly_after_one_warning_for_every_shape():
+    """A slice by a count read from the data (``capture_scalar_outputs``: an unbacked size) cannot
+    be compiled, for symbolic sizes nor per shape: the graph runs eagerly after one warning, and
+    later shapes reuse the eager graph without another attempt or warning (a fresh-user trial
+    found one failed compile and one warning per new shape). Results and gradients match eager."""
+    import warnings
+
+    def f(x, m):
+        n = int((m > 0).sum().item())
+        return x[:n].exp() * 2, x.sum()
+
+    torch._dynamo.reset()
+    metrics.reset()
+    with torch._dynamo.config.patch(capture_scalar_outputs=True), config.patch(fallback_on_error=True), \
+            warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cf = torch.compile(f, backend="tilefuse", dynamic=True)
+        for r in (5, 6, 7, 5):
+            g = torch.Generator().manual_seed(r)
+            x = torch.randn(r, 3, generator=g).to(DEVICE).requires_grad_(True)
+            m = torch.randn(r, generator=g).to(DEVICE)
+            got, want = cf(x, m), f(x, m)
+            torch.testing.assert_close(got, want)
+            got[0].sum().backward()
+            gx = x.grad.clone()
+            x.grad = None
+            want[0].sum().backward()
+            torch.testing.assert_close(gx, x.grad)
+    failures = [str(i.message) for i in w if "tilefuse" in str(i.message) and "eagerly" in str(i.message)]
+    assert len(failures) == 1, failures
+    assert metrics.eager_graph_count == 1
+
+
 # ops whose lowerings take symbolic sizes (indexing, pooling, padding, flips, repeats, losses):
 # each compiled once with dynamic=True, checked at several sizes, no per-shape specialization
 _OPS = {

@@ -260,7 +260,9 @@ class SpecializingGraph:
     """A graph with symbolic sizes (Dynamo's dynamic shapes), compiled once per concrete input
     signature: on the first call with given shapes/strides/dtypes and integer arguments, the aten
     graph is re-traced with those concrete values (``make_fx``, fake tensors), which gives a
-    static graph tilefuse compiles as usual; later calls with the same signature reuse it.
+    static graph tilefuse compiles as usual; later calls with the same signature reuse it. A
+    graph whose re-trace or compile fails (an op with a data-dependent size) runs eagerly from
+    then on, for every signature, after one warning.
     (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
@@ -269,6 +271,9 @@ class SpecializingGraph:
         self.cache: dict = {}
         # the options in force now (per-compile overrides included) also govern the later compiles
         self.options = {k: getattr(config, k) for k in config._OPTIONS}
+        # the graph run eagerly once a specialization failed (data-dependent sizes: every shape
+        # would fail alike): later signatures use it without another attempt or warning
+        self.eager_fn: Any = None
 
     @staticmethod
     def _key(args: list) -> tuple:
@@ -278,7 +283,7 @@ class SpecializingGraph:
     def __call__(self, *call_args: Any) -> Any:
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
         key = self._key(args)
-        fn = self.cache.get(key)
+        fn = self.cache.get(key) or self.eager_fn
         if fn is None:
             from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -293,9 +298,16 @@ class SpecializingGraph:
                     metrics.eager_graph_count += 1
                     from torch._functorch.aot_autograd import make_boxed_func
 
-                    fn = make_boxed_func(self.gm.forward)
+                    fn = self.eager_fn = make_boxed_func(self.gm.forward)
                 else:
+                    failed = metrics.eager_graph_count
                     fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
+                    if metrics.eager_graph_count > failed:
+                        # compile_graph warned and fell back (an op with a data-dependent
+                        # size, say): the next shapes would fail and warn alike
+                        from torch._functorch.aot_autograd import make_boxed_func
+
+                        self.eager_fn = make_boxed_func(self.gm.forward)
             self.cache[key] = fn
         out = fn(list(args))
         args.clear()

@@ -103,6 +103,7 @@ def _shape_env(example_inputs: list) -> Any:
 
 
 _SIZE_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
+                    operator.pow,  # s ** 3: a cube's numel when duck shaping gave its dims one symbol
                     torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
                     torch.sym_max, torch.sym_min, torch.sym_sum, torch.sym_float, operator.truediv}
 # size arithmetic with a float result (a SymFloat): the SymbolicFloat op it becomes
