@@ -275,6 +275,12 @@ class SpecializingGraph:
         # would fail alike): later signatures use it without another attempt or warning
         self.eager_fn: Any = None
 
+    def _eager(self) -> Any:
+        """The symbolic aten graph as a boxed callable: eager kernels, for every signature."""
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        return make_boxed_func(self.gm.forward)
+
     @staticmethod
     def _key(args: list) -> tuple:
         return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type) if isinstance(a, torch.Tensor)
@@ -296,18 +302,14 @@ class SpecializingGraph:
                     warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
                                   f"{e}); running it eagerly", stacklevel=_runtime.user_stacklevel())
                     metrics.eager_graph_count += 1
-                    from torch._functorch.aot_autograd import make_boxed_func
-
-                    fn = self.eager_fn = make_boxed_func(self.gm.forward)
+                    fn = self.eager_fn = self._eager()
                 else:
                     failed = metrics.eager_graph_count
                     fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
                     if metrics.eager_graph_count > failed:
                         # compile_graph warned and fell back (an op with a data-dependent
                         # size, say): the next shapes would fail and warn alike
-                        from torch._functorch.aot_autograd import make_boxed_func
-
-                        self.eager_fn = make_boxed_func(self.gm.forward)
+                        self.eager_fn = self._eager()
             self.cache[key] = fn
         out = fn(list(args))
         args.clear()
