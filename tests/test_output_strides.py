@@ -281,3 +281,43 @@ def test_empty_outputs():
         return x[:, 3:3].t(), (x * 2)[2:2], torch.softmax(x, -1)[:0].diagonal()
 
     compile_and_compare(f, torch.randn(4, 5))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_batch_norm_outputs_have_eagers_memory_format(dynamic):
+    """Eager's batch norm kernels return ``empty_like(x, suggest_memory_format(x))``: contiguous
+    for a transposed ``[N, C, L]`` view (``BatchNorm1d`` after a ``[N, L, C]`` layer) or a
+    permuted 4-D input, channels-last for a channels-last one; torch's decomposition keeps the
+    input's strides, and ``.view(N, -1)`` of tilefuse's output failed (a fresh-user trial).
+    Training and eval, forward values and strides, running statistics, and the input's gradient;
+    a contiguous input is still one kernel per pass (no copy)."""
+    torch.manual_seed(0)
+    cases = [
+        (torch.nn.BatchNorm1d(8), torch.randn(3, 37, 8).transpose(1, 2)),
+        (torch.nn.BatchNorm2d(4), torch.randn(2, 5, 4, 6).permute(0, 2, 1, 3)),
+        (torch.nn.BatchNorm2d(4), torch.randn(2, 4, 5, 6).to(memory_format=torch.channels_last)),
+    ]
+    for bn, x in cases:
+        for train in (True, False):
+            bn_c = type(bn)(bn.num_features).train(train)
+            bn_e = type(bn)(bn.num_features).train(train)
+            xc = x.detach().clone().requires_grad_(True)  # (clone keeps the strides)
+            xe = x.detach().clone().requires_grad_(True)
+            torch._dynamo.reset()
+            got = torch.compile(bn_c, backend="tilefuse", dynamic=dynamic)(xc)
+            want = bn_e(xe)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            assert got.stride() == want.stride(), (type(bn).__name__, train, got.stride(), want.stride())
+            if want.is_contiguous():
+                assert got.view(got.shape[0], -1).shape == want.view(want.shape[0], -1).shape
+            torch.testing.assert_close(bn_c.running_mean, bn_e.running_mean)
+            torch.testing.assert_close(bn_c.running_var, bn_e.running_var)
+            g = torch.randn(want.shape).to(memory_format=torch.contiguous_format)
+            got.backward(g)
+            want.backward(g)
+            torch.testing.assert_close(xc.grad, xe.grad, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # as before the layout rule: eval one kernel, training three
+        compile_and_compare(torch.nn.BatchNorm1d(8).eval(), torch.randn(3, 8, 37), kernels=1)
+        compile_and_compare(torch.nn.BatchNorm1d(8), torch.randn(3, 8, 37), kernels=3)
+        compile_and_compare(torch.nn.BatchNorm2d(4), torch.randn(2, 4, 5, 6).to(memory_format=torch.channels_last),
+                            kernels=3)
