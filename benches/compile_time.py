@@ -202,6 +202,9 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
                    job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
                    load_s=round(metrics.precompile_load_seconds, 3),
                    batch_s=[round(b, 2) for b in metrics.precompile_batch_seconds],
+                   autotune_configs=len(metrics.autotune_config_seconds),
+                   autotune_first_s=round(sum(f for f, _ in metrics.autotune_config_seconds), 3),
+                   autotune_bench_s=round(sum(b for _, b in metrics.autotune_config_seconds), 3),
                    slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels),
                                        reverse=True)[:3])
     return res
@@ -676,6 +679,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"here {extra.get('load_s', 0.0):.2f} s; each batch's wall, fork to last report (s): "
                       f"{extra.get('batch_s')}", flush=True)
                 print("#   slowest jobs: " + "; ".join(f"{t:.2f} s {lab}" for t, lab in extra.get("slowest_jobs", [])),
+                      flush=True)
+            if extra.get("autotune_configs"):
+                # the autotune phase: each timed config's first launch (binary lookup, load,
+                # launcher) and its do_bench timing; the rest is the autotuner's own work
+                at = ph.get("autotune", 0.0)
+                first, bench = extra["autotune_first_s"], extra["autotune_bench_s"]
+                print(f"#   tilefuse autotune: {extra['autotune_configs']} configs timed; first launches "
+                      f"{first:.3f} s, timings {bench:.3f} s, the rest of the phase {at - first - bench:.3f} s",
                       flush=True)
     return 1 if failed else 0
 

@@ -124,10 +124,29 @@ def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypat
     def too_big():
         raise OutOfResources(300000, 232448, "shared memory")
 
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(1))
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn())
+    metrics.reset()
     assert R._time_config(too_big, (0.5, 0.2, 0.8)) == [float("inf")] * 3
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: [1.0, 0.9, 1.1])
-    assert R._time_config(lambda: None, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    assert len(metrics.autotune_config_seconds) == 1 and not syncs  # failed at its first launch
+
+    def bench(fn, **kw):
+        time.sleep(0.2)
+        return [1.0, 0.9, 1.1]
+
+    launches = []
+
+    def kernel_call():
+        launches.append(1)
+        time.sleep(0.01)
+
+    monkeypatch.setattr(triton.testing, "do_bench", bench)
+    assert R._time_config(kernel_call, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    # the first launch, synchronized and timed apart from do_bench's timing
+    assert launches == [1] and syncs == [1]
+    first, timing = metrics.autotune_config_seconds[-1]
+    assert 0.01 <= first < 0.2 <= timing  # neither part counted in the other
 
 
 def _compile_aten(f, *args):

@@ -46,6 +46,11 @@ last report: against the job sum / worker count it shows the fork and scheduling
 ``warmup_seconds``: how long each part of Triton's one-time warm-up took in its background thread
 (``tilefuse.runtime.start_warmup``): ``driver`` (Triton's CUDA driver and its helper module),
 ``key`` (``triton_key``, a hash of Triton's install) and ``compiler`` (the first compile's set-up).
+``autotune_config_seconds``: per config timed by the autotuner at a kernel's first launch,
+``(first launch, timing)`` wall seconds: its first launch synchronized (finding the binary in
+Triton's cache, loading it on the device, setting up its launcher) and then
+``triton.testing.do_bench``'s timing of it (``runtime._time_config``). Their sums against the
+``autotune`` phase show what of autotuning is per-candidate set-up and what is timing.
 ``warmup_wait_seconds``: how long this process's compiles waited for those threads
 (``tilefuse.runtime.wait_warmup``), time otherwise hidden inside the ``load`` phase.
 """
@@ -67,6 +72,7 @@ precompile_load_seconds: float = 0.0
 precompile_batch_seconds: list = []
 warmup_seconds: dict = {}
 warmup_wait_seconds: float = 0.0
+autotune_config_seconds: list = []
 
 
 def reset() -> None:
@@ -75,8 +81,9 @@ def reset() -> None:
     global eager_graph_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
-    global precompile_load_seconds, precompile_batch_seconds
+    global precompile_load_seconds, precompile_batch_seconds, autotune_config_seconds
     phase_seconds = {}
+    autotune_config_seconds = []
     precompile_load_seconds = 0.0
     precompile_batch_seconds = []
     warmup_seconds = {}

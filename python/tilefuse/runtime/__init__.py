@@ -373,17 +373,32 @@ def _time_config(kernel_call: Callable[[], Any], quantiles: Sequence[float]) -> 
     """Triton's autotuner's timing function: ``triton.testing.do_bench`` with short windows. A
     config that does not compile (any ``CompilationError``, e.g. a block over Triton's tensor size
     limit; the autotuner itself skips only compile-time assertion failures) or does not fit the
-    device (``OutOfResources``, ``PTXASError``) is timed as infinite, so the autotuner skips it."""
+    device (``OutOfResources``, ``PTXASError``) is timed as infinite, so the autotuner skips it.
+    The config's first launch runs (synchronized) before do_bench, and the wall seconds of both
+    parts go to ``metrics.autotune_config_seconds`` (do_bench launches it once more untimed
+    first, one run of the kernel)."""
+    import torch
     import triton.testing
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources, PTXASError
 
+    from .. import metrics
+
+    t0 = time.perf_counter()
+    t1 = None
     try:
+        kernel_call()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
         return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS,
                                        quantiles=quantiles)
     except (CompilationError, OutOfResources, PTXASError) as e:
         log.debug("tilefuse: autotuning skips a config: %s: %s", type(e).__name__, e)
         return [float("inf")] * len(quantiles)
+    finally:
+        t2 = time.perf_counter()
+        first = (t1 if t1 is not None else t2) - t0
+        metrics.autotune_config_seconds.append((first, t2 - t0 - first))
 
 
 def _hook_set(hook: Any) -> bool:
