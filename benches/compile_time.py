@@ -20,7 +20,9 @@ Inductor; the issue's target is <= 0.25), Dynamo's own timed sections per backen
 bytecode tracing, the backend call, the joint trace, the lazy backward compile: what Dynamo and
 AOTAutograd spent, beside what the backend did), then tilefuse's phases and the parts of Triton's warm-up
 (driver, install hash, compiler set-up: each part's seconds in its background thread, and how
-long the compiles waited for them). With ``--warm`` a second
+long the compiles waited for them), and on the GPU the autotune phase split into the timed configs'
+first launches (binary lookup and load, launcher set-up) and their do_bench timings. With
+``--warm`` a second
 process per backend re-runs the same workload with the caches the cold process filled
 (warm-cache recompile). A single process's first call varies by a few tenths of a second
 (imports, the host's load), as large as a small workload's whole backend time: ``--repeat N``
