@@ -1529,8 +1529,7 @@ _BATCH_NORM_FORWARDS = (
 def _batch_norm_in_eagers_layout(decomposition: Callable[..., Any], x: Any, *args: Any, **kwargs: Any) -> Any:
     """A batch norm forward's decomposition (torch's) whose normalized output has the layout
     eager's kernels give it: ``empty_like(x, suggest_memory_format(x))`` — channels-last for a
-    channels-last 4-D or 5-D input, contiguous otherwise (eager's CPU kernel; the GPU run of
-    ``test_batch_norm_outputs_have_eagers_memory_format`` compares with its CUDA kernels). The
+    channels-last 4-D or 5-D input, contiguous otherwise (CPU and CUDA kernels alike). The
     decomposition is pointwise over ``x``, so its output keeps ``x``'s strides: a
     ``BatchNorm1d`` of an ``[N, C, L]`` transposed view of an ``[N, L, C]`` tensor came back
     with strides ``(L·C, 1, C)`` where eager returns ``(C·L, L, 1)``, and ``.view(N, -1)`` of
