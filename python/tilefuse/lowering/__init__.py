@@ -1509,42 +1509,9 @@ def _decompositions(training: bool) -> dict:
     # whole (``_native_layer_norm``) in an inference graph
     table.update(get_decompositions([aten.native_layer_norm]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
-    for op in _BATCH_NORM_FORWARDS:
-        if op in table:
-            table[op] = functools.partial(_batch_norm_in_eagers_layout, table[op])
     if aten.linspace.default in table:
         table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
     return table
-
-
-# the batch norm forwards torch's table decomposes (training, inference, functionalized), whose
-# first result is the normalized input
-_BATCH_NORM_FORWARDS = (
-    aten.native_batch_norm.default, aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
-    aten._native_batch_norm_legit_no_training.default, aten._native_batch_norm_legit_functional.default,
-    aten._batch_norm_with_update.default, aten._batch_norm_with_update_functional.default,
-    aten.cudnn_batch_norm.default)
-
-
-def _batch_norm_in_eagers_layout(decomposition: Callable[..., Any], x: Any, *args: Any, **kwargs: Any) -> Any:
-    """A batch norm forward's decomposition (torch's) whose normalized output has the layout
-    eager's kernels give it: ``empty_like(x, suggest_memory_format(x))`` — channels-last for a
-    channels-last 4-D or 5-D input, contiguous otherwise (CPU and CUDA kernels alike). The
-    decomposition is pointwise over ``x``, so its output keeps ``x``'s strides: a
-    ``BatchNorm1d`` of an ``[N, C, L]`` transposed view of an ``[N, L, C]`` tensor came back
-    with strides ``(L·C, 1, C)`` where eager returns ``(C·L, L, 1)``, and ``.view(N, -1)`` of
-    it failed (a fresh-user trial; torch's meta function and Inductor keep the input's strides
-    too). Making it eager's layout here sets the graph output's meta strides, which the
-    lowering gives the output (a contiguous input: no change, no copy). Other results (saved
-    mean and inverse std, updated running statistics) are untouched."""
-    from torch._prims_common import suggest_memory_format
-
-    out = decomposition(x, *args, **kwargs)
-    fmt = suggest_memory_format(x)
-    y = out[0]
-    if y.is_contiguous(memory_format=fmt):
-        return out
-    return (y.contiguous(memory_format=fmt), *out[1:])
 
 
 def _linspace_integers_in_float64(decomposition: Callable[..., Any], start: Any, end: Any, steps: int,
