@@ -281,3 +281,30 @@ def test_empty_outputs():
         return x[:, 3:3].t(), (x * 2)[2:2], torch.softmax(x, -1)[:0].diagonal()
 
     compile_and_compare(f, torch.randn(4, 5))
+
+
+def test_batch_norm_of_a_transposed_input_keeps_torchs_meta_strides_and_views_of_it_work():
+    """A batch norm's output has torch's meta strides (the input's layout, as Inductor returns
+    it), also where eager's kernel picks contiguous (a ``BatchNorm1d`` of a transposed
+    ``[N, C, L]`` view). AOTAutograd regenerates returned views from those strides: returning the
+    output with ``y.transpose(1, 2).reshape(N, -1)`` (a view under the meta strides) must work in
+    grad mode. Giving the output eager's contiguous layout instead (tried in the twenty-sixth
+    session) made that call raise ("view size is not compatible")."""
+    torch.manual_seed(0)
+    bn_c, bn_e = torch.nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)
+    x = torch.randn(3, 7, 4).transpose(1, 2)
+
+    def f(bn, a):
+        y = bn(a)
+        return y, y.transpose(1, 2).reshape(3, -1)
+
+    xc, xe = [x.detach().clone().requires_grad_(True) for _ in range(2)]
+    got = torch.compile(lambda a: f(bn_c, a), backend="tilefuse")(xc)
+    want = f(bn_e, xe)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+    assert got[0].stride() == x.stride()  # the meta strides: the input's layout
+    torch.testing.assert_close(bn_c.running_var, bn_e.running_var)
+    (got[0].sum() + got[1].pow(2).sum()).backward()
+    (want[0].sum() + want[1].pow(2).sum()).backward()
+    torch.testing.assert_close(xc.grad, xe.grad, atol=1e-5, rtol=1e-5)
