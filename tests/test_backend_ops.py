@@ -1161,6 +1161,38 @@ def test_as_strided_within_a_contiguous_tensor_is_a_view():
     check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 12) + 1, base, exact=True, fallbacks=1)
 
 
+@pytest.mark.parametrize("offset", [0, 1, 5])
+def test_as_strided_of_a_permuted_intermediate_reads_eagers_storage_order(offset):
+    """Eager computes ``x * 2`` of a transposed (or channels-last) ``x`` in ``x``'s layout, and
+    ``as_strided`` reads that storage: the view must follow the value's eager strides, not the
+    contiguous layout tilefuse might store it in (it ran as the aten op on a contiguous ``x * 2``
+    and read other elements: ``[0, 16, 8, 2]`` for eager's ``[0, 4, 2, 6]``, a fresh-user
+    trial). Native (no fallback) for dense layouts; brute force: eager's own values."""
+    x = torch.arange(12.).view(3, 4).t()
+    check(lambda a: (a * 2).as_strided((2, 2), (1, 2), offset) + 1, x, exact=True)
+    check(lambda a: (a * 2).as_strided((3, 2), (2, 1), offset), x, exact=True)
+    nhwc = torch.arange(2 * 3 * 4 * 5.).view(2, 4, 5, 3).permute(0, 3, 1, 2)  # channels-last
+    check(lambda a: (a - 1).as_strided((4, 6), (7, 2), offset) * 3, nhwc, exact=True)
+    # a dense layout with a size-1 dim of any stride
+    odd = torch.arange(6.).view(2, 3).t().unsqueeze(1)
+    check(lambda a: (a + 1).as_strided((2, 2), (1, 3), offset // 5), odd, exact=True)
+
+
+def test_dense_layout_matches_torchs_own_test():
+    """``lowering._dense_layout`` against torch's ``is_non_overlapping_and_dense`` (brute force
+    over small sizes and strides)."""
+    import itertools
+
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+    from tilefuse.lowering import _dense_layout
+
+    for size in itertools.product([0, 1, 2, 3], repeat=2):
+        for stride in itertools.product([0, 1, 2, 3, 6], repeat=2):
+            t = torch.empty(0).as_strided(size, stride) if 0 in size else \
+                torch.empty(64).as_strided(size, stride)
+            assert _dense_layout(list(size), list(stride)) == is_non_overlapping_and_dense_or_false(t), (size, stride)
+
+
 def test_kernel_whose_values_are_all_unused_is_not_launched():
     """An empty adaptive pool computes index tensors read only by an empty buffer: no kernel."""
     check(lambda a: F.adaptive_avg_pool1d(a, 5), make([0, 8, 7]), kernels=0)

@@ -2039,20 +2039,40 @@ def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     return Pointwise.create(x.get_device(), dtype, inner, size)
 
 
+def _dense_layout(size: list, stride: list) -> bool:
+    """Whether static ``size``/``stride`` lay a tensor out densely and without overlap: its dims
+    longer than 1, ordered by stride, have strides 1, size_0, size_0·size_1, … (contiguous or a
+    permutation of it: transposed, channels-last), so its elements fill ``numel`` consecutive
+    storage positions. Dims of size 1 take any stride; an empty tensor counts as dense."""
+    if any(s == 0 for s in size):
+        return True
+    expect = 1
+    for s, st in sorted(((s, st) for s, st in zip(size, stride) if s != 1), key=lambda p: p[1]):
+        if st != expect:
+            return False
+        expect *= s
+    return True
+
+
 @register_lowering(aten.as_strided.default)
 def _as_strided(x, size, stride, storage_offset=None):
-    """``x.as_strided(size, stride, offset)`` when it reads only ``x``'s own elements and ``x`` is
-    contiguous in eager (so a storage position is a flat index of ``x``): a lazy view reading flat
-    position ``offset + sum(i*stride)``. Anything else depends on memory beyond the tensor, and runs
-    as the aten op."""
+    """``x.as_strided(size, stride, offset)`` when it reads only ``x``'s own elements and ``x``'s
+    layout in eager (its FX meta value) is dense and non-overlapping — contiguous, or a
+    permutation of it (a transposed or channels-last value) — so each storage position holds one
+    element of ``x``: a lazy view reading storage position ``p = offset + sum(i*stride)``, which
+    is element ``(p // stride_d) % size_d`` along each dim ``d`` of ``x`` by its eager strides.
+    The storage is eager's, whatever layout tilefuse gives ``x``: ``(x * 2).as_strided(...)`` of
+    a transposed ``x`` reads ``x * 2`` in ``x``'s transposed order, as eager (it ran as the aten
+    op on tilefuse's contiguous ``x * 2`` and read other elements: a fresh-user trial). Anything
+    else depends on memory beyond the tensor, and runs as the aten op."""
     from ..ir import graph_context as G
 
     arg = G.graph().current_node.args[0]
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
     if G.graph().sizevars.shape_env is not None:
         raise NotImplementedError("as_strided in a graph with symbolic sizes")
-    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
-        raise NotImplementedError("as_strided of a tensor that is not contiguous")
+    if not isinstance(meta, torch.Tensor) or not _dense_layout(list(meta.shape), list(meta.stride())):
+        raise NotImplementedError("as_strided of a tensor that is not dense")
     size, stride = list(size), list(stride)
     rel = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
     if rel < 0 or any(st < 0 for st in stride) or len(size) != len(stride):
@@ -2061,7 +2081,7 @@ def _as_strided(x, size, stride, storage_offset=None):
     if prod(size) > 0 and rel + sum((s - 1) * st for s, st in zip(size, stride)) >= numel:
         raise NotImplementedError("as_strided reading past the tensor's elements")
     old = list(x.get_size())
-    old_strides = ir.contiguous_strides(old)
+    old_strides = [int(st) for st in meta.stride()]
 
     def reindex(index):
         if prod(size) == 0:
