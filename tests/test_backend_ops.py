@@ -1157,8 +1157,14 @@ def test_as_strided_within_a_contiguous_tensor_is_a_view():
     x = make([1, 6, 3])
     check(lambda a, w, b: F.group_norm(a, 2, w, b, 1e-5), x, make([6]), make([6]), tol=(2e-5, 2e-5))
     check(lambda a: torch.as_strided(a * 2, (3, 2), (2, 3), 1) + 1, make([12]), exact=True)
+    # a slice of an input may read the rest of the input's elements: still a view of the input
     base = make([20])
-    check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 12) + 1, base, exact=True, fallbacks=1)
+    check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 12) + 1, base, exact=True)
+    # past the input's own elements (the input is a view of a larger tensor): the aten op
+    big = make([30])
+    check(lambda a: torch.as_strided(a[:10], (2, 2), (1, 2), 22) + 1, big[3:23], exact=True, fallbacks=1)
+    # inside an input with a storage offset
+    check(lambda a: torch.as_strided(a, (2, 2), (1, 3), 5) * 2, big[3:23], exact=True)
 
 
 @pytest.mark.parametrize("offset", [0, 1, 5])
@@ -1176,6 +1182,63 @@ def test_as_strided_of_a_permuted_intermediate_reads_eagers_storage_order(offset
     # a dense layout with a size-1 dim of any stride
     odd = torch.arange(6.).view(2, 3).t().unsqueeze(1)
     check(lambda a: (a + 1).as_strided((2, 2), (1, 3), offset // 5), odd, exact=True)
+
+
+@pytest.mark.parametrize("name", ["slice_step", "select", "split", "permute_slice", "expand", "input_slice"])
+def test_as_strided_of_a_view_of_a_permuted_intermediate_reads_its_bases_storage(name):
+    """``as_strided`` of a view (slice, select, split, permute, expand) of a computed value reads
+    the storage of that value, laid out by the value's eager strides (transposed here): the
+    lowering follows the FX view chain back to the value (``lowering._storage_base``). Before,
+    ``(x * 2)[:, ::2].as_strided(...)`` ran as the aten op on tilefuse's contiguous ``x * 2`` and
+    read other elements (``[17, 3, 33]`` for eager's ``[3, 13, 5]``). Brute force: eager's own
+    values; no fallback kernel."""
+    fns = {
+        "slice_step": lambda a: (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
+        "select": lambda a: (a * 2)[1].as_strided((2, 2), (3, 1), 2) + 1,
+        "split": lambda a: (a * 2).split(3, 1)[1].as_strided((2, 3), (2, 7)) + 1,
+        "permute_slice": lambda a: (a * 2).t()[1:].as_strided((4,), (5,), 9),
+        "expand": lambda a: (a * 2)[:, :1].expand(8, 4).as_strided((5,), (3,), 2),
+        "input_slice": lambda a: a[:, 1::2].as_strided((3, 3), (2, 9), 4) - 1,
+    }
+    x = torch.arange(48.).view(6, 8).t()
+    check(fns[name], x, exact=True)
+
+
+@pytest.mark.parametrize("name", ["dense", "slice_step", "after_mm", "graph_output", "input_slice"])
+def test_as_strided_with_symbolic_sizes_reads_eagers_storage(name):
+    """With ``dynamic=True`` the lowering cannot prove the view's reads in range, so ``as_strided``
+    runs as the aten op, on the storage owner realized in its eager (here transposed) layout
+    (``lowering._in_eager_layout``: laid out so before it is realized, or copied when an extern
+    kernel realized it first) or on the graph input itself. It ran on tilefuse's contiguous
+    ``x * 2`` before and returned ``[17, 49, 33, 65]`` for eager's ``[3, 7, 5, 9]``. Brute
+    force: eager's own values and strides."""
+    fns = {
+        "dense": lambda a: (a * 2).as_strided((2, 2), (1, 2), 1) + 1,
+        "slice_step": lambda a: (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
+        "after_mm": lambda a: ((a * 2) @ torch.ones(6, 3, device=a.device),
+                               (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1),
+        "graph_output": lambda a: (a * 2, (a * 2)[1].as_strided((2, 2), (3, 1), 2) + 1),
+        "input_slice": lambda a: a[:, 1::2].as_strided((3, 3), (2, 9), 4) - 1,
+    }
+    fn = fns[name]
+    x = to_device(torch.arange(48.).view(6, 8).t())
+    metrics.reset()
+    got = torch.compile(fn, backend="tilefuse", dynamic=True)(x)
+    want = fn(x)
+    assert metrics.symbolic_graph_count == 1
+    assert metrics.fallback_kernel_count == 1
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g, w, atol=0, rtol=0)
+        assert g.stride() == w.stride()
+
+
+def test_as_strided_through_a_dtype_view_stops_at_the_dtype_view():
+    """A ``view(dtype)`` changes what a storage position holds: the view chain stops there, and
+    ``as_strided`` of a slice of the reinterpreted (dense, int16) value is a view of it. The one
+    fallback kernel is ``view.dtype`` itself (no lowering)."""
+    x = torch.arange(24, dtype=torch.int32).view(4, 6)
+    check(lambda a: (a + 1).view(torch.int16)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2, x, exact=True,
+          fallbacks=1)
 
 
 def test_dense_layout_matches_torchs_own_test():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import operator
 from typing import Any, Callable
 
 import torch
@@ -2054,44 +2055,124 @@ def _dense_layout(size: list, stride: list) -> bool:
     return True
 
 
-@register_lowering(aten.as_strided.default)
-def _as_strided(x, size, stride, storage_offset=None):
-    """``x.as_strided(size, stride, offset)`` when it reads only ``x``'s own elements and ``x``'s
-    layout in eager (its FX meta value) is dense and non-overlapping — contiguous, or a
-    permutation of it (a transposed or channels-last value) — so each storage position holds one
-    element of ``x``: a lazy view reading storage position ``p = offset + sum(i*stride)``, which
-    is element ``(p // stride_d) % size_d`` along each dim ``d`` of ``x`` by its eager strides.
-    The storage is eager's, whatever layout tilefuse gives ``x``: ``(x * 2).as_strided(...)`` of
-    a transposed ``x`` reads ``x * 2`` in ``x``'s transposed order, as eager (it ran as the aten
-    op on tilefuse's contiguous ``x * 2`` and read other elements: a fresh-user trial). Anything
-    else depends on memory beyond the tensor, and runs as the aten op."""
+def _aliased_input(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The FX node whose storage ``node``'s value aliases, by the op's schema: a view op's return
+    carries a non-writing alias annotation (``slice.Tensor(Tensor(a) self, ...) -> Tensor(a)``;
+    ``split``'s ``Tensor(a)[]`` list, read through ``getitem``) shared with one argument, which is
+    returned. ``None`` for an op that makes new storage (or writes in place), a placeholder or a
+    constant."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        src = node.args[0]
+        return _aliased_input(src) if isinstance(src, torch.fx.Node) else None
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return None
+    ret = schema.returns[0].alias_info
+    if ret is None or ret.is_write:
+        return None
+    for k, a in enumerate(schema.arguments):
+        if a.alias_info is not None and not a.alias_info.is_write:
+            arg = node.args[k] if k < len(node.args) else node.kwargs.get(a.name)
+            return arg if isinstance(arg, torch.fx.Node) else None
+    return None
+
+
+def _storage_base(node: torch.fx.Node) -> torch.fx.Node:
+    """The node that owns the storage ``node``'s value views: ``node`` itself unless it is the
+    result of view ops (``_aliased_input``), followed back through all of them, e.g. ``mul`` for
+    ``mul[1][:, ::2]``. The chain stops at a dtype-changing view (``view.dtype``), whose storage
+    positions count other elements."""
+    val = node.meta.get("val")
+    while True:
+        src = _aliased_input(node)
+        sval = src.meta.get("val") if src is not None else None
+        if not isinstance(sval, torch.Tensor) or not isinstance(val, torch.Tensor) or sval.dtype != val.dtype:
+            return node
+        node = src
+
+
+def _in_eager_layout(base: ir.TensorBox, meta: torch.Tensor) -> ir.TensorBox:
+    """``base`` as a buffer laid out exactly as eager lays out its value (``meta``'s strides,
+    storage offset 0), so that an aten op reading its storage reads eager's: the unrealized value
+    realized with those strides (``StorageBox.exact_stride``), the buffer itself when it already
+    has them, else a copy with them (``GraphLowering._copy_with_strides``)."""
+    from ..graph import _strides_match
     from ..ir import graph_context as G
 
-    arg = G.graph().current_node.args[0]
+    g = G.graph()
+    sv = g.sizevars
+    size, stride = sv.sizes(meta.shape), sv.sizes(meta.stride())
+    sb = base.data
+    if isinstance(sb, ir.StorageBox) and isinstance(sb.data, (ir.Pointwise, ir.Reduction)) and sb.exact_stride is None:
+        sb.exact_stride = list(stride)
+        sb.realize()
+        return base
+    r = ir.realize_input(base)
+    lay = r.layout if isinstance(r, ir.Buffer) else None
+    if lay is not None and lay.offset == 0 and _strides_match(list(lay.size), list(lay.stride), stride, sv):
+        r.freeze_layout()
+        return base
+    return ir.TensorBox(ir.StorageBox(g._copy_with_strides(base, size, stride)))
+
+
+@register_lowering(aten.as_strided.default)
+def _as_strided(x, size, stride, storage_offset=None):
+    """``x.as_strided(size, stride, offset)``, reading the storage of eager's value: the storage
+    ``x`` views, owned by ``x`` or by the value ``x`` is a slice, select, split, expand … of
+    (``_storage_base``), laid out by that owner's eager strides (its FX meta value), whatever
+    layout tilefuse would give it. ``(x * 2).as_strided(...)`` or
+    ``(x * 2)[:, ::2].as_strided(...)`` of a transposed ``x`` reads ``x * 2`` in ``x``'s
+    transposed order, as eager (both ran as the aten op on tilefuse's contiguous ``x * 2`` and
+    read other elements: fresh-user trials).
+
+    With static sizes, an owner whose eager layout is dense and non-overlapping (contiguous, or a
+    permutation of it: transposed, channels-last; each storage position holds one element) and a
+    view reading only its elements: a lazy view reading storage position
+    ``p = offset + sum(i*stride)``, element ``((p - o) // stride_d) % size_d`` along each dim
+    ``d`` of the owner by its eager strides and storage offset ``o`` (no kernel, fuses).
+    Otherwise the aten op: on the graph input's own storage for a view of an input (exact: it
+    may read the input's memory beyond the view, e.g. OpInfo's partial views), else on the owner
+    realized in its eager layout (``_in_eager_layout``; symbolic sizes, a non-dense owner)."""
+    from ..ir import graph_context as G
+
+    g = G.graph()
+    arg = g.current_node.args[0]
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
-    if G.graph().sizevars.shape_env is not None:
-        raise NotImplementedError("as_strided in a graph with symbolic sizes")
-    if not isinstance(meta, torch.Tensor) or not _dense_layout(list(meta.shape), list(meta.stride())):
-        raise NotImplementedError("as_strided of a tensor that is not dense")
+    if not isinstance(meta, torch.Tensor):
+        raise NotImplementedError("as_strided of a value without a meta tensor")
+    base_node = _storage_base(arg)
+    base_meta = base_node.meta["val"]
+    base = g.env.get(base_node) if base_node is not arg else x
+    if not isinstance(base, ir.TensorBox):
+        raise NotImplementedError("as_strided of a value whose storage owner is not a tensor")
+    if storage_offset is None:
+        storage_offset = g.sizevars.size(meta.storage_offset())
     size, stride = list(size), list(stride)
-    rel = (meta.storage_offset() if storage_offset is None else storage_offset) - meta.storage_offset()
-    if rel < 0 or any(st < 0 for st in stride) or len(size) != len(stride):
-        raise NotImplementedError("as_strided before the tensor's start or with negative strides")
-    numel = prod(list(x.get_size()))
-    if prod(size) > 0 and rel + sum((s - 1) * st for s, st in zip(size, stride)) >= numel:
-        raise NotImplementedError("as_strided reading past the tensor's elements")
-    old = list(x.get_size())
-    old_strides = [int(st) for st in meta.stride()]
+    static = g.sizevars.shape_env is None
+    owner_is_input = base_node.op in ("placeholder", "get_attr")
+    if static and _dense_layout(list(base_meta.shape), list(base_meta.stride())):
+        rel = storage_offset - base_meta.storage_offset()
+        old = list(base.get_size())
+        if (rel >= 0 and len(size) == len(stride) and all(st >= 0 for st in stride)
+                and (prod(size) == 0 or rel + sum((s - 1) * st for s, st in zip(size, stride)) < prod(old))):
+            old_strides = [int(st) for st in base_meta.stride()]
 
-    def reindex(index):
-        if prod(size) == 0:
-            return [S.Integer(0)] * len(old)
-        flat = S.Integer(rel)
-        for i, st in zip(index, stride):
-            flat = flat + i * st
-        return [S.ModularIndexing(flat, ost, s) if s > 1 else S.Integer(0) for s, ost in zip(old, old_strides)]
+            def reindex(index):
+                if prod(size) == 0:
+                    return [S.Integer(0)] * len(old)
+                flat = S.Integer(rel)
+                for i, st in zip(index, stride):
+                    flat = flat + i * st
+                return [S.ModularIndexing(flat, ost, s) if s > 1 else S.Integer(0) for s, ost in zip(old, old_strides)]
 
-    return ir.TensorBox(ir.GenericView(x, size, reindex))
+            return ir.TensorBox(ir.GenericView(base, size, reindex))
+    if owner_is_input:
+        raise NotImplementedError("as_strided of a graph input's storage beyond its elements or not dense")
+    if base_meta.storage_offset() != 0:
+        raise NotImplementedError("as_strided of a computed value with a storage offset")
+    return g.fallback(aten.as_strided.default, (_in_eager_layout(base, base_meta), size, stride, storage_offset), {})
 
 
 @register_lowering(aten.select_scatter.default)
