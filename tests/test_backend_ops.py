@@ -1232,6 +1232,39 @@ def test_as_strided_with_symbolic_sizes_reads_eagers_storage(name):
         assert g.stride() == w.stride()
 
 
+def _fill_through_as_strided(a):
+    y = a * 2
+    y.as_strided((2, 2), (1, 4), 1).fill_(-1.)
+    return y
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("name", ["scatter", "inplace_fill", "input", "after_mm"])
+def test_as_strided_scatter_writes_eagers_storage_positions(name, dynamic):
+    """``as_strided_scatter`` (functionalization's form of an in-place write through an
+    ``as_strided`` view) clones its input and writes at storage positions of the clone, so the
+    input must have eager's (here transposed) strides: it put ``-1`` at ``(0, 2), (1, 1)`` …
+    of tilefuse's contiguous ``x * 2`` (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``, a
+    fresh-user trial). Brute force: eager's own values and strides."""
+    fns = {
+        "scatter": lambda a: torch.as_strided_scatter(a * 2, torch.full((2, 2), -1., device=a.device),
+                                                      (2, 2), (1, 4), 1),
+        "inplace_fill": _fill_through_as_strided,
+        "input": lambda a: torch.as_strided_scatter(a, torch.full((2, 3), -1., device=a.device), (2, 3), (3, 1), 2) + 1,
+        "after_mm": lambda a: ((a * 2) @ torch.ones(4, 3, device=a.device), _fill_through_as_strided(a)),
+    }
+    fn = fns[name]
+    x = to_device(torch.arange(24.).view(4, 6).t())
+    metrics.reset()
+    got = torch.compile(fn, backend="tilefuse", dynamic=dynamic)(x)
+    want = fn(x)
+    # with symbolic sizes the in-place fill's as_strided (read for full_like) is the aten op too
+    assert metrics.fallback_kernel_count == (2 if dynamic and name in ("inplace_fill", "after_mm") else 1)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g, w, atol=0, rtol=0)
+        assert g.stride() == w.stride()
+
+
 def test_as_strided_through_a_dtype_view_stops_at_the_dtype_view():
     """A ``view(dtype)`` changes what a storage position holds: the view chain stops there, and
     ``as_strided`` of a slice of the reinterpreted (dense, int16) value is a view of it. The one

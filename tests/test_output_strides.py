@@ -238,6 +238,26 @@ def test_dynamic_shapes_outputs_keep_eager_strides():
     assert metrics.specialized_graph_count == 0
 
 
+@pytest.mark.parametrize("name", ["view_then_mul", "mul_then_view", "mul_view_add", "channels_last"])
+def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
+    """``t.view(6, 4)`` of a permuted ``[s0, s1, 4]`` input: the lowered sizes are the literal
+    ``[6, 4]``, the FX meta value's ``[s0*s1, 4]``, equal only by Dynamo's guard
+    ``s0*s1 == 6`` (``SizeVars.known_equal`` asks the ShapeEnv). Unproven, the output was
+    stored contiguously: strides ``(4, 1)`` for eager's ``(1, 6)`` (a fresh-user trial)."""
+    fns = {
+        "view_then_mul": lambda t: t.view(6, 4) * 2,
+        "mul_then_view": lambda t: (t * 2).view(6, 4),
+        "mul_view_add": lambda t: (t * 2).view(6, 4) + 1,
+        "channels_last": lambda t: (t * 2).view(2, 3, 20),
+    }
+    if name == "channels_last":
+        x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    else:
+        x = torch.randn(4, 2, 3).permute(1, 2, 0)
+    compile_and_compare(fns[name], x, dynamic=True)
+    assert metrics.symbolic_graph_count == 1
+
+
 @pytest.mark.parametrize("case, kernels, externs", [("mlp_inference", 1, 2), ("mlp_training", 4, 6),
                                                      ("layer_norm_inference", 1, 0),
                                                      ("layer_norm_training", 3, 0)])

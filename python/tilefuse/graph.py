@@ -45,11 +45,12 @@ def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
 def _strides_match(size, stride, want, sv: SV.SizeVars) -> bool:
     """Whether ``stride`` equals ``want`` on every dim of ``size`` other than 1 (the strides torch
     compares; an empty tensor's never matter). Symbolic strides must be provably equal: no guard
-    is taken, and a stride not proven equal counts as different (a copy, correct for every size)."""
+    is taken (equal by the graph's existing guards counts: ``SizeVars.known_equal``), and a stride
+    not proven equal counts as different (a copy, correct for every size)."""
     if any(isinstance(s, int) and s == 0 for s in size):
         return True
     return len(stride) == len(want) and all(
-        s == 1 or sv.statically_known_equals(a, b) for s, a, b in zip(size, stride, want))
+        s == 1 or sv.known_equal(a, b) for s, a, b in zip(size, stride, want))
 
 
 def _broadcast_dims(size, stride) -> list[bool]:
@@ -350,7 +351,7 @@ class GraphLowering(torch.fx.Interpreter):
         return self.sizevars.sizes(meta.shape), self.sizevars.sizes(meta.stride())
 
     def _same_sizes(self, a, b) -> bool:
-        return len(a) == len(b) and all(self.sizevars.statically_known_equals(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(self.sizevars.known_equal(x, y) for x, y in zip(a, b))
 
     def _prefer_eager_strides(self, box: ir.TensorBox, want: tuple[list, list] | None) -> None:
         """Give a graph output's value, while it is still unrealized (its layout free), eager's

@@ -260,6 +260,26 @@ class SizeVars:
             return a == b
         return S.statically_known_equals(a, b)
 
+    def known_equal(self, a: Size, b: Size) -> bool:
+        """Whether ``a == b`` for every size the graph's guards admit, with no new guard: proven by
+        the native core, or, when that cannot and both agree at the hints, by the ShapeEnv from
+        the guards it already holds (``ShapeEnv._maybe_evaluate_static`` with its axioms). A
+        graph whose code writes ``t.view(6, 4)`` of a ``[s0, s1, 4]`` input has lowered sizes
+        ``[6, 4]`` where its FX meta values say ``[s0*s1, 4]``; Dynamo guarded ``s0*s1 == 6``.
+        For the few size comparisons where a false negative costs a copy or eager's strides
+        (graph outputs' layouts), not for hot paths: the ShapeEnv query is sympy work."""
+        if self.statically_known_equals(a, b):
+            return True
+        env = self.shape_env
+        if env is None or self.hint(a) != self.hint(b):
+            return False
+        import sympy
+
+        try:
+            return bool(env._maybe_evaluate_static(sympy.Eq(self.to_sympy(a), self.to_sympy(b))) == sympy.true)
+        except Exception:  # noqa: BLE001 - unprovable: treated as different (a copy, always correct)
+            return False
+
     def statically_known_leq(self, a: Size, b: Size) -> bool:
         if isinstance(a, int) and isinstance(b, int):
             return a <= b

@@ -2093,28 +2093,33 @@ def _storage_base(node: torch.fx.Node) -> torch.fx.Node:
         node = src
 
 
-def _in_eager_layout(base: ir.TensorBox, meta: torch.Tensor) -> ir.TensorBox:
-    """``base`` as a buffer laid out exactly as eager lays out its value (``meta``'s strides,
-    storage offset 0), so that an aten op reading its storage reads eager's: the unrealized value
-    realized with those strides (``StorageBox.exact_stride``), the buffer itself when it already
-    has them, else a copy with them (``GraphLowering._copy_with_strides``)."""
-    from ..graph import _strides_match
+def _in_eager_layout(x: ir.TensorBox, meta: torch.Tensor, whole_storage: bool) -> ir.TensorBox:
+    """``x`` with exactly the strides eager gives its value (``meta``, its FX meta value), so that
+    an aten op reading its storage (``as_strided``) or cloning it (``as_strided_scatter``) sees
+    eager's storage order: an unrealized value realized with those strides
+    (``StorageBox.exact_stride``; not for strides that expand a dim), ``x`` itself when its
+    buffer — or, unless ``whole_storage`` (storage offset 0, nothing else in the storage), its
+    view of one — already has them, else a copy with them (``GraphLowering._copy_with_strides``)."""
+    from ..graph import _broadcast_dims, _strides_match
     from ..ir import graph_context as G
 
     g = G.graph()
     sv = g.sizevars
     size, stride = sv.sizes(meta.shape), sv.sizes(meta.stride())
-    sb = base.data
-    if isinstance(sb, ir.StorageBox) and isinstance(sb.data, (ir.Pointwise, ir.Reduction)) and sb.exact_stride is None:
+    sb = x.data
+    if (isinstance(sb, ir.StorageBox) and isinstance(sb.data, (ir.Pointwise, ir.Reduction)) and sb.exact_stride is None
+            and not any(_broadcast_dims(size, stride))):
         sb.exact_stride = list(stride)
         sb.realize()
-        return base
-    r = ir.realize_input(base)
-    lay = r.layout if isinstance(r, ir.Buffer) else None
-    if lay is not None and lay.offset == 0 and _strides_match(list(lay.size), list(lay.stride), stride, sv):
-        r.freeze_layout()
-        return base
-    return ir.TensorBox(ir.StorageBox(g._copy_with_strides(base, size, stride)))
+        return x
+    r = ir.realize_input(x)
+    lay = getattr(r, "layout", None)
+    if (lay is not None and (isinstance(r, ir.Buffer) or not whole_storage) and (lay.offset == 0 or not whole_storage)
+            and _strides_match(list(lay.size), list(lay.stride), stride, sv)):
+        if isinstance(r, ir.Buffer):
+            r.freeze_layout()
+        return x
+    return ir.TensorBox(ir.StorageBox(g._copy_with_strides(x, size, stride)))
 
 
 @register_lowering(aten.as_strided.default)
@@ -2172,7 +2177,28 @@ def _as_strided(x, size, stride, storage_offset=None):
         raise NotImplementedError("as_strided of a graph input's storage beyond its elements or not dense")
     if base_meta.storage_offset() != 0:
         raise NotImplementedError("as_strided of a computed value with a storage offset")
-    return g.fallback(aten.as_strided.default, (_in_eager_layout(base, base_meta), size, stride, storage_offset), {})
+    return g.fallback(aten.as_strided.default, (_in_eager_layout(base, base_meta, True), size, stride, storage_offset),
+                      {})
+
+
+@register_lowering(aten.as_strided_scatter.default)
+def _as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """``torch.as_strided_scatter(x, src, size, stride, offset)`` (what functionalization makes of
+    an in-place write through an ``as_strided`` view): a copy of ``x`` laid out as eager lays out
+    ``x.clone()``, with ``src`` written at storage positions ``offset + sum(i*stride)`` of that
+    copy. The aten op, on ``x`` with exactly the strides of its FX meta value, so that its clone
+    has eager's storage order: tilefuse's contiguous ``x`` of a transposed eager value put
+    ``src`` at other elements (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``: a fresh-user
+    trial). ``_in_eager_layout`` gives ``x`` those strides."""
+    from ..ir import graph_context as G
+
+    g = G.graph()
+    arg = g.current_node.args[0]
+    meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor):
+        raise NotImplementedError("as_strided_scatter of a value without a meta tensor")
+    return g.fallback(aten.as_strided_scatter.default,
+                      (_in_eager_layout(x, meta, False), src, list(size), list(stride), storage_offset), {})
 
 
 @register_lowering(aten.select_scatter.default)
