@@ -389,6 +389,36 @@ def test_op_lowerings_with_symbolic_sizes(name):
     assert metrics.fallback_kernel_count == 0
 
 
+# view ops whose output sizes are arithmetic on a symbolic size (a chunk count, a diagonal's
+# length, a window count): taken from the FX meta value (``lowering._meta_output_sizes``)
+_VIEW_OPS = {
+    "split": lambda x: [t * 2 for t in x.split(3, 1)],
+    "split_returned": lambda x: x.split(4, 0),
+    "chunk": lambda x: [t + 1 for t in x.chunk(2, 0)],
+    "split_with_sizes": lambda x: [t * 3 for t in x.split_with_sizes([2, x.shape[1] - 2], 1)],
+    "diagonal": lambda x: (x.diagonal() * 2, x.diagonal(1), (x + 1).diagonal(-2)),
+    "unfold": lambda x: (x.unfold(1, 3, 2) * 2, x.unfold(0, 2, 1).sum(-1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_VIEW_OPS))
+def test_view_lowerings_with_symbolic_output_sizes(name):
+    """split, chunk, diagonal and unfold of symbolic sizes are lazy views (they ran as aten
+    fallback kernels: the lowerings computed sizes with ``min``/``range`` on symbolic sizes, a
+    fresh-user trial): one graph for every size, eager's values and strides."""
+    f = _VIEW_OPS[name]
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n, m in ((6, 8), (9, 7), (11, 13), (8, 8)):
+        x = torch.randn(n, m)
+        got, want = cf(x), f(x)
+        assert len(got) == len(want)
+        for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+            _close(g, w)
+            assert g.stride() == w.stride(), (g.stride(), w.stride())
+    assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
+    assert metrics.fallback_kernel_count == 0
+
+
 def test_integer_arguments_of_any_sign_stay_symbolic():
     # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: it enters
     # the IR with that range (kind "other"), so no proof takes it for a size; tensor dims built

@@ -750,27 +750,53 @@ def _select(x, dim, index):
     return ir.squeeze_view(ir.slice_view(x, dim, index, index + 1), [dim])
 
 
+def _meta_output_sizes() -> list | None:
+    """The sizes of the current FX node's outputs by its meta value (one list per output tensor,
+    ``int | Expr`` each: symbolic sizes as the graph's SizeVars expressions), or None when the
+    node has no tensor meta. View lowerings use them where their own size arithmetic needs
+    static sizes (split, diagonal, unfold with symbolic sizes): the meta kernels already ran
+    that arithmetic under the ShapeEnv's guards."""
+    from ..ir import graph_context as G
+
+    g = G.graph()
+    val = g.current_node.meta.get("val") if g.current_node is not None else None
+    vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    if not vals or not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    return [g.sizevars.sizes(v.shape) for v in vals]
+
+
 @register_lowering(aten.split_with_sizes)
 def _split_with_sizes(x, split_sizes, dim=0):
-    """``split_with_sizes`` as slice views (no copy; each piece fuses into its readers)."""
+    """``split_with_sizes`` as slice views (no copy; each piece fuses into its readers). Symbolic
+    piece sizes are taken as they are (the meta kernel checked that they sum to the dim)."""
     n = x.get_size()[dim % len(x.get_size())]
-    if sum(split_sizes) != n:
+    if all(isinstance(v, int) for v in list(split_sizes) + [n]) and sum(split_sizes) != n:
         raise ValueError(f"split_with_sizes: sizes {list(split_sizes)} do not sum to dimension size {n}")
     out, start = [], 0
     for s in split_sizes:
         out.append(ir.slice_view(x, dim, start, start + s))
-        start += s
+        start = start + s
     return out
 
 
 @register_lowering(aten.split.Tensor)
 def _split(x, split_size, dim=0):
-    """``split`` into chunks of ``split_size`` (the last may be smaller), as slice views."""
-    n = x.get_size()[dim % len(x.get_size())]
-    if split_size <= 0:
-        raise ValueError(f"split: split_size must be positive, got {split_size}")
-    sizes = [min(split_size, n - s) for s in range(0, n, split_size)] or [0]
-    return _split_with_sizes(x, sizes, dim)
+    """``split`` into chunks of ``split_size`` (the last may be smaller), as slice views; with a
+    symbolic dim size or split size, the chunks' sizes are the FX meta value's (their count is
+    fixed by Dynamo's guards)."""
+    d = dim % len(x.get_size())
+    n = x.get_size()[d]
+    if isinstance(n, int) and isinstance(split_size, int):
+        if split_size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {split_size}")
+        sizes = [min(split_size, n - s) for s in range(0, n, split_size)] or [0]
+    else:
+        metas = _meta_output_sizes()
+        if metas is None:
+            raise NotImplementedError("split with symbolic sizes and no meta value")
+        sizes = [m[d] for m in metas]
+    return _split_with_sizes(x, sizes, d)
 
 
 @register_lowering(aten.unbind.int)
@@ -823,8 +849,14 @@ def _diagonal(x, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise ValueError("diagonal: dim1 and dim2 must differ")
     r1, r2 = max(-offset, 0), max(offset, 0)
-    length = max(0, min(size[d1] - r1, size[d2] - r2))
     keep = [k for k in range(n) if k not in (d1, d2)]
+    if isinstance(size[d1], int) and isinstance(size[d2], int):
+        length = max(0, min(size[d1] - r1, size[d2] - r2))
+    else:  # symbolic: the meta kernel's length (a max/min of sizes, under the graph's guards)
+        metas = _meta_output_sizes()
+        if metas is None:
+            raise NotImplementedError("diagonal with symbolic sizes and no meta value")
+        length = metas[0][-1]
     out = [size[k] for k in keep] + [length]
 
     def reindex(index):
@@ -848,9 +880,16 @@ def _unfold(x, dimension, size, step):
             raise ValueError(f"unfold: size {size} exceeds a 0-d tensor")
         return ir.reshape_view(x, [1])
     d = dimension % len(shape)
-    if step <= 0 or size > shape[d]:
-        raise ValueError(f"unfold: size {size} / step {step} invalid for dimension of size {shape[d]}")
-    out = shape[:d] + [(shape[d] - size) // step + 1] + shape[d + 1:] + [size]
+    if isinstance(shape[d], int):
+        if step <= 0 or size > shape[d]:
+            raise ValueError(f"unfold: size {size} / step {step} invalid for dimension of size {shape[d]}")
+        count = (shape[d] - size) // step + 1
+    else:  # symbolic: the meta kernel's window count (it checked size and step)
+        metas = _meta_output_sizes()
+        if metas is None or not isinstance(size, int) or not isinstance(step, int):
+            raise NotImplementedError("unfold with symbolic sizes and no meta value, or a symbolic window")
+        count = metas[0][d]
+    out = shape[:d] + [count] + shape[d + 1:] + [size]
 
     def reindex(index):
         src = list(index[:-1])
