@@ -1267,11 +1267,51 @@ def test_as_strided_scatter_writes_eagers_storage_positions(name, dynamic):
 
 def test_as_strided_through_a_dtype_view_stops_at_the_dtype_view():
     """A ``view(dtype)`` changes what a storage position holds: the view chain stops there, and
-    ``as_strided`` of a slice of the reinterpreted (dense, int16) value is a view of it. The one
-    fallback kernel is ``view.dtype`` itself (no lowering)."""
+    ``as_strided`` of a slice of the reinterpreted value is a view of it. A view to another
+    element size (int32 as int16) is the aten op (one fallback kernel); to the same size, a
+    bitcast (none)."""
     x = torch.arange(24, dtype=torch.int32).view(4, 6)
     check(lambda a: (a + 1).view(torch.int16)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2, x, exact=True,
           fallbacks=1)
+    check(lambda a: (a.t() + 1).view(torch.float32)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2, x, exact=True)
+
+
+_BITCAST_PAIRS = [(torch.float32, torch.int32), (torch.int32, torch.float32), (torch.float16, torch.int16),
+                  (torch.int16, torch.float16), (torch.bfloat16, torch.int16), (torch.int16, torch.bfloat16),
+                  (torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16), (torch.float64, torch.int64),
+                  (torch.int64, torch.float64), (torch.int8, torch.uint8), (torch.uint8, torch.int8)]
+
+
+@pytest.mark.parametrize("src, dst", _BITCAST_PAIRS, ids=[f"{a}-{b}".replace("torch.", "") for a, b in _BITCAST_PAIRS])
+def test_view_as_a_dtype_of_the_same_size_is_a_bitcast(src, dst):
+    """``x.view(dtype)`` of the same element size reinterprets each element's bits in the kernel
+    (``ops.bitcast``), of a computed and a transposed value; brute force: every result's bits
+    equal eager's, NaN, infinities, -0.0 and subnormals among the floats, every bit pattern's
+    neighbourhood (random over the whole range) among the integers."""
+    gen = torch.Generator().manual_seed(0)
+    if src.is_floating_point:
+        x = (torch.randn(6, 9, generator=gen) * 100).to(src)
+        x[0, :5] = torch.tensor([math.nan, -math.inf, math.inf, -0.0, torch.finfo(src).tiny / 4]).to(src)
+    else:
+        info = torch.iinfo(src)
+        lo, hi = max(info.min, -2 ** 62), min(info.max, 2 ** 62)
+        x = torch.randint(lo, hi, (6, 9), generator=gen, dtype=torch.int64).to(src)
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+    def bits(t):
+        return t.contiguous().view(ints[t.dtype.itemsize])
+
+    # bit-preserving ops around the views (a copy of a transposed value; negation would do, but
+    # the interpreter's x * -1.0 keeps a NaN's sign where the GPU's fneg and eager flip it)
+    for fn in (lambda a: a.view(dst), lambda a: a.t().contiguous().view(dst),
+               lambda a: a.t().view(dst).view(src).contiguous()):
+        metrics.reset()
+        xs = to_device(x)
+        got = torch.compile(fn, backend="tilefuse")(xs)
+        want = fn(xs)
+        assert got.dtype == want.dtype and got.stride() == want.stride()
+        assert torch.equal(bits(got), bits(want)), (bits(got), bits(want))
+        assert metrics.fallback_kernel_count == 0
 
 
 def test_dense_layout_matches_torchs_own_test():

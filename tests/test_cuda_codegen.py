@@ -117,7 +117,18 @@ def _size_one_scatters(x, v, i, u):
             x.new_zeros(64, 1).scatter(1, i1.expand(64, 6), v[:, :6]), ~u)
 
 
+def _dtype_views(x, h, i):
+    """``view(dtype)`` bitcasts of every same-width pair the lowering takes, bfloat16's through
+    float32."""
+    b = h.to(torch.bfloat16)
+    return (x.view(torch.int32) + 1, (i + 1).view(torch.float32), h.view(torch.int16) ^ 3, b.view(torch.int16) + 1,
+            (h.view(torch.int16) + 1).view(torch.bfloat16), b.view(torch.float16), h.view(torch.bfloat16),
+            x.double().view(torch.int64), (i.to(torch.uint8) + 1).view(torch.int8))
+
+
 _CASES = {
+    "dtype_views_bitcast": (_dtype_views, {}, [((64, 48), torch.float32), ((64, 48), torch.float16),
+                                               ((64, 48), torch.int32)]),
     "size_one_scatters_uint8_not": (_size_one_scatters, {}, [((64, 48), torch.float32), ((64, 48), torch.float32),
                                                              ((64,), torch.int64), ((64, 48), torch.uint8)]),
     "float_floor_division_remainder_fmod": (_float_division_family, {}, [((64, 48), torch.float32),

@@ -913,6 +913,8 @@ class TritonKernelCodegen:
             x, dt = A(0), a[1]
             src = a[0].dtype if isinstance(a[0], BodyValue) else None
             return self.cse(self.cast(x, src, dt))
+        if op == "bitcast":
+            return self.cse(self.bitcast(A(0), a[0].dtype, a[1]))
         if op == "reduction":
             return self.codegen_reduction(a, vals)
         if op == "scan":
@@ -1058,6 +1060,13 @@ class TritonKernelCodegen:
             return (f"tl.where({nan}, {x}.to(tl.float32), {rounded}.to(tl.float32, bitcast=True))"
                     f".to(tl.bfloat16)")
         return f"{x}.to({tl_dtype(dst)})"
+
+    def bitcast(self, x: str, src: torch.dtype, dst: torch.dtype) -> str:
+        """Source reinterpreting ``x``'s bits (of ``src``) as ``dst`` of the same width:
+        Triton's ``.to(dst, bitcast=True)``, bfloat16 included (the interpreter holds bfloat16 as
+        its 16 bits; going through float32 there would flush subnormals, which its bfloat16 to
+        float32 conversion does)."""
+        return x if src == dst else f"{x}.to({tl_dtype(dst)}, bitcast=True)"
 
     def _fmod_float(self, a: str, b: str) -> str:
         """Source of C's ``fmod`` of floats (the remainder of the quotient truncated toward zero,

@@ -212,6 +212,11 @@ class _Tracer:
     def to_dtype(self, x, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> BodyValue:
         return self.body.add("to_dtype", (x, dtype), dtype)
 
+    def bitcast(self, x, dtype: torch.dtype) -> BodyValue:
+        """``x``'s bits reinterpreted as ``dtype`` of the same width (``Tensor.view(dtype)``;
+        Inductor's ``to_dtype_bitcast``)."""
+        return self.body.add("bitcast", (x, dtype), dtype)
+
     def indirect_indexing(self, value, size: int, check: bool = True, wrap_negative: bool = True):
         """An index symbol whose value is the loaded ``value`` (an integer tensor value), wrapped
         when negative (``v + size``) and bounds-checked against ``size`` by codegen. Returned to

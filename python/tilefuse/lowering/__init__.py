@@ -706,9 +706,24 @@ def _arange_symbolic(start, end, step, dtype, device):
 
 @register_lowering(aten.view, aten._unsafe_view, aten.reshape)
 def _view(x, size):
-    if isinstance(size, torch.dtype):  # view.dtype: a bitcast, run as the aten op
-        raise NotImplementedError("view as another dtype")
+    if isinstance(size, torch.dtype):
+        return _view_dtype(x, size)
     return ir.reshape_view(x, list(size))
+
+
+def _view_dtype(x, dtype: torch.dtype):
+    """``x.view(dtype)`` for a dtype of the same element size: each element's bits reinterpreted
+    (``ops.bitcast``; Inductor's ``to_dtype_bitcast``), a pointwise value of ``x``'s sizes. A
+    view to another element size changes the last dim's length and reads bytes across elements,
+    and a view to or from bool (whose other bit patterns are invalid) or a complex dtype runs as
+    the aten op."""
+    src = x.get_dtype()
+    if src == dtype:
+        return x
+    if (src.itemsize != dtype.itemsize or torch.bool in (src, dtype) or src.is_complex or dtype.is_complex):
+        raise NotImplementedError(f"view of {src} as {dtype} (another element size, bool or complex)")
+    load = x.make_loader()
+    return Pointwise.create(x.get_device(), dtype, lambda idx: ops.bitcast(load(idx), dtype), list(x.get_size()))
 
 
 @register_lowering(aten.permute)
