@@ -943,11 +943,38 @@ def test_logcumsumexp_with_infinities_and_nan(dtype):
     check(lambda a: (torch.logcumsumexp(a, 1) * 2, torch.logcumsumexp(a, 0)), x, tol=tol)
 
 
-def test_cumsum_fuses_with_reduction_and_long_rows_fall_back():
+def test_cumsum_fuses_with_reduction():
     x = make([4, 30])
     check(lambda a: a.cumsum(1) / a.sum(1, keepdim=True), x, kernels=1, tol=(1e-5, 1e-5))
-    torch._dynamo.reset()
-    check(lambda a: a.cumsum(1), make([2, 5000]), fallbacks=1, tol=(1e-4, 1e-4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_long_scans_loop_over_chunks_with_a_carry(dtype):
+    """Rows longer than the persistent threshold (4096) are scanned chunk by chunk, each chunk's
+    scan combined with a per-row carry of the chunks before it (``TritonKernel.codegen_scan``);
+    they ran as aten kernels before. Along the contiguous dim (chunks of 1024-2048) and across
+    rows (an outer scan: chunks of 8-32), fused with a reduction of the same rows; against
+    eager, no fallback, one kernel per graph."""
+    x = make([3, 5000], dtype, low=-2, high=2)
+    tol = TOL.get(dtype, (0, 0)) if dtype != torch.float32 else (1e-4, 1e-5)
+    if dtype == torch.float16:
+        tol = (0.3, 2e-3)  # a float16 running sum of 5000 values rounded once (eager: after every add)
+    check(lambda a: a.cumsum(1), x, kernels=1, tol=tol)
+    check(lambda a: a.t().contiguous().cumsum(0), x, tol=tol)
+    if dtype.is_floating_point:
+        near_one = lambda a: (a * 1e-4 + 1).cumprod(1)  # noqa: E731
+        check(near_one, x, kernels=1, tol=(tol[0] * 10, 1e-3))
+        check(lambda a: (a.cumsum(1) / a.sum(1, keepdim=True).abs(), torch.logcumsumexp(a, 1)), x, tol=(tol[0] * 10, 1e-3))
+
+
+def test_long_logcumsumexp_carries_infinities_and_nan_across_chunks():
+    """A row whose first 3000 values are -inf (the carry stays -inf through whole chunks), one
+    with a NaN in its first chunk (NaN from there on), one with +inf in its last chunk."""
+    x = make([3, 5000], low=-20, high=20)
+    x[0, :3000] = float("-inf")
+    x[1, 100] = float("nan")
+    x[2, 4500] = float("inf")
+    check(lambda a: torch.logcumsumexp(a, 1), x, kernels=1, tol=(1e-4, 1e-5))
 
 
 def test_cumsum_backward():

@@ -419,6 +419,20 @@ def test_view_lowerings_with_symbolic_output_sizes(name):
     assert metrics.fallback_kernel_count == 0
 
 
+def test_scans_over_symbolic_rows_loop_with_a_carry():
+    """cumsum / cumprod / logcumsumexp over a row of symbolic length (no proven bound) loop over
+    chunks with a per-row carry: one graph for every length, no fallback (they ran as aten
+    kernels before, a fresh-user trial)."""
+    f = lambda x: (x.cumsum(1), (x * 1e-3 + 1).cumprod(1), torch.logcumsumexp(x, 1), x.cumsum(0))  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (7, 700, 2500, 4500):
+        x = torch.randn(3, n)
+        for got, want in zip(cf(x), f(x)):
+            _close(got, want, atol=1e-4, rtol=1e-4)
+    assert _frames() == 1 and metrics.specialized_graph_count == 0
+    assert metrics.fallback_kernel_count == 0
+
+
 def test_integer_arguments_of_any_sign_stay_symbolic():
     # dynamic=True makes an int argument a symbol whose range includes 0 and negatives: it enters
     # the IR with that range (kind "other"), so no proof takes it for a size; tensor dims built

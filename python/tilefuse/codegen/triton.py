@@ -331,14 +331,12 @@ class TritonKernelCodegen:
         rmax = self.sv.upper_bound(group.rnumel) if self.reduction else 1
         self.rnumel_max = rmax
         self.persistent = self.reduction and rmax is not None and (
-            has_scan or (rmax <= config.persistent_reduction_threshold
-                         and (self.hint != "outer" or rmax <= OUTER_PERSISTENT_MAX)))
+            rmax <= config.persistent_reduction_threshold and (has_scan or self.hint != "outer"
+                                                               or rmax <= OUTER_PERSISTENT_MAX))
         # a reduction kernel storing only per-row results: no pointwise node inside its loop
         # ('xr'), so each element is read once, for the reductions (configs, eviction hints, sumexp)
         self.reduce_only = self.reduction and not has_scan and not any(
             kind == "xr" for kind, *_ in group.maps.values())
-        if self.reduction and has_scan and not self.persistent:
-            raise NotImplementedError(f"a scan over a row of unbounded symbolic length {group.rnumel}")
         self.kscope = _Scope()
         self.scope = self.kscope
         self.in_loop = False
@@ -918,22 +916,7 @@ class TritonKernelCodegen:
         if op == "reduction":
             return self.codegen_reduction(a, vals)
         if op == "scan":
-            dtype, stype, value = a
-            if not self.persistent:
-                raise NotImplementedError("a scan needs a persistent reduction kernel")
-            vb = self.cse(f"tl.broadcast_to({vals[value.idx]}, [XBLOCK, RBLOCK]).to({tl_dtype(dtype)})")
-            if stype == "logsumexp":
-                m = self.cse(f"tl.where(xmask & rmask, {vb}, float(\"-inf\"))")
-                return self.cse(f"tl.associative_scan({m}, 1, _logaddexp_combine)")
-            ident = "0" if stype == "sum" else "1"
-            m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
-            scan = 'cumsum' if stype == 'sum' else 'cumprod'
-            if self.interpret and dtype == torch.float32:
-                # the interpreter scans a row one element after another, so a float32 running sum's
-                # error grows with the row (2.2e-4 at 3000 elements against eager's 3.8e-6); eager's
-                # CPU kernel accumulates float32 in float64 (ATen's CPU acc_type): so does this
-                return self.cse(f"tl.{scan}({m}.to(tl.float64), 1).to(tl.float32)")
-            return self.cse(f"tl.{scan}({m}, 1)")
+            return self.codegen_scan(a, vals)
         if op == "indirect_indexing":
             return self.codegen_indirect(a, vals, kind)
         if op == "where":
@@ -1262,6 +1245,52 @@ class TritonKernelCodegen:
         if op == "isinf":
             return f"tl.abs({x[0]}) == float(\"inf\")"
         raise NotImplementedError(f"no Triton codegen for ops.{op}")
+
+    # ------------------------------------------------------------------ scans
+    def codegen_scan(self, a, vals) -> str:
+        """Inclusive scan (``sum`` / ``prod`` / ``logsumexp``) of a value along the row. Persistent:
+        ``tl.cumsum`` / ``tl.cumprod`` / an associative scan with the log-add-exp combine over the
+        whole row. Looped: the same scan of each chunk combined with a per-row carry, the
+        combination of every earlier chunk (a ``[XBLOCK, 1]`` accumulator made before the loop,
+        advanced by the chunk's reduction after its scan), so a row of any length — symbolic
+        included — is scanned in one pass (Inductor splits long scans the same way). Under the
+        interpreter a float32 sum scans and carries in float64: it scans a row one element after
+        another, so a float32 running sum's error grows with the row (2.2e-4 at 3000 elements
+        against eager's 3.8e-6), and eager's CPU kernel accumulates float32 in float64 (ATen's
+        CPU acc_type)."""
+        dtype, stype, value = a
+        vb = self.cse(f"tl.broadcast_to({vals[value.idx]}, [XBLOCK, RBLOCK]).to({tl_dtype(dtype)})")
+        ident = {"sum": "0", "prod": "1", "logsumexp": 'float("-inf")'}[stype]
+        m = self.cse(f"tl.where(xmask & rmask, {vb}, {ident})")
+        wide = self.interpret and dtype == torch.float32 and stype == "sum"
+        sdt = "tl.float64" if wide else tl_dtype(dtype)
+        if wide:
+            m = self.cse(f"{m}.to(tl.float64)")
+        if stype == "logsumexp":
+            scanned = f"tl.associative_scan({m}, 1, _logaddexp_combine)"
+        else:
+            scanned = f"tl.{'cumsum' if stype == 'sum' else 'cumprod'}({m}, 1)"
+        if self.persistent:
+            return self.cse(f"{scanned}.to({tl_dtype(dtype)})" if wide else scanned)
+        carry = self.newvar()
+        init_at = self.loop_start
+        self.lines.insert(init_at, "    " * (self.indent - 1) + f"{carry} = tl.full([XBLOCK, 1], {ident}, {sdt})")
+        self._shift_stores(init_at)
+        chunk = self.newvar()
+        self.emit(f"{chunk} = {scanned}")
+        out = self.newvar()
+        if stype == "sum":
+            self.emit(f"{out} = {chunk} + {carry}")
+            self.emit(f"{carry} = {carry} + tl.sum({m}, 1)[:, None]")
+        elif stype == "prod":
+            self.emit(f"{out} = {chunk} * {carry}")
+            self.emit(f"{carry} = {carry} * tl.reduce({m}, 1, _prod_combine)[:, None]")
+        else:
+            self.emit(f"{out} = _logaddexp_combine({chunk}, {carry})")
+            self.emit(f"{carry} = _logaddexp_combine({carry}, tl.reduce({m}, 1, _logaddexp_combine)[:, None])")
+        if wide:
+            return self.cse(f"{out}.to({tl_dtype(dtype)})")
+        return out
 
     # ------------------------------------------------------------------ reductions
     def codegen_reduction(self, a, vals) -> str:

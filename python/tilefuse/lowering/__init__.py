@@ -2860,19 +2860,15 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
 
 
 def _scan(x, dim: int, stype: str, out: torch.dtype):
-    """Inclusive scan ``stype`` ("sum" / "prod" / "logsumexp") of ``x`` along ``dim`` as a
-    persistent scan kernel, accumulated in fp32 for low-precision ``out`` and converted to ``out``.
-    Rows longer than the persistent threshold fall back."""
-    from .. import config
-
+    """Inclusive scan ``stype`` ("sum" / "prod" / "logsumexp") of ``x`` along ``dim`` as a scan
+    kernel — persistent for rows up to ``config.persistent_reduction_threshold``, else looped
+    with a per-row carry (``TritonKernel.codegen_scan``), symbolic row lengths included —
+    accumulated in fp32 for low-precision ``out`` and converted to ``out``."""
     size = list(x.get_size())
     if not size:
         return _to_dtype_lowering(x, out)
     dim = dim % len(size)
     n = size[dim]
-    nmax = _sv().upper_bound(n)  # a symbolic row length: its proven bound
-    if nmax is None or nmax > config.persistent_reduction_threshold:
-        raise NotImplementedError("scan over a row that may be longer than a persistent block")
     if (isinstance(n, int) and n <= 1) or prod(size) == 0:
         return _to_dtype_lowering(x, out)
     acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
