@@ -591,6 +591,10 @@ def test_out_of_range_index_raises():
     w = make([5, 3])
     with pytest.raises(Exception, match="index out of bounds"):
         torch.compile(lambda a, b: F.embedding(b, a), backend="tilefuse")(w, torch.tensor([1, 7]))
+    # a negative embedding index is out of range too (eager: IndexError), not the last row
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="index out of bounds"):
+        torch.compile(lambda a, b: F.embedding(b, a) * 2, backend="tilefuse")(w, torch.tensor([0, -1]))
 
 
 def test_non_adjacent_advanced_indices_go_first():
@@ -941,6 +945,17 @@ def test_logcumsumexp_with_infinities_and_nan(dtype):
     x[2, :] = float("-inf")
     tol = TOL.get(dtype, (1e-5, 1e-5))
     check(lambda a: (torch.logcumsumexp(a, 1) * 2, torch.logcumsumexp(a, 0)), x, tol=tol)
+
+
+def test_per_sample_gradients_with_vmap_of_grad():
+    """functorch's ``vmap(grad(f))`` traces ``_to_copy`` of a Python number (the constant 2.5 as
+    a float32 tensor): a 0-d tensor of the node's dtype (the lowering took every input for a
+    tensor: AttributeError, a fresh-user trial)."""
+    from torch.func import grad, vmap
+
+    w, x = make([3]), make([5, 3])
+    check(lambda w, x: vmap(grad(lambda w, x: (x @ w) * 2.5), in_dims=(None, 0))(w, x), w, x)
+    check(lambda w, x: vmap(grad(lambda w, x: ((x @ w) - 1).pow(2)), in_dims=(None, 0))(w, x), w, x, tol=(1e-4, 1e-5))
 
 
 def test_cumsum_fuses_with_reduction():

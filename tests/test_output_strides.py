@@ -258,6 +258,16 @@ def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
     assert metrics.symbolic_graph_count == 1
 
 
+@pytest.mark.parametrize("size", [(3, 4), (2, 2), (7, 3), (4, 3)])
+def test_adaptive_avg_pool_of_a_channels_last_input_stays_channels_last(size):
+    """torch's decomposition of ``_adaptive_avg_pool2d`` (gathers and a mean) made a contiguous
+    result for windows that do not divide the input; eager and the op's meta function keep
+    channels-last (``lowering._in_the_inputs_memory_format``; a fresh-user trial)."""
+    x = torch.randn(2, 4, 7, 9).contiguous(memory_format=torch.channels_last)
+    compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x)
+    compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x.contiguous())
+
+
 @pytest.mark.parametrize("case, kernels, externs", [("mlp_inference", 1, 2), ("mlp_training", 4, 6),
                                                      ("layer_norm_inference", 1, 0),
                                                      ("layer_norm_training", 3, 0)])

@@ -451,6 +451,16 @@ def _convert_element_type(x, dtype):
 
 @register_lowering(aten._to_copy)
 def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    """``x.to(dtype)``; a device transfer runs as the aten op. A Python number ``x`` (functorch's
+    ``vmap(grad(...))`` traces ``_to_copy(2.5, dtype=float32)``) is a 0-d tensor of the node's
+    meta dtype and device."""
+    if not is_tensor(x):
+        from ..ir import graph_context as G
+
+        meta = G.graph().current_node.meta.get("val")
+        if not isinstance(meta, torch.Tensor):
+            raise NotImplementedError("_to_copy of a number without a meta value")
+        return _full([], x, meta.dtype, meta.device)
     if device is not None and _as_device(device) != x.get_device():
         raise NotImplementedError("device transfer")  # -> fallback kernel
     return _to_dtype_lowering(x, dtype)
@@ -1564,9 +1574,35 @@ def _decompositions(training: bool) -> dict:
     # whole (``_native_layer_norm``) in an inference graph
     table.update(get_decompositions([aten.native_layer_norm]))
     table[aten.gelu.default] = _gelu_polynomial_erfc
+    if aten._adaptive_avg_pool2d.default in table:
+        table[aten._adaptive_avg_pool2d.default] = functools.partial(
+            _in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default])
+    # torch decompositions that are wrong in torch 2.11 (the aten op runs instead, a fallback
+    # kernel): multilabel_margin_loss_forward gathers the positions after a target's -1 (the
+    # documented end of its label list) as class 0, e.g. 3.25 for eager's 0.0163 (a fresh-user
+    # trial; aot_eager and Inductor share it)
+    for op in (aten.multilabel_margin_loss_forward.default,):
+        table.pop(op, None)
     if aten.linspace.default in table:
         table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
     return table
+
+
+def _in_the_inputs_memory_format(decomposition: Callable[..., Any], x: torch.Tensor, *args: Any,
+                                 **kwargs: Any) -> torch.Tensor:
+    """``decomposition(x, ...)`` laid out in ``x``'s suggested memory format (channels-last for a
+    channels-last ``x``), as the op's own kernel and meta function lay it out. torch's
+    decomposition of ``_adaptive_avg_pool2d`` into gathers and a mean returns a contiguous result
+    for window sizes that do not divide the input, where eager returns channels-last (strides
+    ``(48, 12, 4, 1)`` for eager's ``(48, 1, 16, 4)``: a fresh-user trial); the copy is a layout
+    tilefuse's lowering gives the stored value, not an extra kernel."""
+    from torch._prims_common import suggest_memory_format
+
+    out = decomposition(x, *args, **kwargs)
+    fmt = suggest_memory_format(x)
+    if fmt != torch.contiguous_format and out.dim() == x.dim() and not out.is_contiguous(memory_format=fmt):
+        out = out.contiguous(memory_format=fmt)
+    return out
 
 
 def _linspace_integers_in_float64(decomposition: Callable[..., Any], start: Any, end: Any, steps: int,
@@ -1774,13 +1810,15 @@ def _index_loader(index: TensorBox, size: int, shape: list | None = None, wrap_n
 @register_lowering(aten.embedding.default)
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """``weight[indices]``: out[*i, j] = weight[indices[*i], j], an indirect load that fuses with
-    its consumers (Inductor's embedding lowering). Shapes: weight (V, D), indices (*I) -> (*I, D)."""
+    its consumers (Inductor's embedding lowering). Shapes: weight (V, D), indices (*I) -> (*I, D).
+    An index outside ``[0, V)``, negative ones included, trips the bounds check (eager raises
+    IndexError; Inductor wraps a negative index to a row from the end)."""
     if len(weight.get_size()) != 2:
         raise ValueError(f"embedding: weight must be 2-D, got shape {weight.get_size()}")
     V, D = weight.get_size()
     isize = list(indices.get_size())
     wl = weight.make_loader()
-    il = _index_loader(indices, V)
+    il = _index_loader(indices, V, wrap_negative=False)  # eager: IndexError for a negative index
     n = len(isize)
 
     def inner(idx):
