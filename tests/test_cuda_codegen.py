@@ -130,6 +130,8 @@ _CASES = {
     "looped_scans": (lambda a: (a.cumsum(1), (a * 1e-3 + 1).cumprod(1), torch.logcumsumexp(a, 1),
                                 a.bfloat16().cumsum(1), a.t().contiguous().cumsum(0)),
                      {}, [((8, 9999), torch.float32)]),
+    "integer_pow": (lambda a, b: (a ** b, a.to(torch.uint8) ** b.to(torch.uint8), 2 ** b.abs(), a.int() ** b.int()),
+                    {}, [((64, 48), torch.int64), ((64, 48), torch.int64)]),
     "dtype_views_bitcast": (_dtype_views, {}, [((64, 48), torch.float32), ((64, 48), torch.float16),
                                                ((64, 48), torch.int32)]),
     "size_one_scatters_uint8_not": (_size_one_scatters, {}, [((64, 48), torch.float32), ((64, 48), torch.float32),

@@ -1130,6 +1130,11 @@ class TritonKernelCodegen:
         if op == "fmod":
             # torch.fmod, C's (truncated) remainder: Triton's % for ints
             return self._fmod_float(*x) if is_float else f"{x[0]} % {x[1]}"
+        if op == "ipow":
+            # integer power (lowering._pow): the generated module's _ipow, one squaring per bit
+            signed = dtype.is_signed
+            bits = torch.iinfo(dtype).bits - (1 if signed else 0)
+            return f"_ipow({x[0]}, {x[1]}, {bits}, {signed})"
         if op in ("lshift", "rshift"):
             return f"{x[0]} {'<<' if op == 'lshift' else '>>'} {x[1]}"
         if op in _F64_MATH:

@@ -274,10 +274,11 @@ def _pow_result_dtype(a, b) -> torch.dtype:
 
 @register_lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)
 def _pow(a, b):
-    """``a ** b`` for floating results; an integer power with a tensor exponent (repeated
-    multiplication of data-dependent length) runs as the aten op."""
+    """``a ** b``. An integer result (integer or bool operands, a tensor exponent) is torch's
+    ``powi``: square-and-multiply over every bit of the exponent's type (``ops.ipow``; products
+    wrap as in eager), and for a negative exponent 1 when ``a == 1``, ±1 when ``a == -1``, else 0."""
     if not _pow_result_dtype(a, b).is_floating_point:
-        raise NotImplementedError("integer pow with a tensor exponent")
+        return _binary("ipow", BOOL_TO_LONG)(a, b)
     return _binary("pow", BOOL_TO_LONG)(a, b)
 
 
@@ -296,7 +297,9 @@ def _pow_scalar(a, b):
 
         return make_pointwise(f, BOOL_TO_LONG)(a, b)
     if not _pow_result_dtype(a, b).is_floating_point:
-        raise NotImplementedError("integer pow with a negative or large exponent")
+        if isinstance(b, numbers.Number) and b >= 0:
+            return _binary("ipow", BOOL_TO_LONG)(a, b)  # a large exponent: powi
+        raise NotImplementedError("integer pow with a negative exponent")  # the aten op raises, as eager
     if b == 0.5:
         return make_pointwise(lambda x, _: ops.sqrt(x), BOOL_TO_LONG)(a, b)
     if b == -0.5:
