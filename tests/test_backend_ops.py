@@ -1324,15 +1324,53 @@ def test_as_strided_scatter_writes_eagers_storage_positions(name, dynamic):
         assert g.stride() == w.stride()
 
 
-def test_as_strided_through_a_dtype_view_stops_at_the_dtype_view():
-    """A ``view(dtype)`` changes what a storage position holds: the view chain stops there, and
-    ``as_strided`` of a slice of the reinterpreted value is a view of it. A view to another
-    element size (int32 as int16) is the aten op (one fallback kernel); to the same size, a
-    bitcast (none)."""
-    x = torch.arange(24, dtype=torch.int32).view(4, 6)
-    check(lambda a: (a + 1).view(torch.int16)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2, x, exact=True,
-          fallbacks=1)
-    check(lambda a: (a.t() + 1).view(torch.float32)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2, x, exact=True)
+_DTYPE_VIEW_CHAINS = {
+    # a slice of a computed value, viewed as int32, read by as_strided over the whole storage
+    "gap": lambda x: (x * 2)[:, :7].view(torch.int32).as_strided((6, 8), (8, 1), 0),
+    "step": lambda x: (x * 2)[:, ::2].view(torch.int32).as_strided((4, 4), (1, 4), 0),
+    "after_slice": lambda x: (x * 2)[1:].view(torch.int32).as_strided((2, 3), (1, 2), 8),
+    "before_slice": lambda x: (x * 2)[1:].view(torch.int32).as_strided((2, 3), (1, 2), 0),
+    "input": lambda x: x[1:].view(torch.int32).as_strided((2, 3), (1, 2), 0) + 1,
+}
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("name", sorted(_DTYPE_VIEW_CHAINS))
+def test_as_strided_through_a_dtype_view_of_the_same_size_reads_the_owners_storage(name, layout, dynamic):
+    """A ``view(dtype)`` of the same element size keeps the storage's positions: the view chain
+    continues through it to the storage's owner, read with its bits reinterpreted (a fresh-user
+    trial: the chain stopped at the dtype view, whose tilefuse value is a bitcast copy of the
+    slice only: garbage, wrong elements or an out-of-bounds error). Brute force: eager's bits."""
+    fn = _DTYPE_VIEW_CHAINS[name]
+    x = torch.arange(48.).view(6, 8) if layout == "contiguous" else torch.arange(48.).view(8, 6).t()
+    x = to_device(x)
+    metrics.reset()
+    got = torch.compile(fn, backend="tilefuse", dynamic=dynamic)(x)
+    want = fn(x)
+    assert torch.equal(got, want), (got, want)
+    assert metrics.eager_graph_count == 0
+
+
+def test_as_strided_of_a_non_dense_input_through_a_dtype_view_reads_the_inputs_storage():
+    """The input is a strided view of a larger tensor: the aten op reads its storage, through an
+    aliasing aten ``view(dtype)`` of the input (tilefuse's bitcast copies the elements only)."""
+    big = torch.arange(96.).view(6, 16)
+    check(lambda a: a.view(torch.int32).as_strided((3, 4), (2, 16), 1) + 1, big[:, ::2], exact=True, fallbacks=2)
+
+
+def test_as_strided_through_a_dtype_view_of_another_size_runs_the_graph_eagerly():
+    """Through a view to another element size, storage positions count other units: that graph
+    runs eagerly with one warning (an error with ``fallback_on_error=False``)."""
+    x = to_device(torch.arange(24, dtype=torch.int32).view(4, 6))
+    fn = lambda a: (a + 1).view(torch.int16)[:, ::2].as_strided((3, 2), (1, 4), 1) * 2  # noqa: E731
+    with pytest.raises(Exception, match="another element size"):
+        torch.compile(fn, backend="tilefuse")(x)
+    torch._dynamo.reset()
+    metrics.reset()
+    with config.patch(fallback_on_error=True), pytest.warns(UserWarning, match="another element size"):
+        got = torch.compile(fn, backend="tilefuse")(x)
+    assert torch.equal(got, fn(x)) and metrics.eager_graph_count == 1
 
 
 _BITCAST_PAIRS = [(torch.float32, torch.int32), (torch.int32, torch.float32), (torch.float16, torch.int16),

@@ -2174,17 +2174,21 @@ def _aliased_input(node: torch.fx.Node) -> torch.fx.Node | None:
     return None
 
 
-def _storage_base(node: torch.fx.Node) -> torch.fx.Node:
-    """The node that owns the storage ``node``'s value views: ``node`` itself unless it is the
-    result of view ops (``_aliased_input``), followed back through all of them, e.g. ``mul`` for
-    ``mul[1][:, ::2]``. The chain stops at a dtype-changing view (``view.dtype``), whose storage
-    positions count other elements."""
+def _storage_base(node: torch.fx.Node) -> tuple[torch.fx.Node, bool]:
+    """The node that owns the storage ``node``'s value views, and whether that storage's element
+    positions are ``node``'s: ``node`` itself unless it is the result of view ops
+    (``_aliased_input``), followed back through all of them, e.g. ``mul`` for
+    ``mul[1][:, ::2]``, through dtype views of the same element size too (``view(torch.int32)``
+    of a float32 value: the same positions, other bits). A dtype view to another element size
+    counts positions in other units: the walk stops there with False."""
     val = node.meta.get("val")
     while True:
         src = _aliased_input(node)
         sval = src.meta.get("val") if src is not None else None
-        if not isinstance(sval, torch.Tensor) or not isinstance(val, torch.Tensor) or sval.dtype != val.dtype:
-            return node
+        if not isinstance(sval, torch.Tensor) or not isinstance(val, torch.Tensor):
+            return node, True
+        if sval.dtype.itemsize != val.dtype.itemsize:
+            return node, False
         node = src
 
 
@@ -2242,11 +2246,21 @@ def _as_strided(x, size, stride, storage_offset=None):
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
     if not isinstance(meta, torch.Tensor):
         raise NotImplementedError("as_strided of a value without a meta tensor")
-    base_node = _storage_base(arg)
+    base_node, same_units = _storage_base(arg)
+    if not same_units:
+        # the storage is the owner's past a dtype view of another element size: neither a view
+        # nor the aten op on tilefuse's buffers is sure to read eager's bytes
+        raise RuntimeError("tilefuse cannot compile as_strided of a view(dtype) to another element size "
+                           f"({arg.name}); this graph runs eagerly")
     base_meta = base_node.meta["val"]
     base = g.env.get(base_node) if base_node is not arg else x
     if not isinstance(base, ir.TensorBox):
         raise NotImplementedError("as_strided of a value whose storage owner is not a tensor")
+    owner_dtype = base.get_dtype()
+    if owner_dtype != meta.dtype:  # through a dtype view of the same element size: its bits
+        base_as = _view_dtype(base, meta.dtype)
+    else:
+        base_as = base
     if storage_offset is None:
         storage_offset = g.sizevars.size(meta.storage_offset())
     size, stride = list(size), list(stride)
@@ -2267,13 +2281,20 @@ def _as_strided(x, size, stride, storage_offset=None):
                     flat = flat + i * st
                 return [S.ModularIndexing(flat, ost, s) if s > 1 else S.Integer(0) for s, ost in zip(old, old_strides)]
 
-            return ir.TensorBox(ir.GenericView(base, size, reindex))
+            return ir.TensorBox(ir.GenericView(base_as, size, reindex))
     if owner_is_input:
-        raise NotImplementedError("as_strided of a graph input's storage beyond its elements or not dense")
+        if owner_dtype == meta.dtype:
+            raise NotImplementedError("as_strided of a graph input's storage beyond its elements or not dense")
+        # the aten op on the input's own storage, reinterpreted by an aliasing aten view (tilefuse's
+        # bitcast is a copy of the input's elements only)
+        with base_meta.fake_mode:
+            alias_meta = base_meta.view(meta.dtype)
+        alias = g.fallback(aten.view.dtype, (base, meta.dtype), {}, meta=alias_meta)
+        return g.fallback(aten.as_strided.default, (alias, size, stride, storage_offset), {})
     if base_meta.storage_offset() != 0:
         raise NotImplementedError("as_strided of a computed value with a storage offset")
-    return g.fallback(aten.as_strided.default, (_in_eager_layout(base, base_meta, True), size, stride, storage_offset),
-                      {})
+    return g.fallback(aten.as_strided.default,
+                      (_in_eager_layout(base_as, base_meta, True), size, stride, storage_offset), {})
 
 
 @register_lowering(aten.as_strided_scatter.default)
