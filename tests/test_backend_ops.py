@@ -595,6 +595,18 @@ def test_out_of_range_index_raises():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="index out of bounds"):
         torch.compile(lambda a, b: F.embedding(b, a) * 2, backend="tilefuse")(w, torch.tensor([0, -1]))
+    # index_add likewise (eager: an index error; torch's decomposition wrapped -1 to the last row)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="index out of bounds"):
+        torch.compile(lambda a, b: a.index_add(0, b, a[:2] * 2), backend="tilefuse")(w, torch.tensor([0, -1]))
+
+
+def test_index_add_with_alpha_repeated_indices_and_transposed_operands():
+    x, s = make([5, 4]), make([6, 4])
+    i = torch.tensor([0, 4, 2, 0, 1, 4])
+    check(lambda a, b, c: a.index_add(0, b, c), x, i, s, tol=(1e-5, 1e-5))
+    check(lambda a, b, c: a.t().index_add(1, b, c.t(), alpha=2.5) * 2, x, i, s, tol=(1e-5, 1e-5))
+    check(lambda a, b, c: a.int().index_add(0, b, (c * 10).int()), x, i, s, exact=True)
 
 
 def test_non_adjacent_advanced_indices_go_first():

@@ -1541,7 +1541,7 @@ def _decompositions(training: bool) -> dict:
         aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
         aten._batch_norm_with_update, aten._batch_norm_with_update_functional, aten._adaptive_avg_pool2d,
         aten.ldexp, aten.narrow_copy, aten.view_copy, aten.permute_copy,
-        aten.unbind_copy, aten.dist, aten.index_add, aten.index_fill, aten.aminmax,
+        aten.unbind_copy, aten.dist, aten.index_fill, aten.aminmax,
     ]))
     # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
     # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
@@ -2552,6 +2552,35 @@ def _index_put(x, indices, values, accumulate=False):
 
     return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype(),
                                  "atomic_add" if accumulate else None)
+
+
+@register_lowering(aten.index_add.default)
+def _index_add(x, dim, index, source, *, alpha=1):
+    """``x.index_add(dim, index, source, alpha=alpha)``: a copy of ``x`` with
+    ``alpha * source[..., i, ...]`` added atomically at ``x[..., index[i], ...]`` along ``dim``
+    (repeated indices accumulate), ``source`` converted to ``x``'s dtype. An index outside
+    ``[0, x.size(dim))``, negative ones included, trips the bounds check as eager's kernels raise
+    (torch's decomposition through ``index_put``, which the table used, wrapped -1 to the last
+    row: a fresh-user trial). 0-d operands and the atomic adds ``_accumulate_into_copy``
+    declines run as the aten op."""
+    size, ssize = list(x.get_size()), list(source.get_size())
+    if not size or len(ssize) != len(size) or len(index.get_size()) != 1:
+        raise NotImplementedError("index_add of a 0-d tensor or with mismatched ranks")
+    dim = dim % len(size)
+    il = _index_loader(index, size[dim], wrap_negative=False)
+    sl = source.make_loader()
+    dtype = x.get_dtype()
+
+    def value_fn(idx):
+        v = to_dtype_value(sl(idx), dtype)
+        return v if alpha == 1 else ops.mul(v, ops.constant(alpha, dtype))
+
+    def index_fn(idx):
+        out = list(idx)
+        out[dim] = il([idx[dim]])
+        return out
+
+    return _accumulate_into_copy(x, ssize, index_fn, value_fn, dtype)
 
 
 @register_lowering(aten.scatter_add.default)
