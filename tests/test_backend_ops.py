@@ -1002,7 +1002,8 @@ def test_long_scans_loop_over_chunks_with_a_carry(dtype):
     if dtype == torch.float16:
         tol = (0.3, 2e-3)  # a float16 running sum of 5000 values rounded once (eager: after every add)
     check(lambda a: a.cumsum(1), x, kernels=1, tol=tol)
-    check(lambda a: a.t().contiguous().cumsum(0), x, tol=tol)
+    # a long half-precision scan across rows runs as the aten op (it differed on the H200)
+    check(lambda a: a.t().contiguous().cumsum(0), x, tol=tol, fallbacks=int(dtype == torch.float16))
     if dtype.is_floating_point:
         near_one = lambda a: (a * 1e-4 + 1).cumprod(1)  # noqa: E731
         check(near_one, x, kernels=1, tol=(tol[0] * 10, 1e-3))

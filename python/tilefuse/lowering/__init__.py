@@ -2962,6 +2962,14 @@ def _scan(x, dim: int, stype: str, out: torch.dtype):
     n = size[dim]
     if (isinstance(n, int) and n <= 1) or prod(size) == 0:
         return _to_dtype_lowering(x, out)
+    from .. import config
+
+    nmax = _sv().upper_bound(n)
+    if (out in (torch.float16, torch.bfloat16) and dim != len(size) - 1
+            and (nmax is None or nmax > config.persistent_reduction_threshold)):
+        # a looped scan across rows in half precision differed from CUDA eager by up to 1.1 on
+        # values up to ~100 on the H200 (twenty-seventh session; not yet understood): the aten op
+        raise NotImplementedError("a long half-precision scan along a dim other than the last")
     acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
     loader = x.make_loader()
     kept = [s for i, s in enumerate(size) if i != dim]
