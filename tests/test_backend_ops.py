@@ -1002,8 +1002,20 @@ def test_long_scans_loop_over_chunks_with_a_carry(dtype):
     if dtype == torch.float16:
         tol = (0.3, 2e-3)  # a float16 running sum of 5000 values rounded once (eager: after every add)
     check(lambda a: a.cumsum(1), x, kernels=1, tol=tol)
-    # a long half-precision scan across rows runs as the aten op (it differed on the H200)
-    check(lambda a: a.t().contiguous().cumsum(0), x, tol=tol, fallbacks=int(dtype == torch.float16))
+    across = lambda a: a.t().contiguous().cumsum(0)  # noqa: E731
+    if dtype != torch.float16:
+        check(across, x, tol=tol, kernels=1)
+    else:
+        # CUDA eager adds half-precision columns in half precision, one rounding per row (on the
+        # H200 its sums drifted by up to 1.1 from the exact ones); the reference is the float32
+        # scan rounded once, which tilefuse computes (within one float16 ulp, 0.0625 below 128)
+        xd = to_device(x)
+        metrics.reset()
+        got = torch.compile(across, backend="tilefuse")(xd)
+        assert metrics.fallback_kernel_count == 0 and metrics.generated_kernel_count == 1
+        torch.testing.assert_close(got, across(xd.float()).half(), atol=0.07, rtol=1e-3)
+        exact = across(xd.double())
+        assert (got.double() - exact).abs().max() <= (across(xd).double() - exact).abs().max() + 0.07
     if dtype.is_floating_point:
         near_one = lambda a: (a * 1e-4 + 1).cumprod(1)  # noqa: E731
         check(near_one, x, kernels=1, tol=(tol[0] * 10, 1e-3))

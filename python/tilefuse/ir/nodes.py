@@ -468,8 +468,9 @@ class Scan(Reduction):
     logcumsumexp) along one dim. Like a
     Reduction it iterates over kept dims ``ranges`` × the scanned dim ``reduction_ranges`` (one
     element), but stores every prefix: the buffer has the input's full shape ``full_size``, with
-    the scanned dim at ``dim``. Runs only as a persistent reduction (the whole row in one block);
-    the lowering falls back for longer rows."""
+    the scanned dim at ``dim``. The scan combines values in ``src_dtype`` (float32 for
+    half-precision inputs) and the buffer stores them converted to ``dtype``. Persistent (the
+    whole row in one block) or looped with a per-row carry, as the kernel decides."""
 
     def __init__(self, device, dtype, inner_fn, ranges, reduction_ranges, scan_type, src_dtype, full_size, dim):
         Loops.__init__(self, device, dtype, inner_fn, ranges)
@@ -488,7 +489,9 @@ class Scan(Reduction):
 
         def fn(index, rindex):
             v = self.inner_fn(index, rindex)
-            r = ops.scan(self.dtype, self.reduction_type, v)
+            r = ops.scan(self.src_dtype, self.reduction_type, v)
+            if self.dtype != self.src_dtype:
+                r = ops.to_dtype(r, self.dtype, self.src_dtype)
             full = list(index[:dim]) + [rindex[0]] + list(index[dim:])
             ops.store(name, indexer(full), r)
 

@@ -1562,6 +1562,7 @@ class PendingPrecompile:
             return 0.0
         t0 = time.perf_counter()
         try:
+            _preload_static_launcher()  # while the workers compile
             executor.finish_jobs()
             # the AsyncCompileMode's exit, in the context it was entered in: each compiled kernel
             # filed in its JITFunction's cache (its failures ignored)
@@ -1572,6 +1573,25 @@ class PendingPrecompile:
         took = time.perf_counter() - t0
         self.seconds += took
         return took
+
+
+def _preload_static_launcher() -> None:
+    """Import torch's static CUDA launcher (``_direct_entry``'s), when this torch has one, while
+    forked workers compile: the import loads Inductor's ``triton_helpers`` (some forty
+    ``triton.jit`` functions), 0.18 s of a dynamic softmax's 0.21 s autotuning phase on the H200
+    host when the first timed config imported it (twenty-eighth session), with the main thread
+    otherwise idle in ``finish_jobs``. Errors are left for ``_static_ok`` to meet."""
+    import sys
+
+    if "torch._inductor.runtime.static_triton_launcher" in sys.modules:
+        return
+    try:
+        import torch
+
+        if torch.version.hip is None and hasattr(torch._C, "_StaticCudaLauncher"):
+            import torch._inductor.runtime.static_triton_launcher  # noqa: F401
+    except Exception:  # noqa: BLE001 - _static_ok decides, at the first launch
+        log.debug("tilefuse: preloading torch's static CUDA launcher failed", exc_info=True)
 
 
 # started and not yet waited for, in start order (``finish_pending``)
