@@ -452,3 +452,18 @@ def test_compile_time_ratio_cells():
     assert compile_time.format_ratio(0.3, -0.2) == "nan"
     assert compile_time.format_ratio(nan, 2.0) == "nan"
     assert compile_time.format_ratio(0.3, nan) == "nan"
+
+
+def test_scans_bench_lists_refuses_unknown_cases_and_needs_a_gpu():
+    import torch
+
+    script = os.path.join(ROOT, "benches", "scans.py")
+    r = subprocess.run([sys.executable, script, "--list"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0 and "cumsum_dim0_f32" in r.stdout.split(), r.stdout + r.stderr[-2000:]
+    r = subprocess.run([sys.executable, script, "--only", "cumsum_dim0_f32,nosuch"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "unknown case(s) ['nosuch']" in r.stderr, r.stderr[-2000:]
+    if not torch.cuda.is_available():
+        r = subprocess.run([sys.executable, script, "--only", "cumsum_dim0_f32"], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
