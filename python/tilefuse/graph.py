@@ -361,16 +361,25 @@ class GraphLowering(torch.fx.Interpreter):
         or has other sizes."""
         if want is None or not isinstance(box.data, ir.StorageBox):
             return
-        sb = box.data
-        if not isinstance(sb.data, (ir.Pointwise, ir.Reduction)) or sb.exact_stride is not None:
-            return
         msize, mstride = want
-        size = list(sb.data.get_size())
-        if not self._same_sizes(size, msize) or any(_broadcast_dims(msize, mstride)):
+        size = list(box.data.data.get_size())
+        if not self._same_sizes(size, msize) or _strides_match(size, ir.contiguous_strides(size), mstride,
+                                                               self.sizevars):
             return
-        if _strides_match(size, ir.contiguous_strides(size), mstride, self.sizevars):
-            return
-        sb.exact_stride = list(mstride)
+        self.set_exact_strides(box, msize, mstride)
+
+    @staticmethod
+    def set_exact_strides(box: ir.TensorBox, size: list, stride: list) -> bool:
+        """Lay ``box``'s value out with ``stride`` when it is realized, if its layout is still free:
+        an unrealized Pointwise or Reduction whose StorageBox has no ``exact_stride`` yet, and
+        ``stride`` expands no dim of ``size`` (stride 0 on a dim longer than 1: such a value is
+        computed once per broadcast row by a copy instead). Returns whether it was set."""
+        sb = box.data
+        if (not isinstance(sb, ir.StorageBox) or not isinstance(sb.data, (ir.Pointwise, ir.Reduction))
+                or sb.exact_stride is not None or any(_broadcast_dims(size, stride))):
+            return False
+        sb.exact_stride = list(stride)
+        return True
 
     def _realize_output(self, v: Any, meta: Any) -> Any:
         """A graph output as a runtime node (a Buffer, or a ReinterpretView of one) with the

@@ -2199,17 +2199,14 @@ def _in_eager_layout(x: ir.TensorBox, meta: torch.Tensor, whole_storage: bool) -
     (``StorageBox.exact_stride``; not for strides that expand a dim), ``x`` itself when its
     buffer — or, unless ``whole_storage`` (storage offset 0, nothing else in the storage), its
     view of one — already has them, else a copy with them (``GraphLowering._copy_with_strides``)."""
-    from ..graph import _broadcast_dims, _strides_match
+    from ..graph import _strides_match
     from ..ir import graph_context as G
 
     g = G.graph()
     sv = g.sizevars
     size, stride = sv.sizes(meta.shape), sv.sizes(meta.stride())
-    sb = x.data
-    if (isinstance(sb, ir.StorageBox) and isinstance(sb.data, (ir.Pointwise, ir.Reduction)) and sb.exact_stride is None
-            and not any(_broadcast_dims(size, stride))):
-        sb.exact_stride = list(stride)
-        sb.realize()
+    if g.set_exact_strides(x, size, stride):
+        x.data.realize()
         return x
     r = ir.realize_input(x)
     lay = getattr(r, "layout", None)
