@@ -1022,6 +1022,45 @@ def test_long_scans_loop_over_chunks_with_a_carry(dtype):
         check(lambda a: (a.cumsum(1) / a.sum(1, keepdim=True).abs(), torch.logcumsumexp(a, 1)), x, tol=(tol[0] * 10, 1e-3))
 
 
+@pytest.mark.parametrize("n", [20, 5000])
+def test_scan_with_a_narrowing_dtype_rounds_the_input_first(n):
+    """``cumsum(dtype=float16)`` casts the input to float16 and then scans (torch's rule); the
+    scan skipped that rounding and summed float32 values eager never sees (fresh-user trial:
+    3002 for eager's 3000 after 3000 values of 1.0004; int32 2049 became 2050, not 2048). Short
+    (persistent) and long (looped) rows; cumprod and bfloat16 alike."""
+    ints = to_device(torch.tensor([2049, 1], dtype=torch.int32))
+    got = check(lambda a: a.cumsum(0, dtype=torch.float16), ints, exact=True)
+    assert got.tolist() == [2048.0, 2048.0]
+    x = torch.full((n,), 1.0004)
+    want_last = float(n)  # 1.0004 rounds to 1.0 in float16; n float16 ones sum exactly
+    got = check(lambda a: a.cumsum(0, dtype=torch.float16), x, tol=(0, 0))
+    assert got[-1].item() == want_last
+    y = make([3, n], low=0.5, high=1.5)
+    check(lambda a: a.cumsum(1, dtype=torch.bfloat16), y, tol=TOL[torch.bfloat16] if n == 20 else (2.0, 1e-2))
+    check(lambda a: (a * 1e-3 + 1).cumprod(1, dtype=torch.float16), y, tol=(1e-3, 2e-3))
+    z = make([n, 2], torch.float16)
+    check(lambda a: a.cumsum(0, dtype=torch.bfloat16), z, tol=TOL[torch.bfloat16] if n == 20 else (2.0, 1e-2))
+
+
+def test_long_float32_logcumsumexp_and_cumprod_match_eager_at_default_tolerance():
+    """Under the interpreter float32 scans combine in float64, as eager's CPU kernels: a
+    logcumsumexp down 5000 rows was 2.3e-5 from the exact result in float32 (eager 4.8e-7),
+    beyond assert_close's default 1e-5 (fresh-user trial). On a GPU the combine is float32."""
+    tol = (1e-5, 1.3e-6) if DEVICE == "cpu" else (1e-4, 1e-5)
+    check(lambda a: torch.logcumsumexp(a, 0), make([5000, 3]), kernels=1, tol=tol)
+    check(lambda a: (a * 1e-4 + 1).cumprod(0), make([5000, 3]), kernels=1, tol=tol)
+
+
+def test_scan_to_bool_raises_as_eager():
+    """Eager has no bool scan kernel: ``cumsum(dtype=torch.bool)`` runs the aten op, which raises
+    eager's error (it returned a bool tensor)."""
+    x = to_device(make([4, 5]))
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        x.cumsum(0, dtype=torch.bool)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.compile(lambda a: a.cumsum(0, dtype=torch.bool), backend="tilefuse")(x)
+
+
 def test_long_logcumsumexp_carries_infinities_and_nan_across_chunks():
     """A row whose first 3000 values are -inf (the carry stays -inf through whole chunks), one
     with a NaN in its first chunk (NaN from there on), one with +inf in its last chunk."""

@@ -2954,7 +2954,10 @@ def _scan(x, dim: int, stype: str, out: torch.dtype):
     accumulated in fp32 for low-precision ``out`` and converted to ``out`` (as Inductor's scans).
     CUDA eager scans half-precision columns (a dim other than the last) adding in half
     precision, one rounding per element, so its running sums drift from the exact ones (about
-    1 on sums near 100 after 5000 float16 rows); tilefuse's stay within one rounding."""
+    1 on sums near 100 after 5000 float16 rows); tilefuse's stay within one rounding. Under
+    Triton's interpreter float32 scans combine in float64 (``TritonKernel.codegen_scan``), so CPU
+    results are not the GPU's roundings. Raises NotImplementedError (the aten op runs) for a bool
+    result."""
     size = list(x.get_size())
     if not size:
         return _to_dtype_lowering(x, out)
@@ -2962,12 +2965,22 @@ def _scan(x, dim: int, stype: str, out: torch.dtype):
     n = size[dim]
     if (isinstance(n, int) and n <= 1) or prod(size) == 0:
         return _to_dtype_lowering(x, out)
+    if out == torch.bool:
+        # eager has no bool scan kernel ("cumsum_out_cpu" not implemented for 'Bool'): the aten op
+        # raises it at run time as eager does
+        raise NotImplementedError("a scan whose result dtype is bool")
     acc = torch.float32 if out in (torch.float16, torch.bfloat16) else out
     loader = x.make_loader()
     kept = [s for i, s in enumerate(size) if i != dim]
+    # torch casts the input to ``dtype=`` first, then scans: a narrowing cast (float32 or int32 to
+    # float16) rounds every element before the float32 accumulator sees it
+    src = x.get_dtype()
 
     def inner(idx, ridx):
-        return to_dtype_value(loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:])), acc)
+        v = loader(list(idx[:dim]) + [ridx[0]] + list(idx[dim:]))
+        if src != out and acc != out:
+            v = to_dtype_value(v, out)
+        return to_dtype_value(v, acc)
 
     # the buffer holds ``out`` (converted in the scan's kernel): no second kernel, half the writes
     box = TensorBox.create(ir.Scan(x.get_device(), out, inner, kept, [n], stype, acc, size, dim))
