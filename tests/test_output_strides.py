@@ -334,13 +334,15 @@ def test_batch_norm_of_a_transposed_input_keeps_torchs_meta_strides_and_views_of
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
     # torch's meta strides, which AOTAutograd's fake tensors carry: on the CPU the input's layout
-    # (28, 1, 4); on CUDA the batch norm is cuDNN's, whose meta output is contiguous (28, 7, 1)
+    # (28, 1, 4); on CUDA, where an affine batch norm is cuDNN's (its weight decides), eager's
+    # kernel and the H200 run gave contiguous (28, 7, 1)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
         fake = torch.empty_strided(x.shape, x.stride(), device=DEVICE)
         stats = torch.zeros(4, device=DEVICE), torch.ones(4, device=DEVICE)
-        meta_stride = F.batch_norm(fake, *stats, training=True).stride()
+        affine = torch.ones(4, device=DEVICE), torch.zeros(4, device=DEVICE)
+        meta_stride = F.batch_norm(fake, *stats, *affine, training=True).stride()
     assert got[0].stride() == meta_stride
     if DEVICE == "cpu":
         assert meta_stride == x.stride()  # where eager's kernel picks contiguous
