@@ -410,16 +410,21 @@ def _hook_set(hook: Any) -> bool:
     return bool(calls) if calls is not None else True
 
 
+def _torch_has_static_launcher() -> bool:
+    """Whether this torch has the static CUDA launcher (a CUDA build, not ROCm)."""
+    import torch
+
+    return torch.version.hip is None and hasattr(torch._C, "_StaticCudaLauncher")
+
+
 def _static_ok(kernel: Any) -> bool:
     """Whether torch's static CUDA launcher takes this compiled kernel (``_direct_entry`` then
     launches it without Triton's per-signature C launcher): no launch attributes, no global or
     profile scratch memory, one CTA, CUDA rather than ROCm, and a torch that has the launcher.
     Reads the kernel's metadata only (no CUDA), so forked compile workers can ask too."""
     try:
-        import torch
-
         md = kernel.metadata
-        if torch.version.hip is not None or not hasattr(torch._C, "_StaticCudaLauncher"):
+        if not _torch_has_static_launcher():
             return False
         if getattr(md, "launch_pdl", False) or getattr(md, "launch_cooperative_grid", False):
             return False
@@ -1586,9 +1591,7 @@ def _preload_static_launcher() -> None:
     if "torch._inductor.runtime.static_triton_launcher" in sys.modules:
         return
     try:
-        import torch
-
-        if torch.version.hip is None and hasattr(torch._C, "_StaticCudaLauncher"):
+        if _torch_has_static_launcher():
             import torch._inductor.runtime.static_triton_launcher  # noqa: F401
     except Exception:  # noqa: BLE001 - _static_ok decides, at the first launch
         log.debug("tilefuse: preloading torch's static CUDA launcher failed", exc_info=True)
