@@ -19,8 +19,10 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT = ("silu_mul,bias_gelu,softmax,layernorm,rmsnorm,column_sum,transpose_add,nchw_to_nhwc_relu,"
-           "cross_entropy,mlp,block_fwd,block_fwd_bwd")
+DEFAULT = (
+    "silu_mul,bias_gelu,softmax,layernorm,rmsnorm,column_sum,transpose_add,nchw_to_nhwc_relu,"
+    "cross_entropy,mlp,block_fwd,block_fwd_bwd"
+)
 
 
 def _kind(cfg: dict) -> str:
@@ -72,8 +74,18 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 first = times.get(0, float("nan"))
                 best_k = min(times, key=times.get)
-                rows.append((w.name, ln.fn.__name__, _kind(ln.configs[0]), len(times), first, times[best_k],
-                             ln.configs[best_k], ln.configs[0]))
+                rows.append(
+                    (
+                        w.name,
+                        ln.fn.__name__,
+                        _kind(ln.configs[0]),
+                        len(times),
+                        first,
+                        times[best_k],
+                        ln.configs[best_k],
+                        ln.configs[0],
+                    )
+                )
     print("workload          kernel         kind  n  first config ms  best ms  first/best  winner  (first)")
     for name, kname, kind, n, tf, tb, win, first in rows:
         print(f"{name:<17} {kname:<14} {kind:<4} {n:>2} {tf:15.4f} {tb:8.4f} {tf / tb:10.3f}  {win}  ({first})")
@@ -81,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         ks = [r for r in rows if r[2] == kind and math.isfinite(r[4])]
         if ks:
             won = sum(1 for r in ks if r[4] <= r[5] * 1.01)
-            print(f"# {kind}: {len(ks)} kernels, first config within 1% of the best in {won}, "
-                  f"largest first/best {max(r[4] / r[5] for r in ks):.3f}")
+            print(
+                f"# {kind}: {len(ks)} kernels, first config within 1% of the best in {won}, "
+                f"largest first/best {max(r[4] / r[5] for r in ks):.3f}"
+            )
     return 0
 
 

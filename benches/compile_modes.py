@@ -64,8 +64,14 @@ def _child(row: str, n_layer: int) -> dict:
         torch.cuda.synchronize()
         first = time.perf_counter() - t0
         err = (out - ref).abs().max().item()
-    return dict(row=row, first_call_s=round(first, 2), precompile_s=round(metrics.precompile_seconds, 2),
-                kernels=metrics.generated_kernel_count, graphs=metrics.generated_graph_count, max_abs_err=err)
+    return dict(
+        row=row,
+        first_call_s=round(first, 2),
+        precompile_s=round(metrics.precompile_seconds, 2),
+        kernels=metrics.generated_kernel_count,
+        graphs=metrics.generated_graph_count,
+        max_abs_err=err,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,14 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}")
-    print(f"device: {torch.cuda.get_device_name()}; usable cores: {config._usable_cores()}; parallel rows use "
-          f"{workers} workers; GPT-2 n_layer={args.n_layer}, batch 8 x 512, fp32, forward (no grad)", flush=True)
-    print(f"{'row':8} {'first call s':>12} {'precompile s':>12} {'kernels':>8} {'graphs':>6} {'max abs err':>11}",
-          flush=True)
+    print(
+        f"device: {torch.cuda.get_device_name()}; usable cores: {config._usable_cores()}; parallel rows use "
+        f"{workers} workers; GPT-2 n_layer={args.n_layer}, batch 8 x 512, fp32, forward (no grad)",
+        flush=True,
+    )
+    print(
+        f"{'row':8} {'first call s':>12} {'precompile s':>12} {'kernels':>8} {'graphs':>6} {'max abs err':>11}",
+        flush=True,
+    )
     warm_dir = None
-    settings = {"lazy": ("0", "process"), "serial": ("1", "process"), "process": (str(workers), "process"),
-                "thread": (str(workers), "thread"), "warm": (str(workers), "process"),
-                "tune3": (str(workers), "process")}
+    settings = {
+        "lazy": ("0", "process"),
+        "serial": ("1", "process"),
+        "process": (str(workers), "process"),
+        "thread": (str(workers), "thread"),
+        "warm": (str(workers), "process"),
+        "tune3": (str(workers), "process"),
+    }
     for row in rows:
         cache = tempfile.mkdtemp(prefix=f"triton_{row}_")
         if row == "warm":
@@ -114,19 +130,31 @@ def main(argv: list[str] | None = None) -> int:
         if res is None:
             print(f"{row:8} FAILED", flush=True)
             continue
-        print(f"{row:8} {res['first_call_s']:12.2f} {res['precompile_s']:12.2f} {res['kernels']:8d} "
-              f"{res['graphs']:6d} {res['max_abs_err']:11.2e}", flush=True)
+        print(
+            f"{row:8} {res['first_call_s']:12.2f} {res['precompile_s']:12.2f} {res['kernels']:8d} "
+            f"{res['graphs']:6d} {res['max_abs_err']:11.2e}",
+            flush=True,
+        )
     return 0
 
 
 def _run(row: str, cache: str, workers: str, pool: str, n_layer: int) -> dict | None:
-    env = dict(os.environ, TRITON_CACHE_DIR=cache, TILEFUSE_COMPILE_WORKERS=workers, TILEFUSE_COMPILE_POOL=pool,
-               TRITON_INTERPRET="0")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", row, "--n-layer", str(n_layer)],
-                       capture_output=True, text=True, env=env)
+    env = dict(
+        os.environ,
+        TRITON_CACHE_DIR=cache,
+        TILEFUSE_COMPILE_WORKERS=workers,
+        TILEFUSE_COMPILE_POOL=pool,
+        TRITON_INTERPRET="0",
+    )
+    r = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", row, "--n-layer", str(n_layer)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     sys.stderr.write(r.stdout[-2000:] + r.stderr[-3000:])
     return None
 

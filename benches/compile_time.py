@@ -194,21 +194,25 @@ def _child(name: str, backend: str, mode: str, device: str, prof=None) -> dict:
     stages["first call"] = first
     res["stages"] = {k: round(v, 2) for k, v in stages.items()}
     if backend == "tilefuse":
-        res.update(kernels=metrics.generated_kernel_count, symbolic=metrics.symbolic_graph_count,
-                   specialized=metrics.specialized_graph_count, fallbacks=metrics.fallback_kernel_count,
-                   phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()},
-                   warmup={k: round(v, 3) for k, v in metrics.warmup_seconds.items()},
-                   warmup_wait_s=round(metrics.warmup_wait_seconds, 3),
-                   graphs=metrics.generated_graph_count, jobs=len(metrics.precompile_job_seconds),
-                   job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
-                   job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
-                   load_s=round(metrics.precompile_load_seconds, 3),
-                   batch_s=[round(b, 2) for b in metrics.precompile_batch_seconds],
-                   autotune_configs=len(metrics.autotune_config_seconds),
-                   autotune_first_s=round(sum(f for f, _ in metrics.autotune_config_seconds), 3),
-                   autotune_bench_s=round(sum(b for _, b in metrics.autotune_config_seconds), 3),
-                   slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels),
-                                       reverse=True)[:3])
+        res.update(
+            kernels=metrics.generated_kernel_count,
+            symbolic=metrics.symbolic_graph_count,
+            specialized=metrics.specialized_graph_count,
+            fallbacks=metrics.fallback_kernel_count,
+            phases={k: round(v, 3) for k, v in metrics.phase_seconds.items()},
+            warmup={k: round(v, 3) for k, v in metrics.warmup_seconds.items()},
+            warmup_wait_s=round(metrics.warmup_wait_seconds, 3),
+            graphs=metrics.generated_graph_count,
+            jobs=len(metrics.precompile_job_seconds),
+            job_sum_s=round(sum(metrics.precompile_job_seconds), 3),
+            job_max_s=round(max(metrics.precompile_job_seconds, default=0.0), 3),
+            load_s=round(metrics.precompile_load_seconds, 3),
+            batch_s=[round(b, 2) for b in metrics.precompile_batch_seconds],
+            autotune_configs=len(metrics.autotune_config_seconds),
+            autotune_first_s=round(sum(f for f, _ in metrics.autotune_config_seconds), 3),
+            autotune_bench_s=round(sum(b for _, b in metrics.autotune_config_seconds), 3),
+            slowest_jobs=sorted(zip(metrics.precompile_job_seconds, metrics.precompile_job_labels), reverse=True)[:3],
+        )
     return res
 
 
@@ -250,8 +254,14 @@ class _GcLog:
 # Dynamo's own timed sections (``torch._dynamo.utils.compile_times``), summed over the graphs:
 # the whole frame compile, its bytecode tracing, the backend call (AOTAutograd: trace, partition,
 # forward compile), the joint trace inside it, and the lazy backward compile at the first backward
-DYNAMO_SECTIONS = ("_compile.compile_inner", "bytecode_tracing", "OutputGraph.call_user_compiler",
-                   "aot_trace_joint_graph", "backward._backward_impl", "gc")
+DYNAMO_SECTIONS = (
+    "_compile.compile_inner",
+    "bytecode_tracing",
+    "OutputGraph.call_user_compiler",
+    "aot_trace_joint_graph",
+    "backward._backward_impl",
+    "gc",
+)
 
 
 def _dynamo_sections() -> dict:
@@ -265,8 +275,7 @@ def _dynamo_sections() -> dict:
     return {k: round(float(v), 3) for k, v in zip(*got) if k in DYNAMO_SECTIONS}
 
 
-def _profile(name: str, mode: str, device: str, top: int, out: str | None = None,
-             backend: str = "tilefuse") -> None:
+def _profile(name: str, mode: str, device: str, top: int, out: str | None = None, backend: str = "tilefuse") -> None:
     """``backend``'s (default tilefuse's) cold first call of one workload under cProfile, in this
     (fresh) process: tilefuse's compile phases and the top functions by own time and by cumulative
     time; with ``out``, the whole profile saved there too (``pstats.Stats(out)`` reads it, e.g. for
@@ -278,8 +287,10 @@ def _profile(name: str, mode: str, device: str, top: int, out: str | None = None
     res = _child(name, backend, mode, device, prof)
     extra = f", phases {res['phases']}, kernels {res['kernels']}" if backend == "tilefuse" else ""
     g = res["gc"]
-    print(f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}; garbage collections "
-          f"(generation 0/1/2) {'/'.join(map(str, g['collections']))}, {g['s']:.2f} s")
+    print(
+        f"# {name} {mode} {backend}: first call {res['first_call_s']:.2f} s{extra}; garbage collections "
+        f"(generation 0/1/2) {'/'.join(map(str, g['collections']))}, {g['s']:.2f} s"
+    )
     if res.get("dynamo"):
         print("# Dynamo sections (s): " + " ".join(f"{k}={v:.2f}" for k, v in res["dynamo"].items()))
     st = pstats.Stats(prof)
@@ -294,10 +305,12 @@ def _process_env(caches: str, device: str, cold: bool, extra_env: dict | None = 
     (Triton's, tilefuse's, Inductor's) under ``caches``, Inductor's caches forced off when
     ``cold``, and Triton's interpreter on off CUDA."""
     env = dict(os.environ, **(extra_env or {}))
-    env.update(TRITON_CACHE_DIR=os.path.join(caches, "triton"),
-               TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
-               TRITON_INTERPRET="0" if device == "cuda" else "1")
+    env.update(
+        TRITON_CACHE_DIR=os.path.join(caches, "triton"),
+        TILEFUSE_CACHE_DIR=os.path.join(caches, "tilefuse"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+        TRITON_INTERPRET="0" if device == "cuda" else "1",
+    )
     if cold:
         env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     else:
@@ -305,15 +318,20 @@ def _process_env(caches: str, device: str, cold: bool, extra_env: dict | None = 
     return env
 
 
-def _run(name: str, backend: str, mode: str, device: str, caches: str, cold: bool,
-         extra_env: dict | None = None) -> dict | None:
+def _run(
+    name: str, backend: str, mode: str, device: str, caches: str, cold: bool, extra_env: dict | None = None
+) -> dict | None:
     env = _process_env(caches, device, cold, extra_env)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, backend, mode, device],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", name, backend, mode, device],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
-            res = json.loads(line[len("RESULT "):])
+            res = json.loads(line[len("RESULT ") :])
             res["process_s"] = time.perf_counter() - t0
             return res
     label = backend + (f" [{_variant_label(extra_env)}]" if extra_env else "")
@@ -330,10 +348,19 @@ def _process_time(r: dict) -> str:
     st = r.get("stages", {})
     rest = r["process_s"] - sum(st.values())
     g = r.get("gc")
-    collected = (f"; first call's garbage collections (generation 0/1/2) "
-                 f"{'/'.join(map(str, g['collections']))}, {g['s']:.2f} s") if g else ""
-    return (f"process {r['process_s']:.2f} s (" + ", ".join(f"{k} {v:.2f}" for k, v in st.items())
-            + f", start+exit {rest:.2f}){collected}")
+    collected = (
+        (
+            f"; first call's garbage collections (generation 0/1/2) "
+            f"{'/'.join(map(str, g['collections']))}, {g['s']:.2f} s"
+        )
+        if g
+        else ""
+    )
+    return (
+        f"process {r['process_s']:.2f} s ("
+        + ", ".join(f"{k} {v:.2f}" for k, v in st.items())
+        + f", start+exit {rest:.2f}){collected}"
+    )
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -346,8 +373,9 @@ def parse_variant(text: str) -> dict:
     for part in (p.strip() for p in text.split(",")):
         name, eq, value = part.partition("=")
         if not eq or not _ENV_NAME.match(name.strip()):
-            raise ValueError(f"{part!r} is not NAME=VALUE with an environment variable name "
-                             f"(e.g. TILEFUSE_EAGER_BACKWARD=0)")
+            raise ValueError(
+                f"{part!r} is not NAME=VALUE with an environment variable name (e.g. TILEFUSE_EAGER_BACKWARD=0)"
+            )
         out[name.strip()] = value.strip()
     return out
 
@@ -365,10 +393,12 @@ def _variant_problem(env: dict) -> str | None:
     pkg = os.path.join(HERE, "..", "python")  # where a checkout's package is when it is not installed
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), pkg) if p)
-    check = ("import sys, warnings; warnings.simplefilter('ignore'); import tilefuse, tilefuse.config as c\n"
-             "bad = sorted(set(sys.argv[1:]) - c.ENVIRONMENT_VARIABLES)\n"
-             "if bad: sys.exit(f'tilefuse does not read {bad} (misspelt?); the variables it reads: '\n"
-             "                 f'{sorted(c.ENVIRONMENT_VARIABLES)}')")
+    check = (
+        "import sys, warnings; warnings.simplefilter('ignore'); import tilefuse, tilefuse.config as c\n"
+        "bad = sorted(set(sys.argv[1:]) - c.ENVIRONMENT_VARIABLES)\n"
+        "if bad: sys.exit(f'tilefuse does not read {bad} (misspelt?); the variables it reads: '\n"
+        "                 f'{sorted(c.ENVIRONMENT_VARIABLES)}')"
+    )
     r = subprocess.run([sys.executable, "-c", check, *names], capture_output=True, text=True, env=full)
     if r.returncode == 0:
         return None
@@ -398,36 +428,64 @@ def _spread(backend: str, colds: list, warms: list) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
-    ap.add_argument("--modes", default="static,dynamic",
-                    help="static, dynamic, or static,dynamic (default: both, comma-separated)")
-    ap.add_argument("--backends", default=",".join(BACKENDS),
-                    help=f"subset of {BACKENDS} (aot_eager is always run: it is the baseline)")
-    ap.add_argument("--warm", action="store_true",
-                    help="also time a warm-cache first call per backend (with --profile: profile a warm call)")
-    ap.add_argument("--cold-eager", action="store_true",
-                    help="do not run the workload eagerly before compiling (see above)")
-    ap.add_argument("--device", default=None, choices=("cuda", "cpu"),
-                    help="cuda (default when available) or cpu (tiny sizes)")
-    ap.add_argument("--profile", metavar="WORKLOAD",
-                    help="instead: one backend's (--profile-backend; default tilefuse) cold first call of "
-                         "WORKLOAD (first of --modes) under cProfile, in a fresh process with empty caches")
-    ap.add_argument("--profile-backend", default="tilefuse", choices=BACKENDS,
-                    help="--profile: the backend profiled (default tilefuse; aot_eager or inductor to "
-                         "set their first call beside tilefuse's)")
+    ap.add_argument(
+        "--modes", default="static,dynamic", help="static, dynamic, or static,dynamic (default: both, comma-separated)"
+    )
+    ap.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"subset of {BACKENDS} (aot_eager is always run: it is the baseline)",
+    )
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="also time a warm-cache first call per backend (with --profile: profile a warm call)",
+    )
+    ap.add_argument(
+        "--cold-eager", action="store_true", help="do not run the workload eagerly before compiling (see above)"
+    )
+    ap.add_argument(
+        "--device", default=None, choices=("cuda", "cpu"), help="cuda (default when available) or cpu (tiny sizes)"
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="WORKLOAD",
+        help="instead: one backend's (--profile-backend; default tilefuse) cold first call of "
+        "WORKLOAD (first of --modes) under cProfile, in a fresh process with empty caches",
+    )
+    ap.add_argument(
+        "--profile-backend",
+        default="tilefuse",
+        choices=BACKENDS,
+        help="--profile: the backend profiled (default tilefuse; aot_eager or inductor to "
+        "set their first call beside tilefuse's)",
+    )
     ap.add_argument("--top", type=int, default=None, help="--profile: entries per listing (default 25)")
     ap.add_argument("--profile-out", metavar="FILE", help="--profile: also save the whole profile to FILE (pstats)")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="fresh processes per backend (and per warm run); the table shows the median "
-                         "first call (of an even count, the lower of the two middle ones), and a line "
-                         "under it min/median/max (default 1; not with --profile)")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
-                    help="also run tilefuse with these environment variables set (repeatable: one "
-                         "variant each), interleaved with the other backends; printed under the table")
-    ap.add_argument("--bytecode-cache", metavar="DIR",
-                    help="every process reads and writes Python bytecode under DIR (PYTHONPYCACHEPREFIX, "
-                         "PYTHONDONTWRITEBYTECODE unset), primed by one untimed process per backend and mode "
-                         "before the first measured one: a normal installation's .pyc files, on a host whose "
-                         "packages have none (see above)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="fresh processes per backend (and per warm run); the table shows the median "
+        "first call (of an even count, the lower of the two middle ones), and a line "
+        "under it min/median/max (default 1; not with --profile)",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="also run tilefuse with these environment variables set (repeatable: one "
+        "variant each), interleaved with the other backends; printed under the table",
+    )
+    ap.add_argument(
+        "--bytecode-cache",
+        metavar="DIR",
+        help="every process reads and writes Python bytecode under DIR (PYTHONPYCACHEPREFIX, "
+        "PYTHONDONTWRITEBYTECODE unset), primed by one untimed process per backend and mode "
+        "before the first measured one: a normal installation's .pyc files, on a host whose "
+        "packages have none (see above)",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--profile-here", action="store_true", help=argparse.SUPPRESS)  # the profiled process
     args = ap.parse_args(argv)
@@ -495,8 +553,10 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryFile(dir=path):
                 pass
         except OSError as e:
-            ap.error(f"--bytecode-cache {path!r}: cannot create or write that folder "
-                     f"({e.strerror or e}); give a writable directory")
+            ap.error(
+                f"--bytecode-cache {path!r}: cannot create or write that folder "
+                f"({e.strerror or e}); give a writable directory"
+            )
         # inherited by every child process (the measured ones, the priming ones, --profile's)
         os.environ["PYTHONPYCACHEPREFIX"] = os.path.abspath(path)
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -506,8 +566,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():  # as the table mode: the CPU only when asked for
-            ap.error("--profile measures a GPU compile and no CUDA GPU is usable here; add --device cpu "
-                     "to profile the same code path at tiny sizes")
+            ap.error(
+                "--profile measures a GPU compile and no CUDA GPU is usable here; add --device cpu "
+                "to profile the same code path at tiny sizes"
+            )
     if args.profile and args.profile_here:
         # the profiled process itself (its caches set up by the parent below)
         import torch
@@ -530,14 +592,29 @@ def main(argv: list[str] | None = None) -> int:
                 prime = tempfile.mkdtemp(prefix=f"ct_{args.profile}_prime_")
                 ok = _run(args.profile, args.profile_backend, mode, device, prime, cold=True)
                 shutil.rmtree(prime, ignore_errors=True)
-                print(f"# {args.profile} {mode} {args.profile_backend}: bytecode cache primed"
-                      + ("" if ok is not None else " (the priming process failed)"), flush=True)
+                print(
+                    f"# {args.profile} {mode} {args.profile_backend}: bytecode cache primed"
+                    + ("" if ok is not None else " (the priming process failed)"),
+                    flush=True,
+                )
             if args.warm and _run(args.profile, args.profile_backend, mode, device, caches, cold=True) is None:
                 return 1
             env = _process_env(caches, device, cold=not args.warm)
-            cmd = [sys.executable, os.path.abspath(__file__), "--profile", args.profile, "--modes", mode,
-                   "--device", device, "--top", str(args.top), "--profile-backend", args.profile_backend,
-                   "--profile-here"]
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--profile",
+                args.profile,
+                "--modes",
+                mode,
+                "--device",
+                device,
+                "--top",
+                str(args.top),
+                "--profile-backend",
+                args.profile_backend,
+                "--profile-here",
+            ]
             cmd += ["--profile-out", os.path.abspath(args.profile_out)] if args.profile_out else []
             return subprocess.run(cmd, env=env).returncode
         finally:
@@ -551,17 +628,23 @@ def main(argv: list[str] | None = None) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else None)
     if device is None:
-        print("compile_time.py measures GPU compiles and needs a CUDA GPU (none found); nothing measured. "
-              "`--device cpu` runs the same code path at tiny sizes.")
+        print(
+            "compile_time.py measures GPU compiles and needs a CUDA GPU (none found); nothing measured. "
+            "`--device cpu` runs the same code path at tiny sizes."
+        )
         return 0
     backends = ["aot_eager"] + [b for b in chosen if b != "aot_eager"]
     dev = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     eager = "not run first (--cold-eager)" if args.cold_eager else "run once first"
-    print(f"# cold compile (fresh process, caches off, eager workload {eager}), {dev}, torch {torch.__version__}; "
-          "seconds; backend = first call - aot_eager's first call (warm backend: the warm first call - aot_eager's); "
-          "ratio = tilefuse backend / Inductor backend",
-          flush=True)
-    cols = "| workload | mode | aot_eager s | Inductor s | tilefuse s | Inductor backend s | tilefuse backend s | ratio |"
+    print(
+        f"# cold compile (fresh process, caches off, eager workload {eager}), {dev}, torch {torch.__version__}; "
+        "seconds; backend = first call - aot_eager's first call (warm backend: the warm first call - aot_eager's); "
+        "ratio = tilefuse backend / Inductor backend",
+        flush=True,
+    )
+    cols = (
+        "| workload | mode | aot_eager s | Inductor s | tilefuse s | Inductor backend s | tilefuse backend s | ratio |"
+    )
     if args.warm:
         cols += " Inductor warm backend s | tilefuse warm backend s | warm ratio |"
     skipped = [b for b in BACKENDS if b not in backends]
@@ -575,8 +658,9 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             res, warm, spread = {}, {}, []
             # (label, backend, extra environment): the backends, then tilefuse's variants
-            runs = [(b, b, {}) for b in backends] + [(f"tilefuse [{_variant_label(v)}]", "tilefuse", v)
-                                                     for v in variants]
+            runs = [(b, b, {}) for b in backends] + [
+                (f"tilefuse [{_variant_label(v)}]", "tilefuse", v) for v in variants
+            ]
             colds: dict = {label: [] for label, _, _ in runs}
             warms: dict = {label: [] for label, _, _ in runs}
             if args.bytecode_cache is not None:
@@ -586,8 +670,11 @@ def main(argv: list[str] | None = None) -> int:
                         caches = tempfile.mkdtemp(prefix=f"ct_{name}_{backend}_")
                         ok = _run(name, backend, mode, device, caches, cold=True, extra_env=env)
                         shutil.rmtree(caches, ignore_errors=True)
-                        print(f"#   {name} {mode} {backend}: bytecode cache primed"
-                              + ("" if ok is not None else " (the priming process failed)"), flush=True)
+                        print(
+                            f"#   {name} {mode} {backend}: bytecode cache primed"
+                            + ("" if ok is not None else " (the priming process failed)"),
+                            flush=True,
+                        )
             # interleaved: round k runs every backend's k-th process (cold k, then warm k on the
             # caches cold k filled) before round k + 1
             for k in range(args.repeat):
@@ -604,10 +691,14 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(caches, ignore_errors=True)  # this cold/warm pair's caches: done with
                     colds[label].append(r)
                     if r is not None:  # each process as it ends: a run cut short still leaves its data
-                        print(f"#   {name} {mode} {label} process {k + 1}/{args.repeat}: first call "
-                              f"{r['first_call_s']:.2f} s" + (f", warm {w['first_call_s']:.2f} s" if w else "")
-                              + f"; {_process_time(r)}" + (f"; warm {_process_time(w)}" if w else ""),
-                              flush=True)
+                        print(
+                            f"#   {name} {mode} {label} process {k + 1}/{args.repeat}: first call "
+                            f"{r['first_call_s']:.2f} s"
+                            + (f", warm {w['first_call_s']:.2f} s" if w else "")
+                            + f"; {_process_time(r)}"
+                            + (f"; warm {_process_time(w)}" if w else ""),
+                            flush=True,
+                        )
             for label, _, _ in runs:
                 res[label] = _median_run(colds[label])
                 if warms[label]:
@@ -624,16 +715,19 @@ def main(argv: list[str] | None = None) -> int:
             ib, tb = ind - base, tf - base
             extra = res.get("tilefuse", {})
             note = "" if not extra.get("specialized") else f" ({extra['specialized']} graphs specialized)"
-            line = (f"| {name} | {mode} | {base:.2f} | {ind:.2f} | {tf:.2f} | {ib:.2f} | {tb:.2f} | "
-                    f"{format_ratio(tb, ib)}{note} |")
+            line = (
+                f"| {name} | {mode} | {base:.2f} | {ind:.2f} | {tf:.2f} | {ib:.2f} | {tb:.2f} | "
+                f"{format_ratio(tb, ib)}{note} |"
+            )
             if args.warm:
                 iw = warm.get("inductor", nan).get("first_call_s", float("nan")) - base
                 tw = warm.get("tilefuse", {}).get("first_call_s", float("nan")) - base
                 line += f" {iw:.2f} | {tw:.2f} | {format_ratio(tw, iw)} |"
             print(line, flush=True)
             if spread:
-                print(f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread),
-                      flush=True)
+                print(
+                    f"#   first call over {args.repeat} processes (s, min/median/max): " + "; ".join(spread), flush=True
+                )
             for v in variants:  # each tilefuse variant: its median first call, backend time and ratio
                 label = f"tilefuse [{_variant_label(v)}]"
                 vr, vw = res[label], warm.get(label)
@@ -642,16 +736,21 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"#   variant {label}: FAILED (its output is above, on stderr)", flush=True)
                     continue
                 vb = vr["first_call_s"] - base
-                print(f"#   variant {label}: first call {vr['first_call_s']:.2f} s, backend {vb:.2f} s, ratio "
-                      f"{format_ratio(vb, ib)}"
-                      + (f", warm backend {vw['first_call_s'] - base:.2f} s" if vw else "")
-                      + "; phases (s): " + " ".join(f"{k}={x:.2f}" for k, x in vr.get("phases", {}).items()),
-                      flush=True)
+                print(
+                    f"#   variant {label}: first call {vr['first_call_s']:.2f} s, backend {vb:.2f} s, ratio "
+                    f"{format_ratio(vb, ib)}"
+                    + (f", warm backend {vw['first_call_s'] - base:.2f} s" if vw else "")
+                    + "; phases (s): "
+                    + " ".join(f"{k}={x:.2f}" for k, x in vr.get("phases", {}).items()),
+                    flush=True,
+                )
             for label, _, _ in runs:  # Dynamo's sections, per backend (median process)
                 dyn = (res[label] or {}).get("dynamo") or {}
                 if dyn:
-                    print(f"#   Dynamo sections, {label} (s): " + " ".join(f"{k}={x:.2f}" for k, x in dyn.items()),
-                          flush=True)
+                    print(
+                        f"#   Dynamo sections, {label} (s): " + " ".join(f"{k}={x:.2f}" for k, x in dyn.items()),
+                        flush=True,
+                    )
             if "tilefuse" not in backends or not extra:
                 continue
             ph = extra.get("phases", {})
@@ -661,35 +760,53 @@ def main(argv: list[str] | None = None) -> int:
             # (a first call waiting for the workers), on the GPU autotune, first_run (the rest of
             # each graph's first call), and for training graphs partition (the min-cut
             # partitioner); rest = Dynamo + the rest of AOTAutograd (see metrics.phase_seconds)
-            print("#   tilefuse phases (s): " + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
-                  + f" rest={tf - sum(ph.values()):.2f}", flush=True)
+            print(
+                "#   tilefuse phases (s): "
+                + " ".join(f"{k}={v:.2f}" for k, v in ph.items())
+                + f" rest={tf - sum(ph.values()):.2f}",
+                flush=True,
+            )
             wt = warm.get("tilefuse")
             if wt:  # the warm median process's phases (restore: kernels loaded from launch records)
                 wph = wt.get("phases", {})
-                print("#   tilefuse warm phases (s): " + "".join(f"{k}={v:.3f} " for k, v in wph.items())
-                      + f"rest={wt['first_call_s'] - sum(wph.values()):.2f}", flush=True)
+                print(
+                    "#   tilefuse warm phases (s): "
+                    + "".join(f"{k}={v:.3f} " for k, v in wph.items())
+                    + f"rest={wt['first_call_s'] - sum(wph.values()):.2f}",
+                    flush=True,
+                )
             for label, r in (("cold", extra), ("warm", wt)):
                 if r and r.get("warmup"):  # Triton's warm-up threads: each part, and the wait for them
-                    print(f"#   tilefuse {label} warm-up (s): "
-                          + " ".join(f"{k}={v:.2f}" for k, v in r["warmup"].items())
-                          + f", compiles waited {r.get('warmup_wait_s', 0.0):.2f}", flush=True)
+                    print(
+                        f"#   tilefuse {label} warm-up (s): "
+                        + " ".join(f"{k}={v:.2f}" for k, v in r["warmup"].items())
+                        + f", compiles waited {r.get('warmup_wait_s', 0.0):.2f}",
+                        flush=True,
+                    )
             if extra.get("jobs"):
                 # compile jobs (kernel x config) run by the forked workers: their summed and
                 # longest times, against the precompile wall time above
-                print(f"#   tilefuse precompile: {extra.get('graphs')} graphs, {extra['jobs']} jobs in workers, "
-                      f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s; loading their binaries "
-                      f"here {extra.get('load_s', 0.0):.2f} s; each batch's wall, fork to last report (s): "
-                      f"{extra.get('batch_s')}", flush=True)
-                print("#   slowest jobs: " + "; ".join(f"{t:.2f} s {lab}" for t, lab in extra.get("slowest_jobs", [])),
-                      flush=True)
+                print(
+                    f"#   tilefuse precompile: {extra.get('graphs')} graphs, {extra['jobs']} jobs in workers, "
+                    f"sum {extra['job_sum_s']:.2f} s, longest {extra['job_max_s']:.2f} s; loading their binaries "
+                    f"here {extra.get('load_s', 0.0):.2f} s; each batch's wall, fork to last report (s): "
+                    f"{extra.get('batch_s')}",
+                    flush=True,
+                )
+                print(
+                    "#   slowest jobs: " + "; ".join(f"{t:.2f} s {lab}" for t, lab in extra.get("slowest_jobs", [])),
+                    flush=True,
+                )
             if extra.get("autotune_configs"):
                 # the autotune phase: each timed config's first launch (binary lookup, load,
                 # launcher) and its do_bench timing; the rest is the autotuner's own work
                 at = ph.get("autotune", 0.0)
                 first, bench = extra["autotune_first_s"], extra["autotune_bench_s"]
-                print(f"#   tilefuse autotune: {extra['autotune_configs']} configs timed; first launches "
-                      f"{first:.3f} s, timings {bench:.3f} s, the rest of the phase {at - first - bench:.3f} s",
-                      flush=True)
+                print(
+                    f"#   tilefuse autotune: {extra['autotune_configs']} configs timed; first launches "
+                    f"{first:.3f} s, timings {bench:.3f} s, the rest of the phase {at - first - bench:.3f} s",
+                    flush=True,
+                )
     return 1 if failed else 0
 
 

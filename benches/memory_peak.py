@@ -51,8 +51,13 @@ def live_at_peak(events: list[dict]) -> tuple[int, list[dict]]:
 def _own_frame(ev: dict) -> dict:
     """The first stack frame of an allocation outside torch and site-packages (else the first)."""
     frames = ev.get("frames") or []
-    own = [f for f in frames if "site-packages" not in f.get("filename", "") and "/torch/" not in f.get("filename", "")
-           and f.get("filename", "").endswith(".py")]
+    own = [
+        f
+        for f in frames
+        if "site-packages" not in f.get("filename", "")
+        and "/torch/" not in f.get("filename", "")
+        and f.get("filename", "").endswith(".py")
+    ]
     return (own or frames or [{"filename": "?", "line": 0, "name": "?"}])[0]
 
 
@@ -64,12 +69,19 @@ def _where(ev: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="block_fwd_bwd", help="comma-separated workloads of benches/runtime.py "
-                                                            "(default block_fwd_bwd)")
+    ap.add_argument(
+        "--only",
+        default="block_fwd_bwd",
+        help="comma-separated workloads of benches/runtime.py (default block_fwd_bwd)",
+    )
     ap.add_argument("--backends", default=",".join(BACKENDS), help=f"subset of {BACKENDS}, comma-separated")
     ap.add_argument("--top", type=int, default=20, help="allocations listed per backend (default 20)")
-    ap.add_argument("--sources", metavar="DIR", help="also copy the files that allocated the blocks alive at the "
-                                                     "peak (the generated calls of both backends) into DIR")
+    ap.add_argument(
+        "--sources",
+        metavar="DIR",
+        help="also copy the files that allocated the blocks alive at the "
+        "peak (the generated calls of both backends) into DIR",
+    )
     args = ap.parse_args(argv)
     sys.path.insert(0, HERE)
     import runtime as RT
@@ -119,15 +131,18 @@ def main(argv: list[str] | None = None) -> int:
             peak, alive = live_at_peak(events)
             order = {id(ev): i for i, ev in enumerate(events)}
             last = max(alive, key=lambda ev: order[id(ev)]) if alive else None
-            print(f"== {w.name} {backend}: peak {peak / 2**20:.1f} MiB beyond {held / 2**20:.1f} MiB held "
-                  f"before the call; {len(alive)} blocks alive at the peak, reached by the allocation at "
-                  f"{_where(last) if last else '-'}", flush=True)
+            print(
+                f"== {w.name} {backend}: peak {peak / 2**20:.1f} MiB beyond {held / 2**20:.1f} MiB held "
+                f"before the call; {len(alive)} blocks alive at the peak, reached by the allocation at "
+                f"{_where(last) if last else '-'}",
+                flush=True,
+            )
             if args.sources:
                 os.makedirs(args.sources, exist_ok=True)
                 for path in sorted({_own_frame(ev).get("filename", "") for ev in alive}):
                     if os.path.isfile(path):
                         shutil.copy(path, os.path.join(args.sources, os.path.basename(path)))
-            for ev in alive[:args.top]:
+            for ev in alive[: args.top]:
                 print(f"   {ev['size'] / 2**20:9.1f} MiB  {_where(ev)}", flush=True)
     return 0
 

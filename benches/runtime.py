@@ -200,8 +200,22 @@ def _block_args(size, dtype, device, train):
     r = lambda *s, scale=0.02: _rand(s, dtype, device, scale, train)  # noqa: E731
     ones = lambda n: torch.ones(n, dtype=dtype, device=device).requires_grad_(train)  # noqa: E731
     zeros = lambda n: torch.zeros(n, dtype=dtype, device=device).requires_grad_(train)  # noqa: E731
-    return (r(B, S, D, scale=1.0), ones(D), zeros(D), r(3 * D, D), zeros(3 * D), r(D, D), zeros(D),
-            ones(D), zeros(D), r(4 * D, D), zeros(4 * D), r(D, 4 * D), zeros(D), H)
+    return (
+        r(B, S, D, scale=1.0),
+        ones(D),
+        zeros(D),
+        r(3 * D, D),
+        zeros(3 * D),
+        r(D, D),
+        zeros(D),
+        ones(D),
+        zeros(D),
+        r(4 * D, D),
+        zeros(4 * D),
+        r(D, 4 * D),
+        zeros(D),
+        H,
+    )
 
 
 def _make(name):
@@ -222,8 +236,13 @@ def _make(name):
             return (_rand(s, dtype, device), torch.randint(0, c, (n,), device=device))
         if name == "mlp":
             t, d, h = s
-            return (_rand((t, d), dtype, device), _rand((h, d), dtype, device, 0.02), _rand((h,), dtype, device, 0.02),
-                    _rand((d, h), dtype, device, 0.02), _rand((d,), dtype, device, 0.02))
+            return (
+                _rand((t, d), dtype, device),
+                _rand((h, d), dtype, device, 0.02),
+                _rand((h,), dtype, device, 0.02),
+                _rand((d, h), dtype, device, 0.02),
+                _rand((d,), dtype, device, 0.02),
+            )
         if name == "block":
             return _block_args(size, dtype, device, False)
         if name == "block_fwd_bwd":
@@ -259,8 +278,11 @@ def _fresh(fn: Callable, tag: str) -> Callable:
     """A copy of ``fn`` with its own (unequal) code object, so Dynamo's per-code caches of the two
     backends never meet."""
     name = f"{fn.__code__.co_name}__{tag}"
-    code = fn.__code__.replace(co_name=name, co_qualname=name) if hasattr(fn.__code__, "co_qualname") \
+    code = (
+        fn.__code__.replace(co_name=name, co_qualname=name)
+        if hasattr(fn.__code__, "co_qualname")
         else fn.__code__.replace(co_name=name)
+    )
     return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
@@ -292,8 +314,9 @@ def _check(name: str, got, want, atol: float, rtol: float, relative: bool = Fals
             err = (a.float() - b.float()).abs().max().item()
             scale = b.float().abs().max().item()
             if not err <= rtol * scale + 1e-6:
-                return (f"{name}: output {i} differs from eager (max abs err {err:.3g} > {rtol} x max |eager| "
-                        f"{scale:.3g})")
+                return (
+                    f"{name}: output {i} differs from eager (max abs err {err:.3g} > {rtol} x max |eager| {scale:.3g})"
+                )
         elif not torch.allclose(a.float(), b.float(), atol=atol, rtol=rtol, equal_nan=True):
             err = (a.float() - b.float()).abs().max().item()
             return f"{name}: output {i} differs from eager (max abs err {err:.3g}, atol {atol}, rtol {rtol})"
@@ -393,7 +416,7 @@ def event_bench(fn: Callable[[], Any], flush: str, warmup: int = 25, rep: int = 
         fn()
         ends[i].record()
     torch.cuda.synchronize()
-    del buf
+    buf = None  # free the flush buffer (a lambda above refers to the name)
     return statistics.mean(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
@@ -408,8 +431,9 @@ def _flushed_bench(flush: str) -> Callable[..., float]:
     return lambda fn, warmup=25, rep=100: event_bench(fn, flush, warmup=warmup, rep=rep)
 
 
-def side_by_side(bench: Callable[..., float], fa: Callable[[], Any], fb: Callable[[], Any], rounds: int,
-                 rep: int) -> tuple[float, float, list[float]]:
+def side_by_side(
+    bench: Callable[..., float], fa: Callable[[], Any], fb: Callable[[], Any], rounds: int, rep: int
+) -> tuple[float, float, list[float]]:
     """Time ``fa`` and ``fb`` alternately, ``rounds`` times each (a, b, a, b, ...), with ``bench``
     (``triton.testing.do_bench`` or ``event_bench``'s flushed timer: ms per call, ``warmup=25``,
     ``rep`` ms of timing); return their
@@ -452,14 +476,22 @@ def copy_bandwidth(device: str = "cuda", gib: float = 1.0, bench: Callable | Non
     dst = torch.empty_like(src)
     ms = bench(lambda: dst.copy_(src), warmup=10, rep=100)
     bw = 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
-    del src, dst
+    src = dst = None  # free both (the timed lambda refers to the names)
     if device == "cuda":
         torch.cuda.empty_cache()
     return bw
 
 
-def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, device: str = "cuda",
-              against: str = "inductor", rounds: int = 5, flush: str = "do_bench") -> int:
+def gpu_bench(
+    only: set[str] | None,
+    size: str,
+    dtype: torch.dtype,
+    rep: int,
+    device: str = "cuda",
+    against: str = "inductor",
+    rounds: int = 5,
+    flush: str = "do_bench",
+) -> int:
     """The side-by-side table: each backend's time is the median of ``rounds`` interleaved timings
     (``side_by_side``), and a workload whose per-round ratio spread over more than 3% says so in
     its notes. ``device="cpu"`` (``--dry-run``) runs the same code on the CPU with wall-clock
@@ -475,15 +507,23 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
         dev = "CPU (dry run: Triton interpreter, timings meaningless)"
         copy_bw = copy_bandwidth(device, gib=1 / 64, bench=_cpu_bench)
     print(f"device: {dev}; torch {torch.__version__}; sizes: {size}; dtype: {dtype}; against: {against}")
-    timer = {"do_bench": "triton.testing.do_bench (zeroing L2 flush)", "zero": "CUDA events after a zeroing L2 flush",
-             "read": "CUDA events after a reading L2 flush"}[flush]
+    timer = {
+        "do_bench": "triton.testing.do_bench (zeroing L2 flush)",
+        "zero": "CUDA events after a zeroing L2 flush",
+        "read": "CUDA events after a reading L2 flush",
+    }[flush]
     print(f"timer: {timer if device == 'cuda' else 'wall clock'}")
     copied = "1 GiB" if device == "cuda" else "16 MiB"
-    print(f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, {copied} copy)"
-          + ("; both backends compiled with dynamic=True" if DYNAMIC else "") + "\n")
+    print(
+        f"measured device-to-device copy bandwidth: {copy_bw:.0f} GB/s (2 x bytes / time, {copied} copy)"
+        + ("; both backends compiled with dynamic=True" if DYNAMIC else "")
+        + "\n"
+    )
     other = "Inductor" if against == "inductor" else against
-    hdr = (f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
-           f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes")
+    hdr = (
+        f"{'workload':<20} {'shape':<22} {'tilefuse ms':>11} {(other + ' ms')[:11]:>11} {'ratio':>6} "
+        f"{'tf %copyBW':>10} {'ind %copyBW':>11} {'tf kern':>7} {'ind kern':>8} {'tf MiB':>8} {'ind MiB':>8}  notes"
+    )
     print(hdr)
     print("-" * len(hdr))
     bad = 0
@@ -511,8 +551,7 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
             imsg = _check(w.name, ind_out, want, w.atol, w.rtol, w.relative)
             if imsg:
                 notes.append("(Inductor itself differs from eager: " + imsg + ")")
-            t_tf, t_ind, round_ratios = side_by_side(do_bench, lambda: tf_fn(*args), lambda: ind_fn(*args),
-                                                     rounds, rep)
+            t_tf, t_ind, round_ratios = side_by_side(do_bench, lambda: tf_fn(*args), lambda: ind_fn(*args), rounds, rep)
             if rounds > 1 and max(round_ratios) > 1.03 * min(round_ratios):
                 notes.append(f"ratio per round {min(round_ratios):.2f}-{max(round_ratios):.2f}")
             m_tf = peak_mib(lambda: tf_fn(*args), device)
@@ -535,16 +574,24 @@ def gpu_bench(only: set[str] | None, size: str, dtype: torch.dtype, rep: int, de
             ind_bw = f"{100 * nb / (t_ind * 1e-3) / 1e9 / copy_bw:10.0f}%"
         else:
             tf_bw, ind_bw = f"{'-':>10}", f"{'-':>11}"
-        print(f"{w.name:<20} {shape:<22} {t_tf:11.3f} {t_ind:11.3f} {ratio:6.2f} {tf_bw} {ind_bw} "
-              f"{tf_kernels:7d} {ind_kernels:8d} {m_tf:8.1f} {m_ind:8.1f}  {'; '.join(notes)}")
-        del args, want, got, ind_out
+        print(
+            f"{w.name:<20} {shape:<22} {t_tf:11.3f} {t_ind:11.3f} {ratio:6.2f} {tf_bw} {ind_bw} "
+            f"{tf_kernels:7d} {ind_kernels:8d} {m_tf:8.1f} {m_ind:8.1f}  {'; '.join(notes)}"
+        )
+        args = want = got = ind_out = None  # free them before the next workload
         if device == "cuda":
             torch.cuda.empty_cache()
     if ratios:
         ratios.sort()
-        med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-        print(f"\nratio = {other} time / tilefuse time (> 1: tilefuse faster); median over "
-              f"{len(ratios)} fully compiled, matching workloads: {med:.2f}, min {ratios[0]:.2f}")
+        med = (
+            ratios[len(ratios) // 2]
+            if len(ratios) % 2
+            else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+        )
+        print(
+            f"\nratio = {other} time / tilefuse time (> 1: tilefuse faster); median over "
+            f"{len(ratios)} fully compiled, matching workloads: {med:.2f}, min {ratios[0]:.2f}"
+        )
     print("all outputs match eager" if not bad else f"{bad} workload(s) FAILED (mismatch, error or OOM)")
     return 1 if bad else 0
 
@@ -599,9 +646,11 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
             finally:
                 gc.callbacks.remove(on_gc)
             wall = (time.perf_counter() - t0) / 10 * 1e3
-            print(f"   wall {wall:.3f} ms per call (GPU {total / 1e3:.3f} ms: "
-                  f"{'host-bound' if wall > 1.1 * total / 1e3 else 'GPU-bound'}); garbage collections in "
-                  f"10 calls by generation: {[collections.count(g) for g in range(3)]}")
+            print(
+                f"   wall {wall:.3f} ms per call (GPU {total / 1e3:.3f} ms: "
+                f"{'host-bound' if wall > 1.1 * total / 1e3 else 'GPU-bound'}); garbage collections in "
+                f"10 calls by generation: {[collections.count(g) for g in range(3)]}"
+            )
             # host-side CUDA API calls (a synchronization or a blocking copy serializes host and GPU)
             with tprofile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as hprof:
                 for _ in range(10):
@@ -609,8 +658,10 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
                 torch.cuda.synchronize()
             api = [e for e in hprof.key_averages() if e.key.startswith("cuda") and "Launch" not in e.key]
             api.sort(key=lambda e: -e.cpu_time_total)
-            print("   CUDA runtime calls other than launches, 10 calls: " + (", ".join(
-                f"{e.key} x{e.count} {e.cpu_time_total / 1e3:.2f} ms" for e in api[:6]) or "none"))
+            print(
+                "   CUDA runtime calls other than launches, 10 calls: "
+                + (", ".join(f"{e.key} x{e.count} {e.cpu_time_total / 1e3:.2f} ms" for e in api[:6]) or "none")
+            )
             host = cProfile.Profile()
             host.enable()
             for _ in range(10):
@@ -622,37 +673,55 @@ def profile(only: set[str] | None, size: str, dtype: torch.dtype, against: str =
             lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
             start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
             print(f"   host, 10 calls under cProfile (top {top} by own time):")
-            for ln in lines[start:start + top + 1]:
+            for ln in lines[start : start + top + 1]:
                 print("   " + ln[:150])
-        del args
+        args = None
         torch.cuda.empty_cache()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 allow_abbrev=False)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     ap.add_argument("--small", action="store_true", help="smaller sizes (less memory and time)")
     ap.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--rep", type=int, default=100, help="ms of timed calls per measurement (the timer's rep)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="timings per backend, interleaved; the table gives their medians (default 5)")
-    ap.add_argument("--flush", default="do_bench", choices=FLUSHES,
-                    help="timer and L2 flush before each timed call: triton's do_bench (zeroes 256 MiB; default), "
-                         "or CUDA events after zeroing ('zero') or reading ('read') 256 MiB; the copy bandwidth "
-                         "is timed the same way")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="timings per backend, interleaved; the table gives their medians (default 5)",
+    )
+    ap.add_argument(
+        "--flush",
+        default="do_bench",
+        choices=FLUSHES,
+        help="timer and L2 flush before each timed call: triton's do_bench (zeroes 256 MiB; default), "
+        "or CUDA events after zeroing ('zero') or reading ('read') 256 MiB; the copy bandwidth "
+        "is timed the same way",
+    )
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--against", default="inductor", help="the backend compared with (default inductor)")
-    ap.add_argument("--profile", action="store_true",
-                    help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of the table: the top GPU kernels of each backend per workload (torch.profiler)",
+    )
     ap.add_argument("--top", type=int, default=12, help="--profile: kernels listed per backend (default 12)")
-    ap.add_argument("--dynamic", action="store_true",
-                    help="compile both backends with dynamic=True (symbolic sizes: looped reductions, no "
-                         "tiny-kernel shortcut), to time the kernels a dynamic-shape model runs")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)")
+    ap.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="compile both backends with dynamic=True (symbolic sizes: looped reductions, no "
+        "tiny-kernel shortcut), to time the kernels a dynamic-shape model runs",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the GPU table's code on the CPU at tiny sizes (checks the script; numbers meaningless)",
+    )
     args = ap.parse_args(argv)
     if args.list:
         for w in WORKLOADS:
@@ -674,12 +743,17 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--top {args.top}: give a positive number")
     if (args.cpu_smoke or args.dry_run) and os.environ.get("TRITON_INTERPRET") != "1":
         # main() called from Python without the interpreter: every graph would fall back to eager
-        ap.error(f"{'--cpu-smoke' if args.cpu_smoke else '--dry-run'} runs kernels in Triton's interpreter, which "
-                 "must be on before triton is imported: run the script itself, or set TRITON_INTERPRET=1 "
-                 "in the environment first")
+        ap.error(
+            f"{'--cpu-smoke' if args.cpu_smoke else '--dry-run'} runs kernels in Triton's interpreter, which "
+            "must be on before triton is imported: run the script itself, or set TRITON_INTERPRET=1 "
+            "in the environment first"
+        )
     if args.flush != "do_bench" and (args.cpu_smoke or args.dry_run or args.profile):
-        what = "--cpu-smoke checks outputs only" if args.cpu_smoke else (
-            "--dry-run times with the wall clock" if args.dry_run else "--profile times with torch.profiler")
+        what = (
+            "--cpu-smoke checks outputs only"
+            if args.cpu_smoke
+            else ("--dry-run times with the wall clock" if args.dry_run else "--profile times with torch.profiler")
+        )
         ap.error(f"--flush {args.flush}: CUDA-event timing is for the GPU table; {what} (leave --flush out)")
     import torch._dynamo
 
@@ -696,13 +770,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return gpu_bench(only, "tiny", dtype, args.rep, device="cpu", against=args.against, rounds=args.rounds)
     if not torch.cuda.is_available():
-        print("benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
-              "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass.")
+        print(
+            "benches/runtime.py: no CUDA GPU here, so there is nothing to time (tilefuse vs Inductor "
+            "needs a GPU). Run `python benches/runtime.py --cpu-smoke` for the CPU correctness pass."
+        )
         return 0
     if args.profile:
         return profile(only, "small" if args.small else "full", dtype, args.against, args.top)
-    return gpu_bench(only, "small" if args.small else "full", dtype, args.rep, against=args.against,
-                     rounds=args.rounds, flush=args.flush)
+    return gpu_bench(
+        only,
+        "small" if args.small else "full",
+        dtype,
+        args.rep,
+        against=args.against,
+        rounds=args.rounds,
+        flush=args.flush,
+    )
 
 
 if __name__ == "__main__":

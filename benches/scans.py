@@ -71,8 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     import tilefuse  # noqa: F401 - registers the backend
 
     copy_bw = runtime.copy_bandwidth("cuda")
-    print(f"# {torch.cuda.get_device_name()}, copy bandwidth {copy_bw:.0f} GB/s; errors: largest |result - float64 scan|")
-    print("| case | shape | tilefuse µs | Inductor µs | eager µs | speed-up | tf %copyBW | err tilefuse | err Inductor | err eager |")
+    print(
+        f"# {torch.cuda.get_device_name()}, copy bandwidth {copy_bw:.0f} GB/s; errors: largest |result - float64 scan|"
+    )
+    print(
+        "| case | shape | tilefuse µs | Inductor µs | eager µs | speed-up | tf %copyBW | err tilefuse | err Inductor | err eager |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     status = 0
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -93,9 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         moved = 2 * x.numel() * x.element_size()
         share = moved / (t_tf * 1e-3) / 1e9 / copy_bw
         flag = "" if errs[0] <= allowed else " **FAR FROM THE EXACT SCAN**"
-        print(f"| {name}{flag} | {'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} | {t_tf * 1e3:.1f} | "
-              f"{t_ind * 1e3:.1f} | {t_eager * 1e3:.1f} | {t_ind / t_tf:.2f} | {share:.0%} | {errs[0]:.3g} | "
-              f"{errs[1]:.3g} | {errs[2]:.3g} |", flush=True)
+        print(
+            f"| {name}{flag} | {'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} | {t_tf * 1e3:.1f} | "
+            f"{t_ind * 1e3:.1f} | {t_eager * 1e3:.1f} | {t_ind / t_tf:.2f} | {share:.0%} | {errs[0]:.3g} | "
+            f"{errs[1]:.3g} | {errs[2]:.3g} |",
+            flush=True,
+        )
     return status
 
 

@@ -11,6 +11,7 @@ bandwidth), which made that config the first candidate of looped inner reduction
 
     python benches/sumexp_variants.py        # needs a CUDA GPU
 """
+
 import sys
 
 import torch
@@ -23,9 +24,11 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+
 @triton.jit
 def _max_nan(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
 
 @triton.jit
 def kA(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
@@ -45,6 +48,7 @@ def kA(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: 
     tl.store(m_out + xindex, tl.reduce(am, 1, _max_nan)[:, None])
     out = tl.sum(s, 1)[:, None]
     tl.store(s_out + xindex, tl.where(rm == float("inf"), float("nan"), out))
+
 
 @triton.jit
 def kB(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
@@ -67,6 +71,7 @@ def kB(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: 
     out = tl.sum(tl.where(m == mx, s, s * tl.exp(m - mx)), 1)[:, None]
     tl.store(s_out + xindex, tl.where(mx == float("inf"), float("nan"), out))
 
+
 @triton.jit
 def kC(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
@@ -87,20 +92,29 @@ def kC(x_ptr, m_out, s_out, rnumel: tl.constexpr, XBLOCK: tl.constexpr, RBLOCK: 
     out = tl.sum(tl.where(m == mx, s, s * tl.exp(m - mx)), 1)[:, None]
     tl.store(s_out + xindex, tl.where(mx == float("inf"), float("nan"), out))
 
+
 N, V = 8192, 32000
 x = torch.randn(N, V, device="cuda", dtype=torch.bfloat16) * 4
 ref_m = x.float().amax(1)
 ref_s = torch.exp(x.float() - ref_m[:, None]).sum(1)
-src = torch.empty(N * V // 2, device="cuda", dtype=torch.float32); dst = torch.empty_like(src)
+src = torch.empty(N * V // 2, device="cuda", dtype=torch.float32)
+dst = torch.empty_like(src)
 copy_ms = do_bench(lambda: dst.copy_(src), rep=200)
 copy_bw = 2 * src.numel() * 4 / (copy_ms * 1e-3) / 1e9
 print(f"copy bandwidth {copy_bw:.0f} GB/s")
 for name, k in (("A current", kA), ("B per-lane 1 exp", kB), ("C per-lane 2 exp", kC)):
     for rb, w in ((2048, 8), (1024, 4), (4096, 16), (2048, 4), (1024, 8)):
-        m = torch.empty(N, device="cuda"); s = torch.empty(N, device="cuda")
-        run = lambda: k[(N,)](x, m, s, V, XBLOCK=1, RBLOCK=rb, num_warps=w)
-        run(); torch.cuda.synchronize()
+        m = torch.empty(N, device="cuda")
+        s = torch.empty(N, device="cuda")
+
+        def run(k=k, m=m, s=s, rb=rb, w=w):
+            return k[(N,)](x, m, s, V, XBLOCK=1, RBLOCK=rb, num_warps=w)
+
+        run()
+        torch.cuda.synchronize()
         ok = torch.allclose(m, ref_m) and torch.allclose(s, ref_s, rtol=1e-4)
         ms = do_bench(run, rep=200)
         bw = N * V * 2 / (ms * 1e-3) / 1e9
-        print(f"{name:18s} RBLOCK={rb:5d} warps={w:2d}: {ms*1e3:7.1f} us  {bw:6.0f} GB/s  {bw/copy_bw*100:5.1f}% copy  ok={ok}")
+        print(
+            f"{name:18s} RBLOCK={rb:5d} warps={w:2d}: {ms * 1e3:7.1f} us  {bw:6.0f} GB/s  {bw / copy_bw * 100:5.1f}% copy  ok={ok}"
+        )

@@ -601,20 +601,75 @@ type SimplifyCase = (&'static str, Build, fn(&Syms) -> Vec<(Expr, Expr)>);
 /// (built untimed), i.e. the baseline's *fresh* column — no memo can hit.
 fn simplify_cases() -> Vec<SimplifyCase> {
     vec![
-        ("S1", |s| mi(lin(0, &[(s.x0, 1), (s.x1, 64)]), i(64), i(64)), |s| vec![(s.x0, i(64)), (s.x1, i(64))]),
-        ("S2", |s| fd(lin(0, &[(s.x0, 1), (s.x1, 128)]), i(16)), |s| vec![(s.x0, i(16)), (s.x1, i(8))]),
-        ("S3", |s| mi(lin(0, &[(s.x0, 1), (s.x1, 4096)]), i(64), i(64)), |s| vec![(s.x0, i(4096)), (s.x1, i(32))]),
-        ("S4", |s| lin(0, &[(mi(s.x0, i(1), i(64)), 1), (mi(s.x0, i(64), i(64)), 64)]), |s| vec![(s.x0, i(8192))]),
+        (
+            "S1",
+            |s| mi(lin(0, &[(s.x0, 1), (s.x1, 64)]), i(64), i(64)),
+            |s| vec![(s.x0, i(64)), (s.x1, i(64))],
+        ),
+        (
+            "S2",
+            |s| fd(lin(0, &[(s.x0, 1), (s.x1, 128)]), i(16)),
+            |s| vec![(s.x0, i(16)), (s.x1, i(8))],
+        ),
+        (
+            "S3",
+            |s| mi(lin(0, &[(s.x0, 1), (s.x1, 4096)]), i(64), i(64)),
+            |s| vec![(s.x0, i(4096)), (s.x1, i(32))],
+        ),
+        (
+            "S4",
+            |s| {
+                lin(
+                    0,
+                    &[(mi(s.x0, i(1), i(64)), 1), (mi(s.x0, i(64), i(64)), 64)],
+                )
+            },
+            |s| vec![(s.x0, i(8192))],
+        ),
         ("S5", |s| mi(s.x0, i(1), i(64)), |s| vec![(s.x0, i(128))]),
-        ("S6", |s| lin(0, &[(s.x0, 1), (mi(s.x1, i(1), i(128)), 64), (fd(s.x1, i(128)), 8192)]), |s| vec![(s.x0, i(64)), (s.x1, i(16384))]),
-        ("S7", |s| lin(0, &[(s.x0, 1), (s.x1, 64), (s.x2, 4096)]), |s| vec![(s.x0, i(64)), (s.x1, i(64)), (s.x2, i(32))]),
+        (
+            "S6",
+            |s| {
+                lin(
+                    0,
+                    &[
+                        (s.x0, 1),
+                        (mi(s.x1, i(1), i(128)), 64),
+                        (fd(s.x1, i(128)), 8192),
+                    ],
+                )
+            },
+            |s| vec![(s.x0, i(64)), (s.x1, i(16384))],
+        ),
+        (
+            "S7",
+            |s| lin(0, &[(s.x0, 1), (s.x1, 64), (s.x2, 4096)]),
+            |s| vec![(s.x0, i(64)), (s.x1, i(64)), (s.x2, i(32))],
+        ),
         (
             "S8",
-            |s| lin(0, &[(mi(s.x0, i(1), i(48)), 1), (mi(s.x0, i(1536), i(64)), 48), (mi(s.x0, i(48), i(32)), 3072)]),
+            |s| {
+                lin(
+                    0,
+                    &[
+                        (mi(s.x0, i(1), i(48)), 1),
+                        (mi(s.x0, i(1536), i(64)), 48),
+                        (mi(s.x0, i(48), i(32)), 3072),
+                    ],
+                )
+            },
             |s| vec![(s.x0, i(98304))],
         ),
-        ("S9", |s| fd(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0), |s| vec![(s.x0, s.s0), (s.x1, s.s1)]),
-        ("S10", |s| mi(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0, s.s1), |s| vec![(s.x0, s.s0), (s.x1, s.s1)]),
+        (
+            "S9",
+            |s| fd(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0),
+            |s| vec![(s.x0, s.s0), (s.x1, s.s1)],
+        ),
+        (
+            "S10",
+            |s| mi(s.x0.add(&s.s0.mul(&s.x1).unwrap()).unwrap(), s.s0, s.s1),
+            |s| vec![(s.x0, s.s0), (s.x1, s.s1)],
+        ),
     ]
 }
 
@@ -630,7 +685,9 @@ fn simplify_benches(c: &mut Criterion) {
                     let s = fresh_syms();
                     (build(&s), ranges(&s))
                 },
-                |(e, r)| tilefuse::simplify::simplify_with_ranges(black_box(e), black_box(&r)).unwrap(),
+                |(e, r)| {
+                    tilefuse::simplify::simplify_with_ranges(black_box(e), black_box(&r)).unwrap()
+                },
                 BatchSize::SmallInput,
             )
         });
@@ -645,7 +702,13 @@ fn simplify_benches(c: &mut Criterion) {
             fresh_syms,
             |s| {
                 let f = lin(0, &[(s.x0, 4096), (s.x1, 64), (s.x2, 1)]);
-                tilefuse::simplify::simplify_loops(&[s.x0, s.x1, s.x2], &[i(8), i(64), i(64)], &[f], false).unwrap()
+                tilefuse::simplify::simplify_loops(
+                    &[s.x0, s.x1, s.x2],
+                    &[i(8), i(64), i(64)],
+                    &[f],
+                    false,
+                )
+                .unwrap()
             },
             BatchSize::SmallInput,
         )

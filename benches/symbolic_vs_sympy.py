@@ -110,15 +110,24 @@ CONSTRUCT = {
     "C6": ("FloorDiv(128*x1 + 16*x0, 16)", lambda F, M, x, s: F(128 * x[1] + 16 * x[0], 16)),
     "C7": ("ModularIndexing(128*x1 + x0, 1, 64)", lambda F, M, x, s: M(128 * x[1] + x[0], 1, 64)),
     "C8": ("FloorDiv(x0, 1)", lambda F, M, x, s: F(x[0], 1)),
-    "C9": ("ModularIndexing(x0 + 64*x1 + 4096*x2, 64, 64)", lambda F, M, x, s: M(x[0] + 64 * x[1] + 4096 * x[2], 64, 64)),
+    "C9": (
+        "ModularIndexing(x0 + 64*x1 + 4096*x2, 64, 64)",
+        lambda F, M, x, s: M(x[0] + 64 * x[1] + 4096 * x[2], 64, 64),
+    ),
     "C10": ("FloorDiv(x0 + s0*x1, s0)", lambda F, M, x, s: F(x[0] + s[0] * x[1], s[0])),
     "C11": ("ModularIndexing(x0 + s0*s1*x1, s0, s1)", lambda F, M, x, s: M(x[0] + s[0] * s[1] * x[1], s[0], s[1])),
-    "C12": ("x0 + 64*MI(x1, 1, 128) + 8192*FD(x1, 128)", lambda F, M, x, s: x[0] + 64 * M(x[1], 1, 128) + 8192 * F(x[1], 128)),
+    "C12": (
+        "x0 + 64*MI(x1, 1, 128) + 8192*FD(x1, 128)",
+        lambda F, M, x, s: x[0] + 64 * M(x[1], 1, 128) + 8192 * F(x[1], 128),
+    ),
     "C13": (
         "MI(x0,1,48) + 48*MI(x0,1536,64) + 3072*MI(x0,48,32) + 98304*FD(x0,98304)",
         lambda F, M, x, s: M(x[0], 1, 48) + 48 * M(x[0], 1536, 64) + 3072 * M(x[0], 48, 32) + 98304 * F(x[0], 98304),
     ),
-    "C14": ("x0 + s2*MI(x1, 1, s1) + s1*s2*FD(x1, s1)", lambda F, M, x, s: x[0] + s[2] * M(x[1], 1, s[1]) + s[1] * s[2] * F(x[1], s[1])),
+    "C14": (
+        "x0 + s2*MI(x1, 1, s1) + s1*s2*FD(x1, s1)",
+        lambda F, M, x, s: x[0] + s[2] * M(x[1], 1, s[1]) + s[1] * s[2] * F(x[1], s[1]),
+    ),
 }
 
 # simplify_with_ranges rows: (expr builder, ranges builder)
@@ -140,22 +149,22 @@ SIMPLIFY = {
 
 # statically_known rows: (method, left, right)
 KNOWN = {
-    "K1": ("equals", lambda I, x, s: I(4096), lambda I, x, s: I(4096)),
-    "K2": ("equals", lambda I, x, s: s[0] * s[1], lambda I, x, s: s[1] * s[0]),
-    "K3": ("equals", lambda I, x, s: s[0], lambda I, x, s: I(1)),
-    "K4": ("equals", lambda I, x, s: s[0] + s[1], lambda I, x, s: s[1] + s[0] + 0 * s[2]),
-    "K5": ("equals", lambda I, x, s: FLOORDIV[0](s[0] * s[1], s[1]), lambda I, x, s: s[0]),
-    "K6": ("leq", lambda I, x, s: I(64), lambda I, x, s: 4096),
-    "K7": ("leq", lambda I, x, s: s[0], lambda I, x, s: s[0] * s[1]),
-    "K8": ("leq", lambda I, x, s: MODIDX[0](s[0], 1, 64), lambda I, x, s: 64),
-    "K9": ("leq", lambda I, x, s: s[0], lambda I, x, s: 8192),
-    "K10": ("leq", lambda I, x, s: FLOORDIV[0](s[0], 64), lambda I, x, s: s[0]),
-    "K11": ("gt", lambda I, x, s: s[0] * s[1], lambda I, x, s: s[0]),
-    "K12": ("lt", lambda I, x, s: x[0] + 64 * x[1], lambda I, x, s: 4096),
-    "K13": ("multiple_of", lambda I, x, s: 64 * s[0], lambda I, x, s: 16),
-    "K14": ("multiple_of", lambda I, x, s: s[0], lambda I, x, s: 16),
-    "K15": ("multiple_of", lambda I, x, s: s[0] * s[1], lambda I, x, s: s[1]),
-    "K16": ("multiple_of", lambda I, x, s: I(67108864), lambda I, x, s: 8192),
+    "K1": ("equals", lambda lit, x, s: lit(4096), lambda lit, x, s: lit(4096)),
+    "K2": ("equals", lambda lit, x, s: s[0] * s[1], lambda lit, x, s: s[1] * s[0]),
+    "K3": ("equals", lambda lit, x, s: s[0], lambda lit, x, s: lit(1)),
+    "K4": ("equals", lambda lit, x, s: s[0] + s[1], lambda lit, x, s: s[1] + s[0] + 0 * s[2]),
+    "K5": ("equals", lambda lit, x, s: FLOORDIV[0](s[0] * s[1], s[1]), lambda lit, x, s: s[0]),
+    "K6": ("leq", lambda lit, x, s: lit(64), lambda lit, x, s: 4096),
+    "K7": ("leq", lambda lit, x, s: s[0], lambda lit, x, s: s[0] * s[1]),
+    "K8": ("leq", lambda lit, x, s: MODIDX[0](s[0], 1, 64), lambda lit, x, s: 64),
+    "K9": ("leq", lambda lit, x, s: s[0], lambda lit, x, s: 8192),
+    "K10": ("leq", lambda lit, x, s: FLOORDIV[0](s[0], 64), lambda lit, x, s: s[0]),
+    "K11": ("gt", lambda lit, x, s: s[0] * s[1], lambda lit, x, s: s[0]),
+    "K12": ("lt", lambda lit, x, s: x[0] + 64 * x[1], lambda lit, x, s: 4096),
+    "K13": ("multiple_of", lambda lit, x, s: 64 * s[0], lambda lit, x, s: 16),
+    "K14": ("multiple_of", lambda lit, x, s: s[0], lambda lit, x, s: 16),
+    "K15": ("multiple_of", lambda lit, x, s: s[0] * s[1], lambda lit, x, s: s[1]),
+    "K16": ("multiple_of", lambda lit, x, s: lit(67108864), lambda lit, x, s: 8192),
 }
 FLOORDIV = [None]  # set per side before building K rows
 MODIDX = [None]
@@ -194,6 +203,7 @@ def build_rows() -> list[Row]:
     rows: list[Row] = []
 
     for rid, (what, f) in CONSTRUCT.items():
+
         def tfn(k, f=f):
             c = TorchCtx(k)
             return lambda: f(_fd, _mi, c.x, c.s)
@@ -209,6 +219,7 @@ def build_rows() -> list[Row]:
         rows.append(Row(rid, what, tfn, ffn, chk))
 
     for rid, (f, rng) in SIMPLIFY.items():
+
         def tfn(k, f=f, rng=rng):
             c = TorchCtx(k)
             e, r = f(_fd, _mi, c.x, c.s), rng(c.x, c.s)
@@ -228,6 +239,7 @@ def build_rows() -> list[Row]:
         rows.append(Row(rid, "simplify_with_ranges", tfn, ffn, chk))
 
     for rid, (meth, lf, rf) in KNOWN.items():
+
         def tfn(k, meth=meth, lf=lf, rf=rf):
             c = TorchCtx(k)
             FLOORDIV[0], MODIDX[0] = _fd, _mi
@@ -253,6 +265,7 @@ def build_rows() -> list[Row]:
         rows.append(Row(rid, f"statically_known_{meth}", tfn, ffn, chk))
 
     for rid, (f, n) in STRIDES.items():
+
         def tfn(k, f=f, n=n):
             c = TorchCtx(k)
             e = f(_fd, _mi, c.x, c.s)
@@ -295,6 +308,7 @@ def build_rows() -> list[Row]:
         "M7": (lambda x, s: [s[0], s[1], 64], lambda x, s: [64 * s[1] * x[0] + 64 * x[1] + x[2]]),
     }
     for rid, (sz, fm) in LOOPS.items():
+
         def tfn(k, sz=sz, fm=fm):
             c = TorchCtx(k)
             v, a, b = c.x[:3], sz(c.x, c.s), fm(c.x, c.s)
@@ -308,6 +322,7 @@ def build_rows() -> list[Row]:
         rows.append(Row(rid, "simplify_loops", tfn, ffn))
 
     for rid, (g, ln) in SPLIT.items():
+
         def tfn(k, g=g, ln=ln):
             c = TorchCtx(k)
             V.set_graph_handler(_FakeGraph(c.sizevars))
@@ -324,6 +339,7 @@ def build_rows() -> list[Row]:
         rows.append(Row(rid, "split_iteration_ranges", tfn, ffn))
 
     for rid, (nf, lf) in CONSTRUCT_ENTRIES.items():
+
         def tfn(k, nf=nf, lf=lf):
             c = TorchCtx(k)
             V.set_graph_handler(_FakeGraph(c.sizevars))
@@ -398,11 +414,15 @@ def main(argv=None) -> int:
     if args.only:
         want = set(args.only.split(","))
         rows = [r for r in rows if r.id in want]
-    print(f"# tilefuse.symbolic vs torch {torch.__version__} sympy path (sympy {sympy.__version__}), fresh symbols; µs/op, median")
-    print(f"# torch reps {args.reps_torch} (1 call each), tilefuse reps {args.reps_tilefuse} x {args.batch} calls; python {sys.version.split()[0]}")
+    print(
+        f"# tilefuse.symbolic vs torch {torch.__version__} sympy path (sympy {sympy.__version__}), fresh symbols; µs/op, median"
+    )
+    print(
+        f"# torch reps {args.reps_torch} (1 call each), tilefuse reps {args.reps_tilefuse} x {args.batch} calls; python {sys.version.split()[0]}"
+    )
     print()
-    print(f"| id | operation | torch µs | tilefuse µs | ratio |")
-    print(f"|---|---|---:|---:|---:|")
+    print("| id | operation | torch µs | tilefuse µs | ratio |")
+    print("|---|---|---:|---:|---:|")
     ratios = []
     k = 1
     for row in rows:
@@ -421,8 +441,10 @@ def main(argv=None) -> int:
     vals = [r for _, r in ratios]
     worst = min(ratios, key=lambda r: r[1])
     print()
-    print(f"median ratio: {statistics.median(vals):.0f}x   geometric mean: {statistics.geometric_mean(vals):.0f}x   "
-          f"minimum: {worst[1]:.0f}x ({worst[0]})   rows: {len(vals)}")
+    print(
+        f"median ratio: {statistics.median(vals):.0f}x   geometric mean: {statistics.geometric_mean(vals):.0f}x   "
+        f"minimum: {worst[1]:.0f}x ({worst[0]})   rows: {len(vals)}"
+    )
     ok = statistics.median(vals) >= 100 and worst[1] >= 20
     print("targets (median >= 100x, every row >= 20x):", "MET" if ok else "NOT MET")
     return 0

@@ -57,9 +57,16 @@ def _worker(conn, max_samples: int) -> None:
         try:
             res = opinfo.run_op(by_name[name], max_samples).to_dict()
         except BaseException as e:  # noqa: BLE001 - the sweep itself must report, not die
-            res = {"name": name, "family": opinfo.family(by_name[name]), "status": "fail",
-                   "note": f"sweep error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300],
-                   "dtypes": [], "samples": 0, "fallback_ops": [], "seconds": 0.0}
+            res = {
+                "name": name,
+                "family": opinfo.family(by_name[name]),
+                "status": "fail",
+                "note": f"sweep error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300],
+                "dtypes": [],
+                "samples": 0,
+                "fallback_ops": [],
+                "seconds": 0.0,
+            }
         conn.send(res)
 
 
@@ -107,10 +114,12 @@ class Worker:
             self.proc.join(5)
 
 
-def sweep(names: list[str], families: dict[str, str], jsonl: str, timeout: float, max_samples: int,
-          ops_per_worker: int) -> None:
+def sweep(
+    names: list[str], families: dict[str, str], jsonl: str, timeout: float, max_samples: int, ops_per_worker: int
+) -> None:
     """Run every op of ``names`` in worker processes, appending each verdict to ``jsonl``."""
     from tilefuse.testing import opinfo
+
     worker = None
     t0 = time.time()
     with open(jsonl, "a") as out:
@@ -125,13 +134,23 @@ def sweep(names: list[str], families: dict[str, str], jsonl: str, timeout: float
                 worker.stop()
                 worker = None
                 note = f"worker died (exit code {code})" if died else f"timeout: no verdict after {timeout:.0f} s"
-                res = {"name": name, "family": families[name], "status": "fail", "note": note, "dtypes": [],
-                       "samples": 0, "fallback_ops": [], "seconds": time.time() - t}
+                res = {
+                    "name": name,
+                    "family": families[name],
+                    "status": "fail",
+                    "note": note,
+                    "dtypes": [],
+                    "samples": 0,
+                    "fallback_ops": [],
+                    "seconds": time.time() - t,
+                }
             res["device"] = opinfo.DEVICE  # where it was judged
             out.write(json.dumps(res) + "\n")
             out.flush()
-            print(f"[{i + 1}/{len(names)} {time.time() - t0:7.0f}s] {name}: {res['status']} "
-                  f"{res['note'][:120]}", flush=True)
+            print(
+                f"[{i + 1}/{len(names)} {time.time() - t0:7.0f}s] {name}: {res['status']} {res['note'][:120]}",
+                flush=True,
+            )
             if worker is not None and worker.done >= ops_per_worker:
                 worker.stop()
                 worker = None
@@ -157,8 +176,11 @@ def _cell(s: str) -> str:
 
 
 def _where(device: str) -> str:
-    return "on the CPU (Triton's interpreter)" if device == "cpu" else \
-        f"on {device} (compiled Triton kernels, libdevice math; `TILEFUSE_TEST_DEVICE={device}`)"
+    return (
+        "on the CPU (Triton's interpreter)"
+        if device == "cpu"
+        else f"on {device} (compiled Triton kernels, libdevice math; `TILEFUSE_TEST_DEVICE={device}`)"
+    )
 
 
 def render(results: list[dict], meta: dict) -> str:
@@ -175,7 +197,7 @@ def render(results: list[dict], meta: dict) -> str:
         "`tilefuse.testing.opinfo`. Each OpInfo of `torch.testing._internal.common_methods_invocations.op_db`",
         f"runs {_where(meta.get('device', 'cpu'))} for float32, bfloat16 (or float16), an integer type and bool",
         f"where the op supports them, at most {meta['max_samples']} small samples per dtype, compiled with",
-        "`torch.compile(fn, backend=\"tilefuse\", dynamic=False)` with `fallback_on_error=False` and compared",
+        '`torch.compile(fn, backend="tilefuse", dynamic=False)` with `fallback_on_error=False` and compared',
         "with eager using the OpInfo's tolerances (low-precision and float results that differ get a second",
         "chance against a float64 reference: no further from it than eager, plus the tolerance).",
         "",
@@ -200,7 +222,7 @@ def render(results: list[dict], meta: dict) -> str:
         f"| total OpInfos | {len(results)} |",
         f"| samples compared | {samples} |",
         "",
-        f"**Native share** (ops exercised — native, fallback or fail — outside the linalg, fft, sparse and",
+        "**Native share** (ops exercised — native, fallback or fail — outside the linalg, fft, sparse and",
         f"special families): {inc_counts['native']} / {len(inc)} = **{share:.1f}%**"
         f" ({inc_counts['fallback']} fallback, {inc_counts['fail']} fail).",
         "",
@@ -214,16 +236,20 @@ def render(results: list[dict], meta: dict) -> str:
         fams[r["family"]][r["status"]] += 1
     for fam in sorted(fams):
         c = fams[fam]
-        lines.append(f"| {fam}{' (excluded from the share)' if fam in EXCLUDED else ''} | {c['native']} | "
-                     f"{c['fallback']} | {c['fail']} | {c['skip']} |")
+        lines.append(
+            f"| {fam}{' (excluded from the share)' if fam in EXCLUDED else ''} | {c['native']} | "
+            f"{c['fallback']} | {c['fail']} | {c['skip']} |"
+        )
     lines += ["", "## Ops", "", "| op | family | dtypes | samples | status | note |", "|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: r["name"]):
         # a verdict re-judged (--resume --ops) on another device than the table's says so
         note = r["note"]
         if r.get("device", meta.get("device", "cpu")) != meta.get("device", "cpu"):
             note = f"{note}{'; ' if note else ''}judged {_where(r['device'])}"
-        lines.append(f"| `{_cell(r['name'])}` | {r['family']} | {', '.join(r['dtypes'])} | {r['samples']} | "
-                     f"{r['status']} | {_cell(note)} |")
+        lines.append(
+            f"| `{_cell(r['name'])}` | {r['family']} | {', '.join(r['dtypes'])} | {r['samples']} | "
+            f"{r['status']} | {_cell(note)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -232,12 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="OpInfo sweep -> docs/op_coverage.md")
     p.add_argument("--ops", help="comma-separated op names (default: the whole database)")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "op_coverage.md"))
-    p.add_argument("--jsonl", default=os.path.join(ROOT, "docs", "op_coverage.jsonl"),
-                   help="the per-op verdicts (kept in the repository so --resume can re-judge a few ops)")
+    p.add_argument(
+        "--jsonl",
+        default=os.path.join(ROOT, "docs", "op_coverage.jsonl"),
+        help="the per-op verdicts (kept in the repository so --resume can re-judge a few ops)",
+    )
     p.add_argument("--resume", action="store_true", help="keep the verdicts already in --jsonl")
     p.add_argument("--render", action="store_true", help="only rewrite --out from --jsonl")
-    p.add_argument("--redo", default="", help="with --resume: run again the ops whose verdict in --jsonl has "
-                   "one of these statuses (comma-separated) or whose note contains --redo-note")
+    p.add_argument(
+        "--redo",
+        default="",
+        help="with --resume: run again the ops whose verdict in --jsonl has "
+        "one of these statuses (comma-separated) or whose note contains --redo-note",
+    )
     p.add_argument("--redo-note", default=None)
     p.add_argument("--timeout", type=float, default=420.0, help="seconds per op")
     p.add_argument("--max-samples", type=int, default=3)
@@ -264,17 +297,26 @@ def main(argv: list[str] | None = None) -> int:
             os.remove(ns.jsonl)
         done = load(ns.jsonl)
         redo = {st for st in ns.redo.split(",") if st}
-        done = {k: r for k, r in done.items()
-                if r["status"] not in redo and not (ns.redo_note and ns.redo_note in r["note"])
-                and not (ns.ops and ns.resume and k in names)}   # --ops with --resume: run them again
+        done = {
+            k: r
+            for k, r in done.items()
+            if r["status"] not in redo
+            and not (ns.redo_note and ns.redo_note in r["note"])
+            and not (ns.ops and ns.resume and k in names)
+        }  # --ops with --resume: run them again
         todo = [n for n in names if n not in done]
         sweep(todo, families, ns.jsonl, ns.timeout, ns.max_samples, ns.ops_per_worker)
     results = load(ns.jsonl)
     # --resume: the table covers every op with a verdict; otherwise the ops of this run
     rows = [results[n] for n in (all_names if ns.resume else names) if n in results]
-    meta = {"torch": torch.__version__, "triton": triton.__version__,
-            "date": datetime.date.today().isoformat(), "max_samples": ns.max_samples, "device": opinfo.DEVICE,
-            "seconds": sum(r["seconds"] for r in rows)}
+    meta = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": datetime.date.today().isoformat(),
+        "max_samples": ns.max_samples,
+        "device": opinfo.DEVICE,
+        "seconds": sum(r["seconds"] for r in rows),
+    }
     with open(ns.out, "w") as f:
         f.write(render(rows, meta))
     c = collections.Counter(r["status"] for r in rows)

@@ -15,8 +15,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
 DEVICE = "cpu" if INTERPRET else "cuda"
-GPU_MARKS = ([] if DEVICE == "cpu" else
-             [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")])
+GPU_MARKS = (
+    []
+    if DEVICE == "cpu"
+    else [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
+)
 
 
 @pytest.fixture(autouse=True)

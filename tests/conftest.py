@@ -16,9 +16,7 @@ try:
     from hypothesis import HealthCheck, settings
 
     # "ci" keeps each test's own max_examples but never fails on timing (a loaded 2-core machine).
-    settings.register_profile(
-        "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-    )
+    settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
     pass

@@ -13,7 +13,6 @@ import warnings
 import pytest
 import torch
 
-import tilefuse
 from tilefuse import config, metrics
 from _tf_testutil import strict_on_device  # noqa: F401 (autouse fixture)
 
@@ -91,7 +90,9 @@ def test_lazily_negated_inputs_are_read_with_their_sign():
 @pytest.mark.parametrize("shape,dim", [((7, 33), -1), ((7, 33), 0), ((4, 5, 6), (0, 2)), ((3, 1500), 1), ((1,), 0)])
 def test_reductions(shape, dim):
     x = torch.randn(*shape)
-    compile_and_check(lambda a: (a.sum(dim), a.amax(dim), a.amin(dim), a.mean(dim, keepdim=True)), x, atol=1e-4, rtol=1e-4)
+    compile_and_check(
+        lambda a: (a.sum(dim), a.amax(dim), a.amin(dim), a.mean(dim, keepdim=True)), x, atol=1e-4, rtol=1e-4
+    )
 
 
 def test_argmax_argmin_and_any():
@@ -254,7 +255,9 @@ def test_a_kernel_that_fails_to_build_at_the_first_run_falls_back_to_eager(monke
     torch.testing.assert_close(out, _scatter_into_one_row(x, b))
     torch.testing.assert_close(again, _scatter_into_one_row(x * 2, b))
     msgs = [str(m.message) for m in w if "tilefuse" in str(m.message)]
-    assert len(msgs) == 1 and "failed to build at its first run" in msgs[0] and "running that graph eagerly" in msgs[0], msgs
+    assert (
+        len(msgs) == 1 and "failed to build at its first run" in msgs[0] and "running that graph eagerly" in msgs[0]
+    ), msgs
     assert w[[str(m.message) for m in w].index(msgs[0])].filename == __file__  # the user's line
     torch._dynamo.reset()
     with config.patch(fallback_on_error=False, graph_cache=False):
@@ -298,9 +301,11 @@ def test_unknown_option_is_a_clear_error():
 
 
 def test_option_values_of_the_wrong_type_are_a_clear_error():
-    for opts, msg in (({"fallback_on_error": "false"}, "must be True or False"),
-                      ({"tiling": 0}, "must be True or False"),
-                      ({"persistent_reduction_threshold": "64"}, "must be an int")):
+    for opts, msg in (
+        ({"fallback_on_error": "false"}, "must be True or False"),
+        ({"tiling": 0}, "must be True or False"),
+        ({"persistent_reduction_threshold": "64"}, "must be an int"),
+    ):
         torch._dynamo.reset()
         with pytest.raises(Exception, match=msg):
             torch.compile(lambda a: a + 1, backend="tilefuse", options=opts)(torch.randn(2))
@@ -309,24 +314,37 @@ def test_option_values_of_the_wrong_type_are_a_clear_error():
 def test_option_values_out_of_range_are_a_clear_error():
     # raised when the option is given, not while compiling (where it would only make every graph
     # fall back to eager with a warning)
-    for opts, msg in (({"compile_pool": "fork"}, "must be one of"), ({"compile_workers": -3}, "must be >= 0"),
-                      ({"persistent_reduction_threshold": 0}, "must be >= 1")):
+    for opts, msg in (
+        ({"compile_pool": "fork"}, "must be one of"),
+        ({"compile_workers": -3}, "must be >= 0"),
+        ({"persistent_reduction_threshold": 0}, "must be >= 1"),
+    ):
         torch._dynamo.reset()
         with pytest.raises(Exception, match=msg), config.patch(fallback_on_error=True):
             torch.compile(lambda a: a + 1, backend="tilefuse", options=opts)(torch.randn(2))
 
 
-@pytest.mark.parametrize("env,msg", [("TILEFUSE_COMPILE_WORKERS=abc", "TILEFUSE_COMPILE_WORKERS='abc' is not an integer"),
-                                     ("TILEFUSE_FALLBACK_ON_ERROR=flase", "is not a boolean"),
-                                     ("TILEFUSE_COMPILE_POOL=fork", "environment variable TILEFUSE_COMPILE_POOL")])
+@pytest.mark.parametrize(
+    "env,msg",
+    [
+        ("TILEFUSE_COMPILE_WORKERS=abc", "TILEFUSE_COMPILE_WORKERS='abc' is not an integer"),
+        ("TILEFUSE_FALLBACK_ON_ERROR=flase", "is not a boolean"),
+        ("TILEFUSE_COMPILE_POOL=fork", "environment variable TILEFUSE_COMPILE_POOL"),
+    ],
+)
 def test_bad_environment_values_name_the_variable(env, msg):
     import subprocess
     import sys
 
     k, v = env.split("=")
     # at ``import tilefuse`` already (the package imports its config), as the README says
-    r = subprocess.run([sys.executable, "-c", "import tilefuse"], capture_output=True, text=True,
-                       env=dict(os.environ, **{k: v}), timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", "import tilefuse"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **{k: v}),
+        timeout=120,
+    )
     assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
 
 
@@ -403,8 +421,8 @@ def test_pointwise_work_is_not_fused_into_a_few_row_looped_reduction(tmp_path):
     with config.patch(debug_dir=str(tmp_path), realize_opcount_threshold=1):
         compile_and_check(f, x, kernels=2, atol=1e-2, rtol=1e-4)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    red = src[src.index("rnumel = 40001"):]
-    red = red[:red.index("def ")]
+    red = src[src.index("rnumel = 40001") :]
+    red = red[: red.index("def ")]
     assert "sin(" not in red and "xnumel = 1\n" in src
     y = torch.randn(8, 100)
     compile_and_check(lambda a: torch.softmax(a * 2, -1), y, kernels=1)
@@ -415,8 +433,9 @@ def test_full_reductions_are_split_and_fused_horizontally(tmp_path):
     # the independent reductions of one tensor share both kernels (horizontal fusion)
     x = torch.randn(40000)
     with config.patch(debug_dir=str(tmp_path)):
-        compile_and_check(lambda a: (a.sum(), a.amax(), a.amin(), (a > 3).any(), a.mean()), x,
-                          kernels=2, atol=1e-4, rtol=1e-4)
+        compile_and_check(
+            lambda a: (a.sum(), a.amax(), a.amin(), (a > 3).any(), a.mean()), x, kernels=2, atol=1e-4, rtol=1e-4
+        )
     src = "".join(p.read_text() for p in tmp_path.iterdir())
     assert "xnumel = 16" in src and "rnumel = 2500" in src and "rnumel = 16" in src
 
@@ -464,7 +483,13 @@ def test_extern_input_that_is_a_view_of_a_computed_value_reads_its_buffer(tmp_pa
 def test_matrix_products_write_into_pooled_buffers(tmp_path):
     # mm / addmm / bmm results go into buffers the wrapper allocates (out=): no stride check after
     # them, and a dead product's storage is handed to a later product of the same size
-    a, w1, w2, w3, b = torch.randn(32, 16), torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16), torch.randn(16)
+    a, w1, w2, w3, b = (
+        torch.randn(32, 16),
+        torch.randn(16, 16),
+        torch.randn(16, 16),
+        torch.randn(16, 16),
+        torch.randn(16),
+    )
     x3, y3 = torch.randn(4, 8, 16), torch.randn(4, 16, 8)
 
     def f(x, p, q, r, bias, u, v):
@@ -495,8 +520,13 @@ def test_pointwise_output_is_stored_over_its_dying_input(tmp_path, batch):
         return h @ w2.t() + b2
 
     rows = (16,) if batch else (64,)
-    args = (torch.randn(*batch, *rows, 32), torch.randn(128, 32) * 0.2, torch.randn(128),
-            torch.randn(32, 128) * 0.1, torch.randn(32))
+    args = (
+        torch.randn(*batch, *rows, 32),
+        torch.randn(128, 32) * 0.2,
+        torch.randn(128),
+        torch.randn(32, 128) * 0.1,
+        torch.randn(32),
+    )
     with config.patch(debug_dir=str(tmp_path)):
         compile_and_check(mlp, *args, atol=1e-4, rtol=1e-4)
     src = _generated(tmp_path)
@@ -564,7 +594,9 @@ def test_identical_kernels_of_repeated_layers_are_defined_once(tmp_path):
     # three identical LayerNorm+GELU layers: three launches of one kernel definition
     def f(x, w, b):
         for _ in range(3):
-            x = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (16,), w, b)) @ torch.eye(16, device=x.device)
+            x = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (16,), w, b)) @ torch.eye(
+                16, device=x.device
+            )
         return x
 
     x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
@@ -604,8 +636,11 @@ def test_decomposition_table_keeps_what_tilefuse_lowers():
     table = decompositions()
     # lowered ops reach the lowering whole, except the three the min-cut partitioner must see
     # through (detach -> alias, log_softmax -> torch's amax / exp / sum decomposition, layer norm)
-    assert {k for k in table if k in lowerings} == {aten.detach.default, aten._log_softmax.default,
-                                                    aten.native_layer_norm.default}
+    assert {k for k in table if k in lowerings} == {
+        aten.detach.default,
+        aten._log_softmax.default,
+        aten.native_layer_norm.default,
+    }
     for op in (aten.transpose.int, aten.split.Tensor, aten._unsafe_view.default, aten.t.default):
         assert op in lowerings and op not in table
     # still decomposed: what export's core table adds besides composite ops, and tilefuse's own picks
@@ -639,7 +674,8 @@ def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, mo
     t = torch.randint(0, 40, (6,))
     w = torch.randn(40)
     f = lambda a, b: torch.nn.functional.cross_entropy(  # noqa: E731
-        torch.log_softmax(torch.nn.functional.layer_norm(a, (40,), w, w * 2), -1) * 2, b)
+        torch.log_softmax(torch.nn.functional.layer_norm(a, (40,), w, w * 2), -1) * 2, b
+    )
     torch._dynamo.reset()
     monkeypatch.setattr(tf_backend, "compile_graph", spy)
     got = torch.compile(f, backend="tilefuse")(x, t)
@@ -771,8 +807,11 @@ def test_cross_entropy_training_saves_the_logits_and_row_normalizer_not_the_log_
     def spy(gm, example_inputs, kind="forward", *a, **k):
         if kind == "forward":
             out = next(n for n in gm.graph.nodes if n.op == "output")
-            saved["outs"] = [(tuple(o.meta["val"].shape), o.meta["val"].dtype) for o in out.args[0]
-                             if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor)]
+            saved["outs"] = [
+                (tuple(o.meta["val"].shape), o.meta["val"].dtype)
+                for o in out.args[0]
+                if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor)
+            ]
         return real(gm, example_inputs, kind, *a, **k)
 
     monkeypatch.setattr(B, "compile_graph", spy)
@@ -833,26 +872,43 @@ def test_unknown_tilefuse_environment_variables_are_named_at_import():
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEFUSE_")}
     code = "import warnings; warnings.simplefilter('always')\nimport tilefuse\n"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(env, TILEFUSE_TILNG="0", TILEFUSE_TILING="0", TILEFUSE_TEST_X="1",
-                                TILEFUSE_CACHE_DIR="/tmp/x"))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env, TILEFUSE_TILNG="0", TILEFUSE_TILING="0", TILEFUSE_TEST_X="1", TILEFUSE_CACHE_DIR="/tmp/x"),
+    )
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if "does not read" in ln]
     assert len(lines) == 1 and "['TILEFUSE_TILNG']" in lines[0] and lines[0].startswith("<string>:2:"), r.stderr
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(env, TILEFUSE_TILING="0", TILEFUSE_TEST_X="1", TILEFUSE_EMPTY=" "))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env, TILEFUSE_TILING="0", TILEFUSE_TEST_X="1", TILEFUSE_EMPTY=" "),
+    )
     assert r.returncode == 0 and "does not read" not in r.stderr, r.stderr  # empty counts as not set
     # loaded by torch.compile's backend lookup (no import tilefuse): the user's torch.compile line
-    code = ("import warnings; warnings.simplefilter('always')\nimport torch\n"
-            "torch.compile(lambda x: x + 1, backend='tilefuse')(torch.ones(2))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env=dict(env, TILEFUSE_TILNG="0", TRITON_INTERPRET="1"))
+    code = (
+        "import warnings; warnings.simplefilter('always')\nimport torch\n"
+        "torch.compile(lambda x: x + 1, backend='tilefuse')(torch.ones(2))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(env, TILEFUSE_TILNG="0", TRITON_INTERPRET="1"),
+    )
     lines = [ln for ln in r.stderr.splitlines() if "does not read" in ln]
     assert r.returncode == 0 and len(lines) == 1 and lines[0].startswith("<string>:3:"), r.stderr[-3000:]
     from tilefuse import config
 
     assert config.unknown_environment_variables({"TILEFUSE_PAD_MM": "1", "TILEFUSE_PADMM": "1", "OTHER": "1"}) == [
-        "TILEFUSE_PADMM"]
+        "TILEFUSE_PADMM"
+    ]
 
 
 def test_gc_paused_pauses_only_an_enabled_collector_and_always_restores_it():
@@ -917,11 +973,13 @@ def test_lazy_backward_compile_runs_without_the_collector(monkeypatch):
 
     seen = []
     orig = tb._compile
-    monkeypatch.setattr(tb, "_compile", lambda gm, ex, name: (seen.append((name, gc.isenabled())),
-                                                             orig(gm, ex, name))[1])
+    monkeypatch.setattr(
+        tb, "_compile", lambda gm, ex, name: (seen.append((name, gc.isenabled())), orig(gm, ex, name))[1]
+    )
     w = torch.randn(8, 8, requires_grad=True)
-    out = torch.compile(lambda a, b: torch.tanh(a @ b).sum(), backend="tilefuse",
-                        options={"eager_backward": False})(torch.randn(4, 8), w)
+    out = torch.compile(lambda a, b: torch.tanh(a @ b).sum(), backend="tilefuse", options={"eager_backward": False})(
+        torch.randn(4, 8), w
+    )
     assert [n.split("_")[0] for n, _ in seen] == ["forward"]
     out.backward()
     assert [n.split("_")[0] for n, _ in seen] == ["forward", "backward"]
@@ -1152,8 +1210,9 @@ def test_a_kernel_no_config_of_which_compiled_ahead_falls_back_before_the_first_
     def never(args):
         raise AssertionError("the module must not run")
 
-    module = types.SimpleNamespace(_launchers=[types.SimpleNamespace(fn=kernel("tf_poi_0"), cuda=True, configs=[{}])],
-                                   call=never)
+    module = types.SimpleNamespace(
+        _launchers=[types.SimpleNamespace(fn=kernel("tf_poi_0"), cuda=True, configs=[{}])], call=never
+    )
     pending = types.SimpleNamespace(failures=[("tf_poi_0 XBLOCK=1024,num_warps=4", "CompilationError: at 3:4: bad")])
     gm = torch.fx.symbolic_trace(lambda a: a * 2 + 1)
     cg = CompiledGraph(module, "", [((3,), (1,))], "backward_7", 0.0, pending=pending)
@@ -1209,11 +1268,14 @@ def _gc_state_during_bytecode_tracing(monkeypatch, compile_fn):
     return seen
 
 
-@pytest.mark.parametrize("backend, options, paused", [
-    ("tilefuse", None, True),
-    ("tilefuse", {"pause_gc": False}, False),
-    ("aot_eager", None, False),  # another backend's frames are left alone
-])
+@pytest.mark.parametrize(
+    "backend, options, paused",
+    [
+        ("tilefuse", None, True),
+        ("tilefuse", {"pause_gc": False}, False),
+        ("aot_eager", None, False),  # another backend's frames are left alone
+    ],
+)
 def test_the_collector_is_paused_while_dynamo_traces_a_frame_for_tilefuse(monkeypatch, backend, options, paused):
     import tilefuse.backend as tb
 
@@ -1262,13 +1324,15 @@ def test_the_collector_pause_is_registered_again_by_the_first_backend_call_after
     compiled = [torch.compile(lambda a, k=k: a * k, backend="tilefuse") for k in (2, 3)]
     x = torch.randn(4)
     seen = _gc_state_during_bytecode_tracing(
-        monkeypatch, lambda: [torch.testing.assert_close(c(x), x * k) for c, k in zip(compiled, (2, 3))])
+        monkeypatch, lambda: [torch.testing.assert_close(c(x), x * k) for c, k in zip(compiled, (2, 3))]
+    )
     assert seen == [True, False], seen
     assert tb._pause_gc_at_frame_compile in torch._dynamo.callback_handler.start_callbacks
 
 
-@pytest.mark.parametrize("outer, inner, paused", [(False, True, False), (True, False, True), (None, False, False),
-                                                  ({}, False, True)])
+@pytest.mark.parametrize(
+    "outer, inner, paused", [(False, True, False), (True, False, True), (None, False, False), ({}, False, True)]
+)
 @pytest.mark.parametrize("mapping", [dict, types.MappingProxyType])
 def test_the_call_sites_options_decide_the_pause_over_a_partials(monkeypatch, outer, inner, paused, mapping):
     # torch.compile(backend=partial(tilefuse_backend, options=A), options=B) runs the backend with
@@ -1328,9 +1392,13 @@ def test_the_pause_covers_the_first_frame_and_survives_a_failing_end_callback(wh
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _GC_PAUSE_SUBPROCESS, where], capture_output=True, text=True,
-                       timeout=300,
-                       env=dict(os.environ, TRITON_INTERPRET="1"))
+    r = subprocess.run(
+        [sys.executable, "-c", _GC_PAUSE_SUBPROCESS, where],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TRITON_INTERPRET="1"),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout
     assert "raised" in out and "enabled True seen [False, False]" in out, out + r.stderr[-2000:]

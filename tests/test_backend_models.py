@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 import torch.nn.functional as F
 
@@ -46,7 +45,7 @@ class Block(torch.nn.Module):
         q, k, v = self.qkv(h).split(h.shape[-1], -1)
         hd = q.shape[-1] // self.heads
         q, k, v = [t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v)]
-        att = (q @ k.transpose(-2, -1)) / hd ** 0.5
+        att = (q @ k.transpose(-2, -1)) / hd**0.5
         att = self.drop(att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(-1))
         y = (att @ v).transpose(1, 2).reshape(B, T, -1)
         x = x + self.proj(y)
@@ -124,10 +123,17 @@ def test_transformer_block_eval_inference():
 
 class MLP(torch.nn.Module):
     """SiLU/LayerNorm/GELU MLP with a cross-entropy plus L2 loss."""
+
     def __init__(self):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(10, 24), torch.nn.SiLU(), torch.nn.LayerNorm(24),
-                                       torch.nn.Linear(24, 24), torch.nn.GELU(), torch.nn.Linear(24, 5))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(10, 24),
+            torch.nn.SiLU(),
+            torch.nn.LayerNorm(24),
+            torch.nn.Linear(24, 24),
+            torch.nn.GELU(),
+            torch.nn.Linear(24, 5),
+        )
 
     def forward(self, x, y):
         return F.cross_entropy(self.net(x), y) + 0.1 * self.net(x).pow(2).mean()
@@ -191,8 +197,14 @@ def test_inplace_ops_on_graph_inputs():
 
 def test_small_cnn_with_batchnorm_trains_like_eager_and_updates_running_stats():
     torch.manual_seed(4)
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                            torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8 * 4 * 4, 5),
+    )
 
     class Wrap(torch.nn.Module):
         def __init__(self, net):

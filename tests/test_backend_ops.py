@@ -9,7 +9,6 @@ tilefuse computes in fp32 and rounds once (Inductor's opmath behaviour).
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 import torch
@@ -29,8 +28,12 @@ def _strict():
     torch._dynamo.reset()
 
 
-TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
-       torch.float64: (1e-7, 1e-7)}
+TOL = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+    torch.float64: (1e-7, 1e-7),
+}
 
 
 # TILEFUSE_TEST_DEVICE=cuda runs this module's checks on the GPU (real Triton, libdevice math)
@@ -72,6 +75,7 @@ def check(fn, *args, tol=None, kernels=None, fallbacks=0, exact=False):
 def make(shape, dtype=torch.float32, layout="contiguous", low=-3.0, high=3.0):
     """A tensor of ``shape``/``dtype`` in the given memory ``layout``: contiguous, permuted
     (transposed storage), expanded (stride-0 leading dim) or sliced (step-2 slice of a larger one)."""
+
     def rand(s):
         if dtype == torch.bool:
             return torch.rand(s) > 0.5
@@ -97,18 +101,44 @@ LAYOUTS = ["contiguous", "permuted", "expanded", "sliced"]
 # ------------------------------------------------------------------------------ elementwise
 
 UNARY_FLOAT = {
-    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
-    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-    "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "round": torch.round,
-    "sign": torch.sign, "relu": torch.relu, "reciprocal": lambda x: torch.reciprocal(x + 10),
-    "log": lambda x: torch.log(x.abs() + 0.1), "log2": lambda x: torch.log2(x.abs() + 0.1),
-    "log10": lambda x: torch.log10(x.abs() + 0.1), "log1p": lambda x: torch.log1p(x.abs()),
-    "sqrt": lambda x: torch.sqrt(x.abs()), "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
-    "isnan": lambda x: torch.isnan(x.log()), "isinf": lambda x: torch.isinf(1 / torch.floor(x)),
-    "square": torch.square, "pow3": lambda x: x ** 3, "pow_half": lambda x: x.abs() ** 0.5,
-    "pow_frac": lambda x: x.abs() ** 1.7, "pow_neg_half": lambda x: (x.abs() + 1) ** -0.5,
-    "gelu_erf": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
-    "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu, "softplus": F.softplus, "elu": F.elu,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "exp": torch.exp,
+    "exp2": torch.exp2,
+    "expm1": torch.expm1,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tan": torch.tan,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "erf": torch.erf,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "trunc": torch.trunc,
+    "round": torch.round,
+    "sign": torch.sign,
+    "relu": torch.relu,
+    "reciprocal": lambda x: torch.reciprocal(x + 10),
+    "log": lambda x: torch.log(x.abs() + 0.1),
+    "log2": lambda x: torch.log2(x.abs() + 0.1),
+    "log10": lambda x: torch.log10(x.abs() + 0.1),
+    "log1p": lambda x: torch.log1p(x.abs()),
+    "sqrt": lambda x: torch.sqrt(x.abs()),
+    "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+    "isnan": lambda x: torch.isnan(x.log()),
+    "isinf": lambda x: torch.isinf(1 / torch.floor(x)),
+    "square": torch.square,
+    "pow3": lambda x: x**3,
+    "pow_half": lambda x: x.abs() ** 0.5,
+    "pow_frac": lambda x: x.abs() ** 1.7,
+    "pow_neg_half": lambda x: (x.abs() + 1) ** -0.5,
+    "gelu_erf": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "hardtanh": F.hardtanh,
+    "leaky_relu": F.leaky_relu,
+    "softplus": F.softplus,
+    "elu": F.elu,
     "dropout_eval": lambda x: F.dropout(x, 0.5, training=False) * 2,
     "nan_to_num": lambda x: torch.nan_to_num(x.log()),
 }
@@ -162,15 +192,31 @@ def test_exact_gelu_half_precision_gradient_matches_eager():
 def test_binary_arith_layouts_sizes(layout, n):
     x = make([2, n], layout=layout)
     y = make([2, n], layout="contiguous")
-    check(lambda a, b: (a + b, a - 2 * b, a * b, a / (b.abs() + 1), torch.maximum(a, b), torch.minimum(a, b)),
-          x, y, kernels=1)
+    check(
+        lambda a, b: (a + b, a - 2 * b, a * b, a / (b.abs() + 1), torch.maximum(a, b), torch.minimum(a, b)),
+        x,
+        y,
+        kernels=1,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64])
 def test_binary_dtypes(dtype):
     x, y = make([4, 33], dtype, "permuted"), make([33], dtype)
-    fns = lambda a, b: (a + b, a * b - a, torch.maximum(a, b), torch.minimum(a, b), a == b, a < b, a >= b,  # noqa: E731
-                        torch.where(a > b, a, b), torch.clamp(a, -1, 2))
+
+    def fns(a, b):
+        return (
+            a + b,
+            a * b - a,
+            torch.maximum(a, b),
+            torch.minimum(a, b),
+            a == b,
+            a < b,
+            a >= b,
+            torch.where(a > b, a, b),
+            torch.clamp(a, -1, 2),
+        )
+
     check(fns, x, y, tol=TOL.get(dtype, (0, 0)))
 
 
@@ -179,8 +225,14 @@ def test_mixed_dtype_promotion():
     b = make([5, 6], torch.int64)
     c = make([6], torch.bfloat16)
     d = make([5, 6], torch.bool)
-    check(lambda w, x, y, z: (w + x, w * y, x * 2.5, x + z, z.float() + w, y / x.clamp(min=1)), a, b, c, d,
-          tol=TOL[torch.bfloat16])
+    check(
+        lambda w, x, y, z: (w + x, w * y, x * 2.5, x + z, z.float() + w, y / x.clamp(min=1)),
+        a,
+        b,
+        c,
+        d,
+        tol=TOL[torch.bfloat16],
+    )
 
 
 @pytest.mark.parametrize("mode", [None, "trunc", "floor"])
@@ -210,8 +262,15 @@ def test_float_floor_division_and_remainder_as_aten_computes_them(dtype):
     b = torch.tensor([y for _ in vals for y in divs], dtype=dtype)
 
     def f(x, y):
-        return (torch.floor_divide(x, y), torch.div(x, y, rounding_mode="floor"), torch.remainder(x, y),
-                x // 0.1, x % 2.0, x // inf, x % -inf)
+        return (
+            torch.floor_divide(x, y),
+            torch.div(x, y, rounding_mode="floor"),
+            torch.remainder(x, y),
+            x // 0.1,
+            x % 2.0,
+            x // inf,
+            x % -inf,
+        )
 
     got = check(f, a, b, exact=True)
     want = f(to_device(a), to_device(b))
@@ -243,12 +302,41 @@ def test_log1p_expm1_and_tanh_keep_their_precision_near_zero(dtype):
     ulp, relative, for tiny arguments: without libdevice they were ``log(1 + x)``, ``exp(x) - 1``
     and ``2 * sigmoid(2x) - 1``, which gave ``log1p(1e-10) == 0`` and ``softplus(-20) == 0`` (a
     fresh-user trial); special values and the signs of zeros as eager."""
-    x = torch.tensor([1e-30, 1e-10, -1e-10, 1e-7, 1e-5, -1e-7, 0.3, -0.5, -1.0, -2.0, -20.0, 20.0, 100.0,
-                      -100.0, 0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e30], dtype=dtype)
+    x = torch.tensor(
+        [
+            1e-30,
+            1e-10,
+            -1e-10,
+            1e-7,
+            1e-5,
+            -1e-7,
+            0.3,
+            -0.5,
+            -1.0,
+            -2.0,
+            -20.0,
+            20.0,
+            100.0,
+            -100.0,
+            0.0,
+            -0.0,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            1e30,
+        ],
+        dtype=dtype,
+    )
 
     def f(x):
-        return (torch.log1p(x), torch.expm1(x), F.softplus(x), F.elu(x), torch.logaddexp(torch.zeros_like(x), x),
-                torch.tanh(x))  # tanh(1e-10) was 0 too (2 * sigmoid(2x) - 1)
+        return (
+            torch.log1p(x),
+            torch.expm1(x),
+            F.softplus(x),
+            F.elu(x),
+            torch.logaddexp(torch.zeros_like(x), x),
+            torch.tanh(x),
+        )  # tanh(1e-10) was 0 too (2 * sigmoid(2x) - 1)
 
     eps = torch.finfo(dtype).eps
     got = check(f, x, tol=(0.0, 4 * eps))
@@ -265,8 +353,11 @@ def test_nan_constants_keep_the_sign_bit_as_torch_rounds_them(dtype):
     x = torch.tensor([1.0, -2.0, 0.5], dtype=dtype)
 
     def f(x):
-        return (torch.signbit(torch.full_like(x, neg_nan)), torch.signbit(torch.full_like(x, math.nan)),
-                torch.full_like(x, neg_nan))
+        return (
+            torch.signbit(torch.full_like(x, neg_nan)),
+            torch.signbit(torch.full_like(x, math.nan)),
+            torch.full_like(x, neg_nan),
+        )
 
     def f2(x):  # a NaN computed in float32 and rounded to the dtype: eager's bfloat16 rounding
         # makes it positive, Triton's conversion keeps the sign (docs/backend.md, known differences)
@@ -285,8 +376,21 @@ def test_nan_constants_keep_the_sign_bit_as_torch_rounds_them(dtype):
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
 def test_bitwise_and_logical(dtype):
     a, b = make([6, 5], dtype, low=-8, high=8), make([5], dtype, low=-8, high=8)
-    check(lambda x, y: (x & y, x | y, x ^ y, ~x, torch.logical_and(x, y), torch.logical_or(x, y),
-                        torch.logical_xor(x, y), torch.logical_not(x)), a, b, exact=True)
+    check(
+        lambda x, y: (
+            x & y,
+            x | y,
+            x ^ y,
+            ~x,
+            torch.logical_and(x, y),
+            torch.logical_or(x, y),
+            torch.logical_xor(x, y),
+            torch.logical_not(x),
+        ),
+        a,
+        b,
+        exact=True,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int8, torch.bool])
@@ -296,44 +400,70 @@ def test_sign_and_bool_add(dtype):
     x = make([7, 9], dtype, low=-5, high=5)
     if dtype.is_floating_point:
         x[0, :4] = torch.tensor([float("nan"), -0.0, 0.0, float("-inf")], dtype=dtype)
-    check(lambda a: (torch.sign(a), torch.sgn(a), a + a, a * a if dtype != torch.bool else a & a), x,
-          exact=True)
+    check(lambda a: (torch.sign(a), torch.sgn(a), a + a, a * a if dtype != torch.bool else a & a), x, exact=True)
 
 
 def test_factories_without_tensor_inputs_run_on_their_device():
     # a graph with no tensor inputs takes its device from the factory calls (was: always the CPU)
-    got = check(lambda: (torch.zeros(3, 4, device=DEVICE) + torch.arange(4, device=DEVICE),
-                         torch.full((5,), 2.5, device=DEVICE), torch.ones(2, dtype=torch.int64, device=DEVICE)))
+    got = check(
+        lambda: (
+            torch.zeros(3, 4, device=DEVICE) + torch.arange(4, device=DEVICE),
+            torch.full((5,), 2.5, device=DEVICE),
+            torch.ones(2, dtype=torch.int64, device=DEVICE),
+        )
+    )
     assert all(t.device.type == DEVICE for t in got)
 
 
 def test_where_with_scalars_and_inf():
     x = make([4, 10], layout="sliced")
     m = torch.rand(4, 10) > 0.3
-    check(lambda a, c: (torch.where(c, a, float("-inf")), torch.where(c, 0.0, a), a.masked_fill(~c, -1e9),
-                        torch.where(c, 1, 2)), x, m)
+    check(
+        lambda a, c: (
+            torch.where(c, a, float("-inf")),
+            torch.where(c, 0.0, a),
+            a.masked_fill(~c, -1e9),
+            torch.where(c, 1, 2),
+        ),
+        x,
+        m,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_clamp_variants(dtype):
     x = make([3, 11], dtype, low=-10, high=10)
     lo = make([11], dtype, low=-5, high=0)
-    check(lambda a, b: (a.clamp(min=-2), a.clamp(max=3), a.clamp(-2, 3), torch.clamp(a, min=b), F.relu6(a)),
-          x, lo, tol=(1e-6, 1e-6))
+    check(
+        lambda a, b: (a.clamp(min=-2), a.clamp(max=3), a.clamp(-2, 3), torch.clamp(a, min=b), F.relu6(a)),
+        x,
+        lo,
+        tol=(1e-6, 1e-6),
+    )
 
 
 def test_pow_tensor_tensor_and_scalars():
     x = make([4, 8]).abs() + 0.5
     y = make([4, 8], low=-2, high=2)
     i = make([4, 8], torch.int64, low=0, high=4)
-    check(lambda a, b, c: (a ** b, torch.pow(2.0, b), c ** 2, (-a) ** 3, a ** 0, a ** -1), x, y, i, tol=(1e-5, 1e-5))
+    check(lambda a, b, c: (a**b, torch.pow(2.0, b), c**2, (-a) ** 3, a**0, a**-1), x, y, i, tol=(1e-5, 1e-5))
 
 
-@pytest.mark.parametrize("src,dst", [(torch.float32, torch.int64), (torch.float32, torch.float16),
-                                     (torch.float16, torch.float32), (torch.bfloat16, torch.float16),
-                                     (torch.int64, torch.float32), (torch.bool, torch.float32),
-                                     (torch.float32, torch.bool), (torch.int64, torch.bool),
-                                     (torch.bool, torch.int64), (torch.float32, torch.bfloat16)])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        (torch.float32, torch.int64),
+        (torch.float32, torch.float16),
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float16),
+        (torch.int64, torch.float32),
+        (torch.bool, torch.float32),
+        (torch.float32, torch.bool),
+        (torch.int64, torch.bool),
+        (torch.bool, torch.int64),
+        (torch.float32, torch.bfloat16),
+    ],
+)
 def test_casts(src, dst):
     x = make([3, 13], src, layout="permuted", low=-5, high=5)
     if src.is_floating_point:
@@ -361,8 +491,20 @@ def test_small_views_of_a_storage_past_int32_offsets_read_the_right_elements():
 def test_nan_propagation():
     x = torch.tensor([1.0, float("nan"), -2.0, float("inf")])
     y = torch.tensor([float("nan"), 0.0, 3.0, 1.0])
-    check(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b), a.amax(),
-                        torch.clamp(a, 0, 1), torch.relu(a), torch.sign(a)), x, y)
+    check(
+        lambda a, b: (
+            torch.maximum(a, b),
+            torch.minimum(a, b),
+            torch.fmax(a, b),
+            torch.fmin(a, b),
+            a.amax(),
+            torch.clamp(a, 0, 1),
+            torch.relu(a),
+            torch.sign(a),
+        ),
+        x,
+        y,
+    )
 
 
 # ------------------------------------------------------------------------------ reductions
@@ -387,24 +529,40 @@ def test_arg_reductions(op, dtype):
 def test_any_all_and_bool_reductions():
     x = make([4, 9], torch.bool)
     y = make([4, 9], torch.int64, low=0, high=2)
-    check(lambda a, b: (a.any(1), a.all(0), a.any(), b.any(-1), a.sum(1), b.all(), torch.count_nonzero(b, 1)),
-          x, y, exact=True)
+    check(
+        lambda a, b: (a.any(1), a.all(0), a.any(), b.any(-1), a.sum(1), b.all(), torch.count_nonzero(b, 1)),
+        x,
+        y,
+        exact=True,
+    )
 
 
 def test_reduction_multi_dims_and_dtype_arg():
     x = make([3, 4, 5, 6], layout="permuted")
     i = make([3, 5], torch.int64, low=-3, high=3)
-    check(lambda a, b: (a.sum((0, 2)), a.mean((1, 3), keepdim=True), a.amax((0, 1, 2)),
-                        a.sum(dtype=torch.float64), b.sum(1), b.sum(1, dtype=torch.float32), b.prod(1),
-                        a.var((0, 3), correction=0), a.std(2, unbiased=True)), x, i, tol=(1e-4, 1e-4))
+    check(
+        lambda a, b: (
+            a.sum((0, 2)),
+            a.mean((1, 3), keepdim=True),
+            a.amax((0, 1, 2)),
+            a.sum(dtype=torch.float64),
+            b.sum(1),
+            b.sum(1, dtype=torch.float32),
+            b.prod(1),
+            a.var((0, 3), correction=0),
+            a.std(2, unbiased=True),
+        ),
+        x,
+        i,
+        tol=(1e-4, 1e-4),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_reductions_accumulate_in_fp32(dtype):
     # 1000 fp16 values of ~1: a fp16 accumulator would lose precision; eager accumulates in fp32
     x = (torch.rand(4, 1000) + 0.5).to(dtype)
-    check(lambda a: (a.sum(1), a.mean(1), a.amax(1), a.var(1), a.sum(1, dtype=torch.float32)), x,
-          tol=TOL[dtype])
+    check(lambda a: (a.sum(1), a.mean(1), a.amax(1), a.var(1), a.sum(1, dtype=torch.float32)), x, tol=TOL[dtype])
 
 
 @pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "argmax", "argmin", "any", "mean", "var"])
@@ -433,8 +591,17 @@ def test_normalizers_split_into_chunks_wholly_past_the_row_end(threshold):
         x[2, 0] = float("-inf")
         y = to_device(torch.tensor([1, 3, 2, 0]) % n)
         with config.patch(persistent_reduction_threshold=threshold):
-            check(lambda a, b: (a.softmax(-1), a.log_softmax(-1), a.logsumexp(-1),
-                                F.cross_entropy(a[[0, 2, 3]], b[[0, 2, 3]])), x, y, tol=(1e-5, 1e-5))
+            check(
+                lambda a, b: (
+                    a.softmax(-1),
+                    a.log_softmax(-1),
+                    a.logsumexp(-1),
+                    F.cross_entropy(a[[0, 2, 3]], b[[0, 2, 3]]),
+                ),
+                x,
+                y,
+                tol=(1e-5, 1e-5),
+            )
 
 
 def test_reduction_sizes_one_and_odd():
@@ -453,7 +620,7 @@ def test_full_reduction_of_large_tensor():
 
 
 def test_reshape_between_incompatible_shapes():
-    x = make([6, 10], layout="permuted")       # non-contiguous: reshape must re-index
+    x = make([6, 10], layout="permuted")  # non-contiguous: reshape must re-index
     check(lambda a: (a.reshape(4, 15) * 2, a.reshape(2, 3, 5, 2).sum(2), a.reshape(-1)[7:40:3] + 1), x)
 
 
@@ -464,8 +631,18 @@ def test_permute_then_reshape_then_reduce():
 
 def test_expand_slice_select_squeeze():
     x = make([4, 1, 9])
-    check(lambda a: (a.expand(4, 3, 9) * 2, a[:, :, 1:8:3] + 1, a[2, 0] - 1, a.select(2, -1) * 3,
-                     a.squeeze(1).t() + 0, a.unsqueeze(0).unsqueeze(-1) * 1, a[..., ::2].sum(-1)), x)
+    check(
+        lambda a: (
+            a.expand(4, 3, 9) * 2,
+            a[:, :, 1:8:3] + 1,
+            a[2, 0] - 1,
+            a.select(2, -1) * 3,
+            a.squeeze(1).t() + 0,
+            a.unsqueeze(0).unsqueeze(-1) * 1,
+            a[..., ::2].sum(-1),
+        ),
+        x,
+    )
 
 
 def test_t_transpose_and_negative_steps_free():
@@ -510,21 +687,21 @@ def test_matmul_epilogues():
     torch._dynamo.reset()
     check(lambda x, y, c: F.silu(torch.addmm(c, x, y)).sum(1), a, b, bias, tol=(1e-4, 1e-4))
     torch._dynamo.reset()
-    check(lambda x, y: torch.softmax(torch.bmm(x, y), -1), make([2, 5, 7]), make([2, 7, 6]), tol=(1e-5, 1e-5),
-          kernels=1)
+    check(
+        lambda x, y: torch.softmax(torch.bmm(x, y), -1), make([2, 5, 7]), make([2, 7, 6]), tol=(1e-5, 1e-5), kernels=1
+    )
 
 
 def test_conv_epilogue_bias_activation_residual_is_one_kernel():
     # convolution is an extern call; bias + ReLU + residual add after it fuse into one kernel
     x, w, b = make([2, 3, 9, 9]), make([5, 3, 3, 3]), make([5])
     r = make([2, 5, 7, 7])
-    check(lambda a, k, c, res: F.relu(F.conv2d(a, k) + c[:, None, None]) + res, x, w, b, r, kernels=1,
-          tol=(1e-4, 1e-4))
+    check(lambda a, k, c, res: F.relu(F.conv2d(a, k) + c[:, None, None]) + res, x, w, b, r, kernels=1, tol=(1e-4, 1e-4))
 
 
 def test_mutations_of_graph_inputs_copy_and_index_put():
     def f(a, b, idx, v):
-        a.copy_(b * 2)                    # copy_ into an input
+        a.copy_(b * 2)  # copy_ into an input
         b.index_put_((idx,), v, accumulate=True)  # in-place accumulate into another input
         return a.sum() + b.sum()
 
@@ -555,10 +732,18 @@ def test_inputs_aliasing_one_storage():
 
 def test_creation_ops():
     x = make([3, 4])
-    check(lambda a: (a + torch.ones(3, 4, device=a.device), torch.zeros_like(a) + 1, torch.full_like(a, 2.5) * a,
-                     torch.arange(4, device=a.device) + a, torch.arange(2, 14, 3, device=a.device).float() * 2,
-                     torch.arange(0.5, 3.0, 0.25, device=a.device) + 1,
-                     torch.arange(5, dtype=torch.float16, device=a.device)), x)
+    check(
+        lambda a: (
+            a + torch.ones(3, 4, device=a.device),
+            torch.zeros_like(a) + 1,
+            torch.full_like(a, 2.5) * a,
+            torch.arange(4, device=a.device) + a,
+            torch.arange(2, 14, 3, device=a.device).float() * 2,
+            torch.arange(0.5, 3.0, 0.25, device=a.device) + 1,
+            torch.arange(5, dtype=torch.float16, device=a.device),
+        ),
+        x,
+    )
 
 
 # ------------------------------------------------------------------------------ indirect indexing
@@ -575,8 +760,21 @@ def test_index_select_gather_and_advanced_indexing():
     i = torch.tensor([4, 0, 2, 2])
     j = torch.tensor([[0, 6], [1, 5], [2, 4], [3, 3], [6, 0]])
     neg = torch.tensor([-1, 1, -5])
-    check(lambda a, b, c, d: (a.index_select(0, b) + 1, a.index_select(1, b), torch.gather(a, 1, c),
-                              a[b], a[:, b] * 2, a[d], a[b, b]), x, i, j, neg)
+    check(
+        lambda a, b, c, d: (
+            a.index_select(0, b) + 1,
+            a.index_select(1, b),
+            torch.gather(a, 1, c),
+            a[b],
+            a[:, b] * 2,
+            a[d],
+            a[b, b],
+        ),
+        x,
+        i,
+        j,
+        neg,
+    )
 
 
 def test_cross_entropy_forward_has_no_fallback():
@@ -585,8 +783,11 @@ def test_cross_entropy_forward_has_no_fallback():
     check(lambda a, t: F.cross_entropy(a, t), logits, tgt, tol=(1e-5, 1e-5))
 
 
-@pytest.mark.skipif(DEVICE != "cpu", reason="the bounds check is a tl.device_assert: live in Triton's interpreter; "
-                    "on a GPU compiled in debug mode only, and a device-side assert leaves the CUDA context unusable")
+@pytest.mark.skipif(
+    DEVICE != "cpu",
+    reason="the bounds check is a tl.device_assert: live in Triton's interpreter; "
+    "on a GPU compiled in debug mode only, and a device-side assert leaves the CUDA context unusable",
+)
 def test_out_of_range_index_raises():
     w = make([5, 3])
     with pytest.raises(Exception, match="index out of bounds"):
@@ -623,7 +824,9 @@ def test_cat_is_one_pointwise_kernel():
     a, b, c = make([3, 4]), make([3, 1], layout="sliced"), make([4, 3], layout="contiguous").t()
     check(lambda x, y, z: torch.cat([x, y * 2, z], 1) + 1, a, b, c, kernels=1)
     torch._dynamo.reset()
-    check(lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0, device=x.device)], 0), make([2, 5]), make([3, 5]))
+    check(
+        lambda x, y: torch.cat([x, y.to(torch.float16), torch.empty(0, device=x.device)], 0), make([2, 5]), make([3, 5])
+    )
 
 
 def test_cat_masks_each_inputs_loads_to_its_slice(tmp_path):
@@ -654,8 +857,17 @@ def test_constant_pad_nd(pad):
 
 def test_slice_and_select_scatter():
     x, s1, s2, s3 = make([6, 8]), make([6, 3]), make([2, 8]), make([6])
-    check(lambda a, b, c, d: (torch.slice_scatter(a, b, 1, 1, 7, 2), torch.slice_scatter(a, c, 0, -3, -1),
-                              torch.select_scatter(a, d, 1, -2)), x, s1, s2, s3)
+    check(
+        lambda a, b, c, d: (
+            torch.slice_scatter(a, b, 1, 1, 7, 2),
+            torch.slice_scatter(a, c, 0, -3, -1),
+            torch.select_scatter(a, d, 1, -2),
+        ),
+        x,
+        s1,
+        s2,
+        s3,
+    )
 
 
 def test_scatter_value_one_hot_and_general():
@@ -677,8 +889,17 @@ def test_scatter_value_one_hot_and_general():
 
 def test_flip_repeat_diagonal_views():
     x = make([4, 6], layout="permuted")
-    check(lambda a: (a.flip(1) + 1, a.flip(0, 1) * a, a.repeat(2, 1, 3) - 1, torch.diagonal(a, 1) * 2,
-                     torch.diagonal(a, -2) + 0, a.roll(2, 1) * 2), x)
+    check(
+        lambda a: (
+            a.flip(1) + 1,
+            a.flip(0, 1) * a,
+            a.repeat(2, 1, 3) - 1,
+            torch.diagonal(a, 1) * 2,
+            torch.diagonal(a, -2) + 0,
+            a.roll(2, 1) * 2,
+        ),
+        x,
+    )
 
 
 def test_max_min_dim_values_and_indices():
@@ -689,17 +910,30 @@ def test_max_min_dim_values_and_indices():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_vector_norms(dtype):
     x = make([5, 12], dtype)
-    check(lambda a: (torch.linalg.vector_norm(a, dim=1), a.norm(), torch.linalg.vector_norm(a, 1, dim=0),
-                     torch.linalg.vector_norm(a, float("inf"), dim=1), torch.linalg.vector_norm(a, float("-inf"))),
-          x, tol=TOL[dtype] if dtype != torch.float32 else (1e-5, 1e-5))
+    check(
+        lambda a: (
+            torch.linalg.vector_norm(a, dim=1),
+            a.norm(),
+            torch.linalg.vector_norm(a, 1, dim=0),
+            torch.linalg.vector_norm(a, float("inf"), dim=1),
+            torch.linalg.vector_norm(a, float("-inf")),
+        ),
+        x,
+        tol=TOL[dtype] if dtype != torch.float32 else (1e-5, 1e-5),
+    )
 
 
 def test_fmod_and_shifts():
     x = make([4, 7], low=-9, high=9)
     i = make([4, 7], torch.int64, low=-64, high=64)
     s = make([7], torch.int64, low=0, high=5)
-    check(lambda a, b, c: (torch.fmod(a, 0.7), torch.fmod(b, 5), torch.fmod(b, -3), b << 2, b >> c, b >> 1),
-          x, i, s, tol=(1e-6, 1e-6))
+    check(
+        lambda a, b, c: (torch.fmod(a, 0.7), torch.fmod(b, 5), torch.fmod(b, -3), b << 2, b >> c, b >> 1),
+        x,
+        i,
+        s,
+        tol=(1e-6, 1e-6),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.float64])
@@ -718,15 +952,37 @@ def test_index_put_accumulate_and_scatter_add_with_repeated_indices():
     idx = torch.tensor([1, 3, 1, 1, 5, -1])
     v = make([6, 4])
     col = torch.tensor([[0, 3, 3, 1], [2, 2, 2, 2], [1, 0, 3, 3]])
-    check(lambda a, i, b, c: (torch.index_put(a, [i], b, accumulate=True) * 2,
-                              a.scatter_add(0, i.abs().view(6, 1).expand(6, 4), b) + 1,
-                              a[:3].scatter_add(1, c, b[:3, :4]), torch.index_put(a, [i], b[0], accumulate=True)),
-          x, idx, v, col, tol=(1e-5, 1e-5))
+    check(
+        lambda a, i, b, c: (
+            torch.index_put(a, [i], b, accumulate=True) * 2,
+            a.scatter_add(0, i.abs().view(6, 1).expand(6, 4), b) + 1,
+            a[:3].scatter_add(1, c, b[:3, :4]),
+            torch.index_put(a, [i], b[0], accumulate=True),
+        ),
+        x,
+        idx,
+        v,
+        col,
+        tol=(1e-5, 1e-5),
+    )
 
 
-@pytest.mark.parametrize("case", ["index_add_dim0", "index_add_dim1", "index_put_accumulate", "index_put",
-                                  "scatter_add", "scatter", "scatter_scalar", "scatter_reduce_amax",
-                                  "scatter_reduce_mean", "gather_backward", "index_select_backward"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "index_add_dim0",
+        "index_add_dim1",
+        "index_put_accumulate",
+        "index_put",
+        "scatter_add",
+        "scatter",
+        "scatter_scalar",
+        "scatter_reduce_amax",
+        "scatter_reduce_mean",
+        "gather_backward",
+        "index_select_backward",
+    ],
+)
 def test_scatter_into_a_size_one_axis(case):
     """A scatter whose target has a size-1 axis: the indirect index along it drops out of the
     store's address, which must still be a block of the stored value's shape (a fresh-user trial:
@@ -774,8 +1030,13 @@ def test_embedding_of_one_row_backward():
 def test_bitwise_not_of_unsigned_and_signed_integers():
     """``~`` of uint8 is an xor with 0xFF (the interpreter's ``~`` failed on unsigned arrays)."""
     u = torch.tensor([[0, 1, 200, 255], [3, 4, 5, 128]], dtype=torch.uint8)
-    check(lambda a, b, c: (~a, ~(a + a.flip(0)), torch.bitwise_not(a) * 2, (~a).to(torch.int32) + 1, ~b, ~c),
-          u, u.to(torch.int8), u.to(torch.int64) - 100, exact=True)
+    check(
+        lambda a, b, c: (~a, ~(a + a.flip(0)), torch.bitwise_not(a) * 2, (~a).to(torch.int32) + 1, ~b, ~c),
+        u,
+        u.to(torch.int8),
+        u.to(torch.int64) - 100,
+        exact=True,
+    )
 
 
 def test_int64_arange_beyond_int32_matches_eager(tmp_path):
@@ -783,9 +1044,14 @@ def test_int64_arange_beyond_int32_matches_eager(tmp_path):
     negative starts down to -2**31) computes them in int64: the kernel indexes in int64 when an
     index used as data is not proven to fit int32 (``_index_values_fit_int32``); they wrapped, or
     the kernel failed to print 2**31, before. An ordinary arange keeps int32 indexing."""
-    cases = [lambda: torch.arange(2**31 - 2, 2**31 + 3), lambda: torch.arange(0, 5 * 2**30, 2**30),
-             lambda: torch.arange(2**31, 2**31 + 3), lambda: torch.arange(-2**31 + 2, -2**31 - 3, -1),
-             lambda: torch.arange(-2**31, -2**31 + 5), lambda: torch.arange(7) + (2**31 - 2)]
+    cases = [
+        lambda: torch.arange(2**31 - 2, 2**31 + 3),
+        lambda: torch.arange(0, 5 * 2**30, 2**30),
+        lambda: torch.arange(2**31, 2**31 + 3),
+        lambda: torch.arange(-(2**31) + 2, -(2**31) - 3, -1),
+        lambda: torch.arange(-(2**31), -(2**31) + 5),
+        lambda: torch.arange(7) + (2**31 - 2),
+    ]
     for f in cases:
         torch._dynamo.reset()
         check(f, exact=True, kernels=1)
@@ -805,11 +1071,13 @@ def test_integer_linspace_is_computed_in_float64():
     ``_linspace_integers_in_float64``. Float results stay the reference's."""
     x = to_device(torch.tensor(0))
     big = 2**31
-    for f in (lambda a: torch.linspace(big - 10, big + 10, 5, dtype=torch.int64) + a,
-              lambda a: torch.linspace(-2**40, 2**40, 100, dtype=torch.int64) + a,
-              lambda a: torch.linspace(2**24 - 10, 2**24 + 10, 5, dtype=torch.int64) * (a + 1),
-              lambda a: torch.linspace(0, 10, 4, dtype=torch.int32) + a,
-              lambda a: torch.linspace(-3, 3, 9, dtype=torch.int8) + a):
+    for f in (
+        lambda a: torch.linspace(big - 10, big + 10, 5, dtype=torch.int64) + a,
+        lambda a: torch.linspace(-(2**40), 2**40, 100, dtype=torch.int64) + a,
+        lambda a: torch.linspace(2**24 - 10, 2**24 + 10, 5, dtype=torch.int64) * (a + 1),
+        lambda a: torch.linspace(0, 10, 4, dtype=torch.int32) + a,
+        lambda a: torch.linspace(-3, 3, 9, dtype=torch.int8) + a,
+    ):
         torch._dynamo.reset()
         check(f, x, exact=True)
     torch._dynamo.reset()
@@ -833,7 +1101,7 @@ def test_embedding_backward_is_native():
 def test_fallback_result_with_unexpected_strides_is_copied_into_the_compiled_layout():
     from tilefuse.runtime import ensure_strides
 
-    t = to_device(torch.randn(3, 4)).t()           # strides (1, 4)
+    t = to_device(torch.randn(3, 4)).t()  # strides (1, 4)
     fixed = ensure_strides(t, (4, 3), (3, 1))
     assert fixed.stride() == (3, 1)
     torch.testing.assert_close(fixed, t)
@@ -842,8 +1110,10 @@ def test_fallback_result_with_unexpected_strides_is_copied_into_the_compiled_lay
         ensure_strides(t, (3, 4), (4, 1))
 
 
-@pytest.mark.parametrize("k,s,p,d,shape", [(2, None, 0, 1, (2, 3, 8, 8)), (3, 2, 1, 1, (1, 2, 7, 9)),
-                                           (3, 1, 1, 2, (2, 5, 6)), (2, 3, 1, 1, (1, 1, 7, 7))])
+@pytest.mark.parametrize(
+    "k,s,p,d,shape",
+    [(2, None, 0, 1, (2, 3, 8, 8)), (3, 2, 1, 1, (1, 2, 7, 9)), (3, 1, 1, 2, (2, 5, 6)), (2, 3, 1, 1, (1, 1, 7, 7))],
+)
 def test_max_pool2d_forward_indices_and_backward(k, s, p, d, shape):
     x = make(list(shape))
     x.view(-1)[3] = float("nan")
@@ -869,16 +1139,21 @@ def test_low_precision_index_put_accumulate_falls_back():
     x = make([5, 3], torch.bfloat16)
     i = torch.tensor([0, 4, 0])
     v = make([3, 3], torch.bfloat16)
-    check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=True) * 2, x, i, v, tol=TOL[torch.bfloat16],
-          fallbacks=1)
+    check(
+        lambda a, b, c: torch.index_put(a, [b], c, accumulate=True) * 2, x, i, v, tol=TOL[torch.bfloat16], fallbacks=1
+    )
 
 
 def test_bf16_constants_and_masked_fill_with_inf():
     x = make([4, 8], torch.bfloat16)
     m = torch.rand(4, 8) > 0.3
     m[:, 0] = True
-    check(lambda a, b: (a.masked_fill(~b, float("-inf")).softmax(-1), a * 0.1 + 3.3, torch.full_like(a, 1.7)),
-          x, m, tol=TOL[torch.bfloat16])
+    check(
+        lambda a, b: (a.masked_fill(~b, float("-inf")).softmax(-1), a * 0.1 + 3.3, torch.full_like(a, 1.7)),
+        x,
+        m,
+        tol=TOL[torch.bfloat16],
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
@@ -892,8 +1167,13 @@ def test_index_put_with_a_boolean_mask(dtype):
         check(lambda a, b, c: torch.index_put(a, [b], c, accumulate=acc), x, m, v, exact=True)
         check(lambda a, b, c: torch.index_put(a, [b], c[None], accumulate=acc), x, m, v, exact=True)
         check(lambda a, b, c: torch.index_put(a, [b], c[:1], accumulate=acc), x, m, v, exact=True)
-        check(lambda a, b, c: torch.index_put(a, [b], c[0], accumulate=acc), x, m.view(5, 1).expand(5, 4).clone(),
-              v, exact=True)
+        check(
+            lambda a, b, c: torch.index_put(a, [b], c[0], accumulate=acc),
+            x,
+            m.view(5, 1).expand(5, 4).clone(),
+            v,
+            exact=True,
+        )
     check(lambda a, b, c: torch.index_put(a, [b], c), x, m, make([3, 4], dtype), exact=True, fallbacks=1)
 
 
@@ -903,8 +1183,13 @@ def test_index_put_without_accumulate_and_padding_idx_grads():
     i = torch.tensor([4, 0])
     v = make([2, 3])
     check(lambda a, b, c: torch.index_put(a, [b], c) + 1, x, i, v)
-    check(lambda a, b, c: torch.index_put(a, [b], c) * 2, make([5, 3], torch.bfloat16), i,
-          make([3], torch.bfloat16), exact=True)
+    check(
+        lambda a, b, c: torch.index_put(a, [b], c) * 2,
+        make([5, 3], torch.bfloat16),
+        i,
+        make([3], torch.bfloat16),
+        exact=True,
+    )
     check(lambda a, b: a.index_copy(0, b, torch.ones(2, 3, device=a.device)), x, i)
     check(lambda a: F.max_unpool1d(*F.max_pool1d(a, 2, return_indices=True), 2), make([2, 3, 8]))
     torch._dynamo.reset()
@@ -970,7 +1255,7 @@ def test_integer_pow_with_a_tensor_exponent_is_torchs_powi(dtype):
     a = torch.randint(lo, 10, (40, 7), generator=gen).to(dtype)
     b = torch.randint(lo, 71 if dtype != torch.int8 else 71, (40, 7), generator=gen).to(dtype)
     a[0, :4] = torch.tensor([0, 1, 0, 1]).to(dtype)
-    check(lambda x, y: x ** y, a, b, exact=True)
+    check(lambda x, y: x**y, a, b, exact=True)
     check(lambda x, y: 3 ** y.abs() + x.t().contiguous().t() ** 2, a, b, exact=True)
 
 
@@ -1019,7 +1304,9 @@ def test_long_scans_loop_over_chunks_with_a_carry(dtype):
     if dtype.is_floating_point:
         near_one = lambda a: (a * 1e-4 + 1).cumprod(1)  # noqa: E731
         check(near_one, x, kernels=1, tol=(tol[0] * 10, 1e-3))
-        check(lambda a: (a.cumsum(1) / a.sum(1, keepdim=True).abs(), torch.logcumsumexp(a, 1)), x, tol=(tol[0] * 10, 1e-3))
+        check(
+            lambda a: (a.cumsum(1) / a.sum(1, keepdim=True).abs(), torch.logcumsumexp(a, 1)), x, tol=(tol[0] * 10, 1e-3)
+        )
 
 
 @pytest.mark.parametrize("n", [20, 5000])
@@ -1030,6 +1317,7 @@ def test_scan_with_a_narrowing_dtype_rounds_the_input_first(n):
     (persistent) and long (looped) rows; cumprod and bfloat16 alike. The reference is torch's
     rule with a float32 accumulator rounded once: CUDA eager adds half precision in half
     precision (its sum of 5000 float16 ones stops at 2048), CPU eager accumulates in float32."""
+
     def check_ref(fn, ref, x, tol):
         xd = to_device(x)
         metrics.reset()
@@ -1039,21 +1327,33 @@ def test_scan_with_a_narrowing_dtype_rounds_the_input_first(n):
         return got
 
     ints = torch.tensor([2049, 1], dtype=torch.int32)
-    got = check_ref(lambda a: a.cumsum(0, dtype=torch.float16), lambda a: a.half().float().cumsum(0).half(),
-                    ints, (0, 0))
+    got = check_ref(
+        lambda a: a.cumsum(0, dtype=torch.float16), lambda a: a.half().float().cumsum(0).half(), ints, (0, 0)
+    )
     assert got.tolist() == [2048.0, 2048.0]
     x = torch.full((n,), 1.0004)
-    got = check_ref(lambda a: a.cumsum(0, dtype=torch.float16), lambda a: a.half().float().cumsum(0).half(),
-                    x, (0, 0))
+    got = check_ref(lambda a: a.cumsum(0, dtype=torch.float16), lambda a: a.half().float().cumsum(0).half(), x, (0, 0))
     assert got[-1].item() == float(n)  # 1.0004 rounds to 1 in float16; n ones sum exactly
     y = make([3, n], low=0.5, high=1.5)
-    check_ref(lambda a: a.cumsum(1, dtype=torch.bfloat16), lambda a: a.bfloat16().float().cumsum(1).bfloat16(),
-              y, TOL[torch.bfloat16])
-    check_ref(lambda a: (a * 1e-3 + 1).cumprod(1, dtype=torch.float16),
-              lambda a: (a * 1e-3 + 1).half().float().cumprod(1).half(), y, (1e-3, 2e-3))
+    check_ref(
+        lambda a: a.cumsum(1, dtype=torch.bfloat16),
+        lambda a: a.bfloat16().float().cumsum(1).bfloat16(),
+        y,
+        TOL[torch.bfloat16],
+    )
+    check_ref(
+        lambda a: (a * 1e-3 + 1).cumprod(1, dtype=torch.float16),
+        lambda a: (a * 1e-3 + 1).half().float().cumprod(1).half(),
+        y,
+        (1e-3, 2e-3),
+    )
     z = make([n, 2], torch.float16)
-    check_ref(lambda a: a.cumsum(0, dtype=torch.bfloat16), lambda a: a.bfloat16().float().cumsum(0).bfloat16(),
-              z, TOL[torch.bfloat16])
+    check_ref(
+        lambda a: a.cumsum(0, dtype=torch.bfloat16),
+        lambda a: a.bfloat16().float().cumsum(0).bfloat16(),
+        z,
+        TOL[torch.bfloat16],
+    )
     if DEVICE == "cpu":  # eager itself, where it accumulates in float32
         check(lambda a: a.cumsum(0, dtype=torch.float16), x, tol=(0, 0))
 
@@ -1136,10 +1436,10 @@ def test_kernel_dtype_check_reads_plain_tensors_tuples_and_inputs():
     f32, c64 = torch.empty(2), torch.empty(2, dtype=torch.complex64)
     cases = [
         ((f32, f32, f32), True),
-        ((f32, c64, f32), False),               # reads a complex input
-        ((c64, f32, f32), False),               # produces a complex tensor
-        (((f32, c64), f32, f32), False),        # a multi-output node, one complex result
-        (([f32, f32], f32, None), True),        # a list result; an input without a tensor value
+        ((f32, c64, f32), False),  # reads a complex input
+        ((c64, f32, f32), False),  # produces a complex tensor
+        (((f32, c64), f32, f32), False),  # a multi-output node, one complex result
+        (([f32, f32], f32, None), True),  # a list result; an input without a tensor value
         ((f32, 3, torch.empty(2, dtype=torch.uint32)), False),
     ]
     for (out, va, vb), want in cases:
@@ -1151,12 +1451,12 @@ def test_kernel_dtype_check_reads_plain_tensors_tuples_and_inputs():
 def test_pow_negative_base_and_special_values(dtype):
     """Under the interpreter pow is computed from exp/log: a negative base with a non-integer
     exponent is NaN, with an odd integer exponent negative; pow(1, nan) = pow(nan, 0) = 1."""
-    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0, -1.0, -0.0, -0.0, 0.5],
-                     dtype=dtype)
-    b = torch.tensor([-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0, float("inf"), -3.0, 3.0,
-                      float("-inf")], dtype=dtype)
+    a = torch.tensor([-1.7658, -2.0, -2.0, 0.0, 1.0, float("nan"), 3.0, 0.0, -1.0, -0.0, -0.0, 0.5], dtype=dtype)
+    b = torch.tensor(
+        [-8.4784, 3.0, 2.0, 2.5, float("nan"), 0.0, -1.5, -1.0, float("inf"), -3.0, 3.0, float("-inf")], dtype=dtype
+    )
     check(lambda x, y: torch.pow(x, y), a, b, tol=TOL[dtype])
-    check(lambda y: 2.5 ** y, b, tol=TOL[dtype])
+    check(lambda y: 2.5**y, b, tol=TOL[dtype])
     check(lambda x: torch.pow(x, 1.3), a, tol=TOL[dtype])
     # infinite and zero bases against every kind of exponent, the sign of a zero result included:
     # pow(-inf, 1.5) = inf and pow(-inf, -1.5) = 0 (were NaN), pow(-inf, -3) = -0.0 (was +0.0)
@@ -1171,8 +1471,8 @@ def test_pow_negative_base_and_special_values(dtype):
 
 def test_integer_pow_with_a_constant_exponent():
     a = torch.tensor([2, -3, 4, 0, 7])
-    check(lambda x: torch.pow(x, 3), a, exact=True)    # small: repeated multiplication
-    check(lambda x: torch.pow(x, 41), a, exact=True)   # large: powi (wrapping products)
+    check(lambda x: torch.pow(x, 3), a, exact=True)  # small: repeated multiplication
+    check(lambda x: torch.pow(x, 41), a, exact=True)  # large: powi (wrapping products)
     with pytest.raises(Exception, match="negative integer powers"):  # eager's error, from the aten op
         torch.compile(lambda x: torch.pow(x, -2), backend="tilefuse")(to_device(a))
 
@@ -1211,6 +1511,7 @@ def test_max_pool2d_ceil_mode_and_integers(dtype):
 
 def test_copy_broadcasts_and_converts():
     """``aten.copy`` (functionalized ``copy_``) lowers natively."""
+
     def f(a, b):
         out = torch.zeros(3, 4, dtype=torch.float16, device=a.device)
         out.copy_(b)
@@ -1219,8 +1520,25 @@ def test_copy_broadcasts_and_converts():
     check(f, make([3, 4]), make([4], torch.int64), tol=TOL[torch.float16])
 
 
-SPECIAL_VALUES = [0.0, -0.0, 1e-30, -3e-7, 0.2, -0.4142, 0.5, -0.99, 1.0, -1.0, 1.5, -7.25, 1e4, -3e30,
-                  float("inf"), float("-inf"), float("nan")]
+SPECIAL_VALUES = [
+    0.0,
+    -0.0,
+    1e-30,
+    -3e-7,
+    0.2,
+    -0.4142,
+    0.5,
+    -0.99,
+    1.0,
+    -1.0,
+    1.5,
+    -7.25,
+    1e4,
+    -3e30,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+]
 
 
 @pytest.mark.parametrize("name", ["atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"])
@@ -1231,7 +1549,7 @@ def test_inverse_trig_and_hyperbolic(name, dtype):
     x = torch.cat([torch.tensor(SPECIAL_VALUES), torch.randn(40) * 3]).to(dtype)
     fn = getattr(torch, name)
     check(lambda a: fn(a), x, tol=TOL[dtype])
-    check(lambda a: fn(a), torch.arange(-4, 5), tol=TOL[torch.float32])      # int -> float
+    check(lambda a: fn(a), torch.arange(-4, 5), tol=TOL[torch.float32])  # int -> float
 
 
 def test_atan2_quadrants_zeros_and_infinities():
@@ -1313,13 +1631,13 @@ def test_as_strided_of_a_permuted_intermediate_reads_eagers_storage_order(offset
     contiguous layout tilefuse might store it in (it ran as the aten op on a contiguous ``x * 2``
     and read other elements: ``[0, 16, 8, 2]`` for eager's ``[0, 4, 2, 6]``, a fresh-user
     trial). Native (no fallback) for dense layouts; brute force: eager's own values."""
-    x = torch.arange(12.).view(3, 4).t()
+    x = torch.arange(12.0).view(3, 4).t()
     check(lambda a: (a * 2).as_strided((2, 2), (1, 2), offset) + 1, x, exact=True)
     check(lambda a: (a * 2).as_strided((3, 2), (2, 1), offset), x, exact=True)
-    nhwc = torch.arange(2 * 3 * 4 * 5.).view(2, 4, 5, 3).permute(0, 3, 1, 2)  # channels-last
+    nhwc = torch.arange(2 * 3 * 4 * 5.0).view(2, 4, 5, 3).permute(0, 3, 1, 2)  # channels-last
     check(lambda a: (a - 1).as_strided((4, 6), (7, 2), offset) * 3, nhwc, exact=True)
     # a dense layout with a size-1 dim of any stride
-    odd = torch.arange(6.).view(2, 3).t().unsqueeze(1)
+    odd = torch.arange(6.0).view(2, 3).t().unsqueeze(1)
     check(lambda a: (a + 1).as_strided((2, 2), (1, 3), offset // 5), odd, exact=True)
 
 
@@ -1339,7 +1657,7 @@ def test_as_strided_of_a_view_of_a_permuted_intermediate_reads_its_bases_storage
         "expand": lambda a: (a * 2)[:, :1].expand(8, 4).as_strided((5,), (3,), 2),
         "input_slice": lambda a: a[:, 1::2].as_strided((3, 3), (2, 9), 4) - 1,
     }
-    x = torch.arange(48.).view(6, 8).t()
+    x = torch.arange(48.0).view(6, 8).t()
     check(fns[name], x, exact=True)
 
 
@@ -1354,13 +1672,15 @@ def test_as_strided_with_symbolic_sizes_reads_eagers_storage(name):
     fns = {
         "dense": lambda a: (a * 2).as_strided((2, 2), (1, 2), 1) + 1,
         "slice_step": lambda a: (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
-        "after_mm": lambda a: ((a * 2) @ torch.ones(6, 3, device=a.device),
-                               (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1),
+        "after_mm": lambda a: (
+            (a * 2) @ torch.ones(6, 3, device=a.device),
+            (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
+        ),
         "graph_output": lambda a: (a * 2, (a * 2)[1].as_strided((2, 2), (3, 1), 2) + 1),
         "input_slice": lambda a: a[:, 1::2].as_strided((3, 3), (2, 9), 4) - 1,
     }
     fn = fns[name]
-    x = to_device(torch.arange(48.).view(6, 8).t())
+    x = to_device(torch.arange(48.0).view(6, 8).t())
     metrics.reset()
     got = torch.compile(fn, backend="tilefuse", dynamic=True)(x)
     want = fn(x)
@@ -1373,7 +1693,7 @@ def test_as_strided_with_symbolic_sizes_reads_eagers_storage(name):
 
 def _fill_through_as_strided(a):
     y = a * 2
-    y.as_strided((2, 2), (1, 4), 1).fill_(-1.)
+    y.as_strided((2, 2), (1, 4), 1).fill_(-1.0)
     return y
 
 
@@ -1386,14 +1706,17 @@ def test_as_strided_scatter_writes_eagers_storage_positions(name, dynamic):
     of tilefuse's contiguous ``x * 2`` (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``, a
     fresh-user trial). Brute force: eager's own values and strides."""
     fns = {
-        "scatter": lambda a: torch.as_strided_scatter(a * 2, torch.full((2, 2), -1., device=a.device),
-                                                      (2, 2), (1, 4), 1),
+        "scatter": lambda a: torch.as_strided_scatter(
+            a * 2, torch.full((2, 2), -1.0, device=a.device), (2, 2), (1, 4), 1
+        ),
         "inplace_fill": _fill_through_as_strided,
-        "input": lambda a: torch.as_strided_scatter(a, torch.full((2, 3), -1., device=a.device), (2, 3), (3, 1), 2) + 1,
+        "input": lambda a: (
+            torch.as_strided_scatter(a, torch.full((2, 3), -1.0, device=a.device), (2, 3), (3, 1), 2) + 1
+        ),
         "after_mm": lambda a: ((a * 2) @ torch.ones(4, 3, device=a.device), _fill_through_as_strided(a)),
     }
     fn = fns[name]
-    x = to_device(torch.arange(24.).view(4, 6).t())
+    x = to_device(torch.arange(24.0).view(4, 6).t())
     metrics.reset()
     got = torch.compile(fn, backend="tilefuse", dynamic=dynamic)(x)
     want = fn(x)
@@ -1423,7 +1746,7 @@ def test_as_strided_through_a_dtype_view_of_the_same_size_reads_the_owners_stora
     trial: the chain stopped at the dtype view, whose tilefuse value is a bitcast copy of the
     slice only: garbage, wrong elements or an out-of-bounds error). Brute force: eager's bits."""
     fn = _DTYPE_VIEW_CHAINS[name]
-    x = torch.arange(48.).view(6, 8) if layout == "contiguous" else torch.arange(48.).view(8, 6).t()
+    x = torch.arange(48.0).view(6, 8) if layout == "contiguous" else torch.arange(48.0).view(8, 6).t()
     x = to_device(x)
     metrics.reset()
     got = torch.compile(fn, backend="tilefuse", dynamic=dynamic)(x)
@@ -1435,7 +1758,7 @@ def test_as_strided_through_a_dtype_view_of_the_same_size_reads_the_owners_stora
 def test_as_strided_of_a_non_dense_input_through_a_dtype_view_reads_the_inputs_storage():
     """The input is a strided view of a larger tensor: the aten op reads its storage, through an
     aliasing aten ``view(dtype)`` of the input (tilefuse's bitcast copies the elements only)."""
-    big = torch.arange(96.).view(6, 16)
+    big = torch.arange(96.0).view(6, 16)
     check(lambda a: a.view(torch.int32).as_strided((3, 4), (2, 16), 1) + 1, big[:, ::2], exact=True, fallbacks=2)
 
 
@@ -1453,10 +1776,20 @@ def test_as_strided_through_a_dtype_view_of_another_size_runs_the_graph_eagerly(
     assert torch.equal(got, fn(x)) and metrics.eager_graph_count == 1
 
 
-_BITCAST_PAIRS = [(torch.float32, torch.int32), (torch.int32, torch.float32), (torch.float16, torch.int16),
-                  (torch.int16, torch.float16), (torch.bfloat16, torch.int16), (torch.int16, torch.bfloat16),
-                  (torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16), (torch.float64, torch.int64),
-                  (torch.int64, torch.float64), (torch.int8, torch.uint8), (torch.uint8, torch.int8)]
+_BITCAST_PAIRS = [
+    (torch.float32, torch.int32),
+    (torch.int32, torch.float32),
+    (torch.float16, torch.int16),
+    (torch.int16, torch.float16),
+    (torch.bfloat16, torch.int16),
+    (torch.int16, torch.bfloat16),
+    (torch.bfloat16, torch.float16),
+    (torch.float16, torch.bfloat16),
+    (torch.float64, torch.int64),
+    (torch.int64, torch.float64),
+    (torch.int8, torch.uint8),
+    (torch.uint8, torch.int8),
+]
 
 
 @pytest.mark.parametrize("src, dst", _BITCAST_PAIRS, ids=[f"{a}-{b}".replace("torch.", "") for a, b in _BITCAST_PAIRS])
@@ -1471,7 +1804,7 @@ def test_view_as_a_dtype_of_the_same_size_is_a_bitcast(src, dst):
         x[0, :5] = torch.tensor([math.nan, -math.inf, math.inf, -0.0, torch.finfo(src).tiny / 4]).to(src)
     else:
         info = torch.iinfo(src)
-        lo, hi = max(info.min, -2 ** 62), min(info.max, 2 ** 62)
+        lo, hi = max(info.min, -(2**62)), min(info.max, 2**62)
         x = torch.randint(lo, hi, (6, 9), generator=gen, dtype=torch.int64).to(src)
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -1480,8 +1813,11 @@ def test_view_as_a_dtype_of_the_same_size_is_a_bitcast(src, dst):
 
     # bit-preserving ops around the views (a copy of a transposed value; negation would do, but
     # the interpreter's x * -1.0 keeps a NaN's sign where the GPU's fneg and eager flip it)
-    for fn in (lambda a: a.view(dst), lambda a: a.t().contiguous().view(dst),
-               lambda a: a.t().view(dst).view(src).contiguous()):
+    for fn in (
+        lambda a: a.view(dst),
+        lambda a: a.t().contiguous().view(dst),
+        lambda a: a.t().view(dst).view(src).contiguous(),
+    ):
         metrics.reset()
         xs = to_device(x)
         got = torch.compile(fn, backend="tilefuse")(xs)
@@ -1501,8 +1837,7 @@ def test_dense_layout_matches_torchs_own_test():
 
     for size in itertools.product([0, 1, 2, 3], repeat=2):
         for stride in itertools.product([0, 1, 2, 3, 6], repeat=2):
-            t = torch.empty(0).as_strided(size, stride) if 0 in size else \
-                torch.empty(64).as_strided(size, stride)
+            t = torch.empty(0).as_strided(size, stride) if 0 in size else torch.empty(64).as_strided(size, stride)
             assert _dense_layout(list(size), list(stride)) == is_non_overlapping_and_dense_or_false(t), (size, stride)
 
 
@@ -1525,13 +1860,20 @@ def test_scatter_reduce_add_and_multiply():
     check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), x, idx, make([2, 3]))
     check(lambda a, i: a.scatter(1, i, -2.0, reduce="multiply"), x, idx)
     xi = make([4, 5], torch.int64, low=-50, high=50)
-    check(lambda a, i, s: a.scatter(0, i, s, reduce="multiply"), xi, idx, make([2, 3], torch.int64, low=-50, high=50),
-          exact=True)
+    check(
+        lambda a, i, s: a.scatter(0, i, s, reduce="multiply"),
+        xi,
+        idx,
+        make([2, 3], torch.int64, low=-50, high=50),
+        exact=True,
+    )
 
 
 SCATTER_REDUCE_NATIVE = {  # reduce -> dtypes that lower natively (the rest fall back to aten)
-    "sum": (torch.float32, torch.int64), "mean": (torch.float32, torch.int64),
-    "amax": (torch.float32, torch.int64, torch.bfloat16), "amin": (torch.float32, torch.int64, torch.bfloat16),
+    "sum": (torch.float32, torch.int64),
+    "mean": (torch.float32, torch.int64),
+    "amax": (torch.float32, torch.int64, torch.bfloat16),
+    "amin": (torch.float32, torch.int64, torch.bfloat16),
     "prod": (torch.float32, torch.int64, torch.bfloat16),
 }
 
@@ -1546,8 +1888,15 @@ def test_scatter_reduce_two(reduce, include_self, dtype):
     idx = torch.tensor([[0, 4, 0, 0], [2, 2, 0, 4], [4, 4, 4, 4]])
     src = make([3, 5], dtype, low=-9, high=9)
     exact = reduce in ("amax", "amin") or not dtype.is_floating_point
-    check(lambda a, i, s: a.scatter_reduce(-2, i, s, reduce, include_self=include_self) * 2, x, idx, src,
-          exact=exact, tol=TOL.get(dtype), fallbacks=0 if dtype in SCATTER_REDUCE_NATIVE[reduce] else 1)
+    check(
+        lambda a, i, s: a.scatter_reduce(-2, i, s, reduce, include_self=include_self) * 2,
+        x,
+        idx,
+        src,
+        exact=exact,
+        tol=TOL.get(dtype),
+        fallbacks=0 if dtype in SCATTER_REDUCE_NATIVE[reduce] else 1,
+    )
 
 
 def test_scatter_reduce_integer_mean_floors_and_narrow_dtypes():
@@ -1558,8 +1907,7 @@ def test_scatter_reduce_integer_mean_floors_and_narrow_dtypes():
     s = torch.tensor([-4, -2, 3, -8, -1])
     for inc in (True, False):
         check(lambda a, b, c: a.scatter_reduce(0, b, c, "mean", include_self=inc), x, i, s, exact=True)
-        check(lambda a, b, c: a.scatter_reduce(0, b, c, "mean", include_self=inc),
-              x.int(), i, s.int(), exact=True)
+        check(lambda a, b, c: a.scatter_reduce(0, b, c, "mean", include_self=inc), x.int(), i, s.int(), exact=True)
     for dt in (torch.bool, torch.int8, torch.uint8, torch.float16, torch.float64, torch.int32):
         lo, hi = (0, 250) if dt == torch.uint8 else (-100, 100)
         xd, sd = make([4, 3], dt, low=lo, high=hi), make([5, 3], dt, low=lo, high=hi)
@@ -1567,8 +1915,13 @@ def test_scatter_reduce_integer_mean_floors_and_narrow_dtypes():
         for red in ("amax", "amin"):
             for inc in (True, False):
                 check(lambda a, b, c: a.scatter_reduce(0, b, c, red, include_self=inc), xd, ii, sd, exact=True)
-    check(lambda a, b, c: a.scatter_reduce(0, b, c, "sum", include_self=False),
-          make([4, 3], torch.float64), ii, make([5, 3], torch.float64), tol=TOL[torch.float64])
+    check(
+        lambda a, b, c: a.scatter_reduce(0, b, c, "sum", include_self=False),
+        make([4, 3], torch.float64),
+        ii,
+        make([5, 3], torch.float64),
+        tol=TOL[torch.float64],
+    )
 
 
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
@@ -1578,6 +1931,7 @@ def test_scatter_reduce_amax_amin_propagate_nan(reduce, include_self, dtype):
     """A NaN in ``src`` wins wherever it lands, whatever else lands there (positive or negative
     values, infinities, in any order); with ``include_self`` a NaN of ``x`` (positive or negative
     sign bit) is kept, otherwise a scattered-to position forgets it."""
+
     def exact_bits(values):  # NaN sign bits kept (a Python float -> bf16 conversion drops them)
         t = torch.tensor(values, dtype=torch.float32)
         if dtype != torch.bfloat16:
@@ -1587,15 +1941,26 @@ def test_scatter_reduce_amax_amin_propagate_nan(reduce, include_self, dtype):
     nan = float("nan")
     x = exact_bits([nan, -nan, nan, 1.0, -1.0, 0.0, -0.0, 2.0])
     i = torch.tensor([0, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 7, 7, 5])
-    s = exact_bits([3.0, -3.0, float("inf"), nan, 5.0, -5.0, nan, -nan, float("-inf"), -nan, 7.0,
-                    float("inf"), float("-inf"), 0.5])
+    s = exact_bits(
+        [3.0, -3.0, float("inf"), nan, 5.0, -5.0, nan, -nan, float("-inf"), -nan, 7.0, float("inf"), float("-inf"), 0.5]
+    )
     assert torch.signbit(x[1]) and torch.signbit(s[7]) and not torch.signbit(s[6])
     check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), x, i, s, exact=True)
     # the same, every NaN given the other sign bit, and all on one target (one atomic race)
-    check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), -x,
-          torch.zeros(14, dtype=torch.int64), -s, exact=True)
-    check(lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self), x,
-          torch.full((14,), 3), s, exact=True)
+    check(
+        lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self),
+        -x,
+        torch.zeros(14, dtype=torch.int64),
+        -s,
+        exact=True,
+    )
+    check(
+        lambda a, b, c: a.scatter_reduce(0, b, c, reduce, include_self=include_self),
+        x,
+        torch.full((14,), 3),
+        s,
+        exact=True,
+    )
 
 
 def test_scatter_prod_gathers_its_factors():
@@ -1608,12 +1973,22 @@ def test_scatter_prod_gathers_its_factors():
     src[0, 0, 0], src[1, 1, 1], src[1, 2, 0] = 0.0, float("inf"), float("nan")
     for inc in (True, False):
         check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod", include_self=inc), x, idx, src, tol=(1e-5, 1e-5))
-        check(lambda a, b, c: a.scatter_reduce(0, b.clamp(max=1), c, "prod", include_self=inc) * 3,
-              x.half(), idx, src.half(), tol=TOL[torch.float16])
-    big = torch.full((4, 5, 3), 3 ** 20)
-    check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod"), big, idx, torch.full((2, 3, 2), 7 ** 11), exact=True)
-    check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod", include_self=False),
-          make([4, 5, 3], torch.int8, low=-9, high=9), idx, make([2, 3, 2], torch.int8, low=-9, high=9), exact=True)
+        check(
+            lambda a, b, c: a.scatter_reduce(0, b.clamp(max=1), c, "prod", include_self=inc) * 3,
+            x.half(),
+            idx,
+            src.half(),
+            tol=TOL[torch.float16],
+        )
+    big = torch.full((4, 5, 3), 3**20)
+    check(lambda a, b, c: a.scatter_reduce(1, b, c, "prod"), big, idx, torch.full((2, 3, 2), 7**11), exact=True)
+    check(
+        lambda a, b, c: a.scatter_reduce(1, b, c, "prod", include_self=False),
+        make([4, 5, 3], torch.int8, low=-9, high=9),
+        idx,
+        make([2, 3, 2], torch.int8, low=-9, high=9),
+        exact=True,
+    )
     xl, il = make([4096, 2]), torch.randint(0, 4096, (1025, 2))
     check(lambda a, b, c: a.scatter_reduce(0, b, c, "prod"), xl, il, make([1025, 2]), fallbacks=1)
 
@@ -1638,8 +2013,13 @@ def test_scatter_reduce_2d_dims_and_empty_index():
     for red in ("sum", "mean", "amax", "amin"):
         check(lambda a, b, c: a.scatter_reduce(2, b, c, red, include_self=False) + 1, x, idx, src)
         check(lambda a, b, c: a.scatter_reduce(-1, b, c, red), x, idx, src)
-    check(lambda a, b, c: a.scatter_reduce(1, b, c, "amax", include_self=False), x,
-          torch.zeros(3, 0, 5, dtype=torch.int64), src, exact=True)
+    check(
+        lambda a, b, c: a.scatter_reduce(1, b, c, "amax", include_self=False),
+        x,
+        torch.zeros(3, 0, 5, dtype=torch.int64),
+        src,
+        exact=True,
+    )
 
 
 @pytest.mark.parametrize("shape, out", [([2, 3, 7, 6], (3, 4)), ([3, 5, 5], (5, 2)), ([1, 2, 9, 4], (2, 1))])

@@ -20,41 +20,50 @@ def _run(*args: str, timeout: int = 600, tmpdir: str | None = None) -> subproces
     env = dict(os.environ, TRITON_INTERPRET="1")
     if tmpdir is not None:  # the script's temporary folders go there (tempfile reads TMPDIR)
         env["TMPDIR"] = tmpdir
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
-    (("--backends", ""), "--backends '': choose one or more of"),
-    (("--top", "0", "--profile", "softmax", "--device", "cpu"), "--top 0: give a positive number"),
-    (("--repeat", "0"), "--repeat 0: give a positive number"),
-    (("--repeat", "2", "--profile", "softmax", "--device", "cpu"), "--repeat is for the table"),
-    (("--modes", ","), "give one or more of"),
-    (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
-    (("--profile", "nosuch"), "unknown workload 'nosuch'"),
-    (("--device", "gpu"), "invalid choice: 'gpu'"),
-    (("--variant", "TILEFUSE_EAGER_BACKWARD"), "is not NAME=VALUE"),
-    (("--top", "3"), "--top is for --profile"),
-    (("--profile-out", "x.prof"), "--profile-out is for --profile"),
-    (("--profile-backend", "aot_eager"), "--profile-backend is for --profile"),
-    (("--profile", "softmax", "--device", "cpu", "--profile-out", "/"), "is a directory; give a file path"),
-    (("--profile", "softmax", "--device", "cpu", "--profile-out", "/nonexistent_dir/x.prof"),
-     "the directory '/nonexistent_dir' does not exist"),
-    (("--variant", "A=1,=2"), "'=2' is not NAME=VALUE"),
-    (("--variant", "A=1", "--backends", "aot_eager,inductor"), "keep tilefuse in --backends"),
-    # a value tilefuse refuses: found before any measured process runs (``import tilefuse``)
-    (("--variant", "TILEFUSE_COMPILE_POOL=bogus"), "tilefuse option 'compile_pool' must be one of"),
-    (("--variant", "TILEFUSE_TILING=0,TILEFUSE_AUTOTUNE=maybe"), "TILEFUSE_AUTOTUNE='maybe' is not a boolean"),
-    # a name tilefuse does not read: the variant would measure nothing
-    (("--variant", "TILEFUSE_TINY_KERNAL_NUMEL=0"), "tilefuse does not read ['TILEFUSE_TINY_KERNAL_NUMEL'] (misspelt?)"),
-    (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
-    # a folder that cannot be made (nor written): an argument error, not a traceback or a run
-    # that silently compiles every module from source
-    (("--bytecode-cache", "/proc/tilefuse_no_such_dir"), "cannot create or write that folder"),
-    (("--bytecode-cache", ""), "cannot create or write that folder"),
-    (("--bytecode-cache", "/dev/null/sub"), "cannot create or write that folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
+        (("--backends", ""), "--backends '': choose one or more of"),
+        (("--top", "0", "--profile", "softmax", "--device", "cpu"), "--top 0: give a positive number"),
+        (("--repeat", "0"), "--repeat 0: give a positive number"),
+        (("--repeat", "2", "--profile", "softmax", "--device", "cpu"), "--repeat is for the table"),
+        (("--modes", ","), "give one or more of"),
+        (("--only", "softmax,nosuch"), "unknown workload 'nosuch'"),
+        (("--profile", "nosuch"), "unknown workload 'nosuch'"),
+        (("--device", "gpu"), "invalid choice: 'gpu'"),
+        (("--variant", "TILEFUSE_EAGER_BACKWARD"), "is not NAME=VALUE"),
+        (("--top", "3"), "--top is for --profile"),
+        (("--profile-out", "x.prof"), "--profile-out is for --profile"),
+        (("--profile-backend", "aot_eager"), "--profile-backend is for --profile"),
+        (("--profile", "softmax", "--device", "cpu", "--profile-out", "/"), "is a directory; give a file path"),
+        (
+            ("--profile", "softmax", "--device", "cpu", "--profile-out", "/nonexistent_dir/x.prof"),
+            "the directory '/nonexistent_dir' does not exist",
+        ),
+        (("--variant", "A=1,=2"), "'=2' is not NAME=VALUE"),
+        (("--variant", "A=1", "--backends", "aot_eager,inductor"), "keep tilefuse in --backends"),
+        # a value tilefuse refuses: found before any measured process runs (``import tilefuse``)
+        (("--variant", "TILEFUSE_COMPILE_POOL=bogus"), "tilefuse option 'compile_pool' must be one of"),
+        (("--variant", "TILEFUSE_TILING=0,TILEFUSE_AUTOTUNE=maybe"), "TILEFUSE_AUTOTUNE='maybe' is not a boolean"),
+        # a name tilefuse does not read: the variant would measure nothing
+        (
+            ("--variant", "TILEFUSE_TINY_KERNAL_NUMEL=0"),
+            "tilefuse does not read ['TILEFUSE_TINY_KERNAL_NUMEL'] (misspelt?)",
+        ),
+        (("--variant", "A=1", "--profile", "softmax", "--device", "cpu"), "--variant is for the table"),
+        # a folder that cannot be made (nor written): an argument error, not a traceback or a run
+        # that silently compiles every module from source
+        (("--bytecode-cache", "/proc/tilefuse_no_such_dir"), "cannot create or write that folder"),
+        (("--bytecode-cache", ""), "cannot create or write that folder"),
+        (("--bytecode-cache", "/dev/null/sub"), "cannot create or write that folder"),
+    ],
+)
 def test_compile_time_refuses_bad_arguments(args, message):
     r = _run(*args, timeout=120)
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
@@ -90,8 +99,14 @@ def test_compile_time_profile_is_cold_whatever_the_callers_caches(tmp_path):
     env_cache = str(tmp_path / "shared_cache")
     for _ in range(2):
         env = dict(os.environ, TRITON_INTERPRET="1", TILEFUSE_CACHE_DIR=env_cache)
-        r = subprocess.run([sys.executable, SCRIPT, "--profile", "softmax", "--device", "cpu", "--top", "1"],
-                           capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, SCRIPT, "--profile", "softmax", "--device", "cpu", "--top", "1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         assert re.search(r"phases \{[^}]*'lower': [\d.]+", r.stdout), r.stdout[:2000]
         assert "# Dynamo sections (s): _compile.compile_inner=" in r.stdout
@@ -103,8 +118,19 @@ def test_compile_time_profiles_another_backend(tmp_path):
     import pstats
 
     out = tmp_path / "aot_eager.prof"
-    r = _run("--profile", "softmax", "--device", "cpu", "--top", "3", "--profile-backend", "aot_eager",
-             "--profile-out", str(out), timeout=300)
+    r = _run(
+        "--profile",
+        "softmax",
+        "--device",
+        "cpu",
+        "--top",
+        "3",
+        "--profile-backend",
+        "aot_eager",
+        "--profile-out",
+        str(out),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "# softmax static aot_eager: first call" in r.stdout
     funcs = {(os.path.basename(f), name) for f, _, name in pstats.Stats(str(out)).stats}
@@ -115,8 +141,20 @@ def test_compile_time_profiles_another_backend(tmp_path):
 def test_compile_time_cpu_row(tmp_path):
     """The CPU path end to end, with two processes per measurement and warm runs: the table shows
     the median (of two: the lower) of the first calls the spread line lists."""
-    r = _run("--device", "cpu", "--only", "softmax,softmax,", "--modes", "static,static",
-             "--backends", "tilefuse,tilefuse", "--repeat", "2", "--warm", tmpdir=str(tmp_path))
+    r = _run(
+        "--device",
+        "cpu",
+        "--only",
+        "softmax,softmax,",
+        "--modes",
+        "static,static",
+        "--backends",
+        "tilefuse,tilefuse",
+        "--repeat",
+        "2",
+        "--warm",
+        tmpdir=str(tmp_path),
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     row = next(line for line in r.stdout.splitlines() if line.startswith("| softmax | static |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -124,12 +162,18 @@ def test_compile_time_cpu_row(tmp_path):
     assert re.search(r"tilefuse phases \(s\): lower=\d", r.stdout)
     # Dynamo's own sections per backend: the frame compile holds the backend call
     for backend in ("aot_eager", "tilefuse"):
-        m = re.search(rf"Dynamo sections, {backend} \(s\): _compile.compile_inner=([\d.]+) .*"
-                      rf"OutputGraph.call_user_compiler=([\d.]+)", r.stdout)
+        m = re.search(
+            rf"Dynamo sections, {backend} \(s\): _compile.compile_inner=([\d.]+) .*"
+            rf"OutputGraph.call_user_compiler=([\d.]+)",
+            r.stdout,
+        )
         assert m and float(m.group(1)) >= float(m.group(2)) > 0, r.stdout[-2000:]
     assert "# not run (--backends): inductor;" in r.stdout
-    m = re.search(r"over 2 processes .*aot_eager ([\d.]+)/([\d.]+)/([\d.]+); "
-                  r"tilefuse ([\d.]+)/([\d.]+)/([\d.]+), warm ([\d.]+)/([\d.]+)/([\d.]+)", r.stdout)
+    m = re.search(
+        r"over 2 processes .*aot_eager ([\d.]+)/([\d.]+)/([\d.]+); "
+        r"tilefuse ([\d.]+)/([\d.]+)/([\d.]+), warm ([\d.]+)/([\d.]+)/([\d.]+)",
+        r.stdout,
+    )
     assert m, r.stdout[-2000:]
     t = [float(v) for v in m.groups()]
     assert t[0] <= t[1] <= t[2] and t[3] <= t[4] <= t[5] and t[6] <= t[7] <= t[8]
@@ -138,10 +182,13 @@ def test_compile_time_cpu_row(tmp_path):
     assert len(re.findall(r"softmax static tilefuse process [12]/2: first call [\d.]+ s, warm [\d.]+ s", r.stdout)) == 2
     # ... with where its wall time went: the stages and the rest add up to the process's wall time,
     # and the first-call stage is the first call reported
-    times = re.findall(r"softmax static tilefuse process [12]/2: first call ([\d.]+) s, warm [\d.]+ s; process "
-                       r"([\d.]+) s \(setup ([\d.]+), eager ([\d.]+), lookup ([\d.]+), first call ([\d.]+), "
-                       r"start\+exit (-?[\d.]+)\); first call's garbage collections \(generation 0/1/2\) "
-                       r"(\d+)/(\d+)/(\d+), ([\d.]+) s; warm process [\d.]+ s", r.stdout)
+    times = re.findall(
+        r"softmax static tilefuse process [12]/2: first call ([\d.]+) s, warm [\d.]+ s; process "
+        r"([\d.]+) s \(setup ([\d.]+), eager ([\d.]+), lookup ([\d.]+), first call ([\d.]+), "
+        r"start\+exit (-?[\d.]+)\); first call's garbage collections \(generation 0/1/2\) "
+        r"(\d+)/(\d+)/(\d+), ([\d.]+) s; warm process [\d.]+ s",
+        r.stdout,
+    )
     assert len(times) == 2, r.stdout[-2000:]
     for first, wall, *parts, young, middle, full, collecting in ([float(v) for v in row] for row in times):
         assert abs(sum(parts) - wall) <= 0.03 and abs(parts[3] - first) <= 0.011 and parts[4] > -0.05
@@ -166,8 +213,19 @@ def test_compile_time_bytecode_cache_is_primed_and_used(tmp_path):
     imports under the folder (torch's and tilefuse's modules), before the measured processes,
     which read it; a file where the folder should be is an argument error."""
     cache = tmp_path / "pyc"
-    r = _run("--device", "cpu", "--only", "softmax", "--modes", "static", "--backends", "tilefuse",
-             "--bytecode-cache", str(cache), tmpdir=str(tmp_path))
+    r = _run(
+        "--device",
+        "cpu",
+        "--only",
+        "softmax",
+        "--modes",
+        "static",
+        "--backends",
+        "tilefuse",
+        "--bytecode-cache",
+        str(cache),
+        tmpdir=str(tmp_path),
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     primed = re.findall(r"softmax static (\w+): bytecode cache primed$", r.stdout, re.M)
     assert primed == ["aot_eager", "tilefuse"], r.stdout[-2000:]
@@ -182,8 +240,17 @@ def test_compile_time_bytecode_cache_is_primed_and_used(tmp_path):
     assert r.returncode == 2 and "is a file; give a directory" in r.stderr, r.stderr[-2000:]
     # --profile primes it too, before the profiled process
     cache2 = tmp_path / "pyc2"
-    r = _run("--device", "cpu", "--profile", "softmax", "--modes", "static", "--bytecode-cache", str(cache2),
-             tmpdir=str(tmp_path))
+    r = _run(
+        "--device",
+        "cpu",
+        "--profile",
+        "softmax",
+        "--modes",
+        "static",
+        "--bytecode-cache",
+        str(cache2),
+        tmpdir=str(tmp_path),
+    )
     assert r.returncode == 0 and "softmax static tilefuse: bytecode cache primed" in r.stdout, r.stderr[-2000:]
     assert any("/torch/_dynamo/" in str(p) for p in cache2.rglob("*.pyc"))
 
@@ -195,13 +262,34 @@ def test_compile_time_variants_are_interleaved_and_get_their_environment():
     refuses outright are argument errors, below) is reported as failed without losing the table
     row, and the exit status says a measurement failed."""
     broken = "TILEFUSE_FALLBACK_ON_ERROR=0,TILEFUSE_DEBUG_DIR=/proc/tilefuse_no_such_dir"
-    r = _run("--device", "cpu", "--only", "softmax", "--modes", "static", "--backends", "tilefuse",
-             "--repeat", "2", "--variant", "TILEFUSE_TILING=0", "--variant", broken,
-             "--variant", "TILEFUSE_TILING=0")  # given twice: measured once
+    r = _run(
+        "--device",
+        "cpu",
+        "--only",
+        "softmax",
+        "--modes",
+        "static",
+        "--backends",
+        "tilefuse",
+        "--repeat",
+        "2",
+        "--variant",
+        "TILEFUSE_TILING=0",
+        "--variant",
+        broken,
+        "--variant",
+        "TILEFUSE_TILING=0",
+    )  # given twice: measured once
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
     order = re.findall(r"softmax static (aot_eager|tilefuse(?: \[[^\]]*\])?) process (\d)/2", r.stdout)
-    assert order == [("aot_eager", "1"), ("tilefuse", "1"), ("tilefuse [TILEFUSE_TILING=0]", "1"),
-                     ("aot_eager", "2"), ("tilefuse", "2"), ("tilefuse [TILEFUSE_TILING=0]", "2")], order
+    assert order == [
+        ("aot_eager", "1"),
+        ("tilefuse", "1"),
+        ("tilefuse [TILEFUSE_TILING=0]", "1"),
+        ("aot_eager", "2"),
+        ("tilefuse", "2"),
+        ("tilefuse [TILEFUSE_TILING=0]", "2"),
+    ], order
     assert re.search(r"^\| softmax \| static \| [\d.]+ \| nan \| [\d.]+ \|", r.stdout, re.M), r.stdout[-2000:]
     m = re.search(r"variant tilefuse \[TILEFUSE_TILING=0\]: first call ([\d.]+) s, backend (-?[\d.]+) s", r.stdout)
     assert m and float(m.group(1)) > 0, r.stdout[-2000:]
@@ -213,37 +301,47 @@ def test_autotune_report_refuses_unknown_workloads_and_needs_a_gpu():
     import torch
 
     script = os.path.join(ROOT, "benches", "autotune_report.py")
-    r = subprocess.run([sys.executable, script, "--only", "softmax,nosuch"], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, script, "--only", "softmax,nosuch"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert r.returncode == 2 and "choose one or more of" in r.stderr, r.stderr[-2000:]
     if not torch.cuda.is_available():
-        r = subprocess.run([sys.executable, script, "--only", "softmax"], capture_output=True, text=True,
-                           timeout=120, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, script, "--only", "softmax"], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
         assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
-
-@pytest.mark.parametrize("args, message", [
-    (("--rep", "0", "--dry-run"), "--rep 0: give a positive number"),
-    (("--top", "0", "--profile"), "--top 0: give a positive number"),
-    (("--only=", "--dry-run"), "--only '': give one or more workload names"),
-    (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
-    (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
-    (("--rounds", "0", "--dry-run"), "--rounds 0: give a positive number"),
-    (("--flush", "none", "--dry-run"), "argument --flush: invalid choice: 'none'"),
-    # no abbreviations: ``--cpu`` once ran the GPU path's code without the interpreter, every
-    # graph fell back to eager, and the run still reported success
-    (("--cpu", "--only", "softmax"), "unrecognized arguments: --cpu"),
-    (("--dry", "--only", "softmax"), "unrecognized arguments: --dry"),
-    (("--dry-run", "--flush", "read"), "--flush read: CUDA-event timing is for the GPU table; --dry-run times"),
-    (("--cpu-smoke", "--flush", "zero"), "--flush zero: CUDA-event timing is for the GPU table; --cpu-smoke"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--rep", "0", "--dry-run"), "--rep 0: give a positive number"),
+        (("--top", "0", "--profile"), "--top 0: give a positive number"),
+        (("--only=", "--dry-run"), "--only '': give one or more workload names"),
+        (("--against", "nosuch", "--dry-run"), "--against 'nosuch': not a torch.compile backend here"),
+        (("--only", "softmax,nosuch"), "unknown workload(s) ['nosuch']"),
+        (("--rounds", "0", "--dry-run"), "--rounds 0: give a positive number"),
+        (("--flush", "none", "--dry-run"), "argument --flush: invalid choice: 'none'"),
+        # no abbreviations: ``--cpu`` once ran the GPU path's code without the interpreter, every
+        # graph fell back to eager, and the run still reported success
+        (("--cpu", "--only", "softmax"), "unrecognized arguments: --cpu"),
+        (("--dry", "--only", "softmax"), "unrecognized arguments: --dry"),
+        (("--dry-run", "--flush", "read"), "--flush read: CUDA-event timing is for the GPU table; --dry-run times"),
+        (("--cpu-smoke", "--flush", "zero"), "--flush zero: CUDA-event timing is for the GPU table; --cpu-smoke"),
+    ],
+)
 def test_runtime_refuses_bad_arguments(args, message):
     """runtime.py checks its arguments before measuring anything (a bad --against used to surface
     only per workload, after a 1 GiB bandwidth measurement)."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "runtime.py"), *args], capture_output=True,
-                       text=True, env=env, timeout=300, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benches", "runtime.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
 
 
@@ -251,9 +349,27 @@ def test_runtime_dynamic_compiles_both_backends_with_symbolic_sizes():
     """``--dynamic`` compiles both backends with ``dynamic=True``: the GPU table's code path on the
     CPU (``--dry-run``) says so, and both still match eager (exit status 0)."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "runtime.py"), "--dry-run", "--dynamic",
-                        "--only", "layernorm", "--against", "aot_eager", "--rounds", "1", "--rep", "1"],
-                       capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "benches", "runtime.py"),
+            "--dry-run",
+            "--dynamic",
+            "--only",
+            "layernorm",
+            "--against",
+            "aot_eager",
+            "--rounds",
+            "1",
+            "--rep",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "both backends compiled with dynamic=True" in r.stdout, r.stdout[-2000:]
     assert re.search(r"^layernorm +8x33 ", r.stdout, re.M) and "EAGER" not in r.stdout, r.stdout[-2000:]
@@ -317,7 +433,7 @@ def test_memory_peak_replays_an_allocator_trace_against_brute_force():
             elif rng.random() < 0.1:
                 events.append({"action": "free_requested", "addr": 7, "size": 64})  # held before
             else:
-                ev = {"action": "alloc", "addr": next_addr, "size": rng.choice([16, 512, 4096, 2 ** 20])}
+                ev = {"action": "alloc", "addr": next_addr, "size": rng.choice([16, 512, 4096, 2**20])}
                 next_addr += 1
                 live.append(ev)
                 events.append(ev)
@@ -339,17 +455,25 @@ def test_memory_peak_replays_an_allocator_trace_against_brute_force():
         assert [e["size"] for e in at_peak] == sorted((e["size"] for e in at_peak), reverse=True)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--only", "nosuch"), "--only 'nosuch': choose one or more of"),
-    (("--backends", "aot_eager"), "--backends 'aot_eager': choose one or more of"),
-    (("--top", "0"), "--top 0: give a positive number"),
-    (("--sources", "README.md"), "exists and is not a directory"),
-    (("--sources", "README.md/sub"), "exists and is not a directory"),
-    (("--sources", " "), "--sources '': give a directory path"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--only", "nosuch"), "--only 'nosuch': choose one or more of"),
+        (("--backends", "aot_eager"), "--backends 'aot_eager': choose one or more of"),
+        (("--top", "0"), "--top 0: give a positive number"),
+        (("--sources", "README.md"), "exists and is not a directory"),
+        (("--sources", "README.md/sub"), "exists and is not a directory"),
+        (("--sources", " "), "--sources '': give a directory path"),
+    ],
+)
 def test_memory_peak_refuses_bad_arguments(args, message):
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py"), *args],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benches", "memory_peak.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
 
 
@@ -358,8 +482,13 @@ def test_memory_peak_needs_a_gpu():
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the script measures")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benches", "memory_peak.py")], capture_output=True,
-                       text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benches", "memory_peak.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
@@ -460,10 +589,16 @@ def test_scans_bench_lists_refuses_unknown_cases_and_needs_a_gpu():
     script = os.path.join(ROOT, "benches", "scans.py")
     r = subprocess.run([sys.executable, script, "--list"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0 and "cumsum_dim0_f32" in r.stdout.split(), r.stdout + r.stderr[-2000:]
-    r = subprocess.run([sys.executable, script, "--only", "cumsum_dim0_f32,nosuch"], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, script, "--only", "cumsum_dim0_f32,nosuch"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "unknown case(s) ['nosuch']" in r.stderr, r.stderr[-2000:]
     if not torch.cuda.is_available():
-        r = subprocess.run([sys.executable, script, "--only", "cumsum_dim0_f32"], capture_output=True, text=True,
-                           timeout=120, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, script, "--only", "cumsum_dim0_f32"], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
         assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]

@@ -70,9 +70,15 @@ def test_surrounding_blanks_are_dropped_and_the_pool_name_takes_any_case(reload_
     assert cfg.debug_dir == str(tmp_path) and cfg.compile_pool == "thread"
 
 
-@pytest.mark.parametrize("var, value", [("TILEFUSE_PAD_MM", "maybe"), ("TILEFUSE_COMPILE_WORKERS", "four"),
-                                        ("TILEFUSE_COMPILE_POOL", "fibers"),
-                                        ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "0")])
+@pytest.mark.parametrize(
+    "var, value",
+    [
+        ("TILEFUSE_PAD_MM", "maybe"),
+        ("TILEFUSE_COMPILE_WORKERS", "four"),
+        ("TILEFUSE_COMPILE_POOL", "fibers"),
+        ("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", "0"),
+    ],
+)
 def test_values_that_do_not_parse_are_errors_naming_the_variable(reload_config, var, value):
     with pytest.raises(ValueError, match=var):
         reload_config(**{var: value})
@@ -125,8 +131,9 @@ def test_process_wide_option_is_refused_per_compile_and_kept_out_of_the_graph_ke
     with pytest.raises(ValueError, match="TILEFUSE_TRITON_KEY_FROM_STAT"):
         config.validate({"triton_key_from_stat": False})
     with pytest.raises(Exception, match="TILEFUSE_TRITON_KEY_FROM_STAT"):
-        torch.compile(lambda x: x + 1, backend="tilefuse",
-                      options={"triton_key_from_stat": False, "fallback_on_error": True})(torch.ones(3))
+        torch.compile(
+            lambda x: x + 1, backend="tilefuse", options={"triton_key_from_stat": False, "fallback_on_error": True}
+        )(torch.ones(3))
     with pytest.raises(ValueError) as ei:
         config.validate({"no_such_option": 1})
     assert "triton_key_from_stat" not in str(ei.value) and "warmup" in str(ei.value)

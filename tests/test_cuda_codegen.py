@@ -66,8 +66,10 @@ def _cuda_source(fn, *shapes_dtypes) -> str:
     ``(shape, dtype)``s (fake tensors: no device needed)."""
     mode = FakeTensorMode()
     with mode:
-        args = [torch.empty(s, dtype=d, device="cuda") if d.is_floating_point
-                else torch.zeros(s, dtype=d, device="cuda") for s, d in shapes_dtypes]
+        args = [
+            torch.empty(s, dtype=d, device="cuda") if d.is_floating_point else torch.zeros(s, dtype=d, device="cuda")
+            for s, d in shapes_dtypes
+        ]
     return _cuda_source_of(fn, mode, args)
 
 
@@ -83,13 +85,27 @@ def _cuda_source_of(fn, mode, args) -> str:
 
 
 def _softmax_family(x, w, b, t):
-    return (F.softmax(x, -1), F.log_softmax(x, 0), F.layer_norm(x, x.shape[-1:], w, b), F.cross_entropy(x, t),
-            torch.logsumexp(x, -1), x.sum(), x.amax(0), x.argmax(-1))
+    return (
+        F.softmax(x, -1),
+        F.log_softmax(x, 0),
+        F.layer_norm(x, x.shape[-1:], w, b),
+        F.cross_entropy(x, t),
+        torch.logsumexp(x, -1),
+        x.sum(),
+        x.amax(0),
+        x.argmax(-1),
+    )
 
 
 def _pointwise_mix(a, b, i):
-    return ((a.t() + b).relu(), torch.cumsum(a, 1), torch.zeros(64, device=a.device).index_add(0, i, a[:, 0]),
-            torch.where(a > 0, a.exp2(), a.erf()), torch.rand_like(a) * a, a.to(torch.bfloat16).sigmoid())
+    return (
+        (a.t() + b).relu(),
+        torch.cumsum(a, 1),
+        torch.zeros(64, device=a.device).index_add(0, i, a[:, 0]),
+        torch.where(a > 0, a.exp2(), a.erf()),
+        torch.rand_like(a) * a,
+        a.to(torch.bfloat16).sigmoid(),
+    )
 
 
 def _layer_norm_formula(x, w, b):
@@ -103,52 +119,116 @@ def _float_division_family(a, b):
     and literal divisors, negation and -0.0 and -nan constants, in float32, bfloat16 and float64."""
     h, d = a.to(torch.bfloat16), a.double()
     nn = math.copysign(math.nan, -1.0)
-    return (a // b, a % b, torch.fmod(a, b), a // 0.1, a % -0.7, torch.fmod(a, 3.0), h // h.flip(0), h % 0.3,
-            d // b.double(), d % 0.1, torch.fmod(d, d.flip(0)),
-            a // -0.0, -a, h // -0.0, -h, d * -0.0, -d,  # -0.0 constants through their bits
-            torch.full_like(a, nn), torch.full_like(d, nn), torch.full_like(h.half(), nn))  # -nan likewise
+    return (
+        a // b,
+        a % b,
+        torch.fmod(a, b),
+        a // 0.1,
+        a % -0.7,
+        torch.fmod(a, 3.0),
+        h // h.flip(0),
+        h % 0.3,
+        d // b.double(),
+        d % 0.1,
+        torch.fmod(d, d.flip(0)),
+        a // -0.0,
+        -a,
+        h // -0.0,
+        -h,
+        d * -0.0,
+        -d,  # -0.0 constants through their bits
+        torch.full_like(a, nn),
+        torch.full_like(d, nn),
+        torch.full_like(h.half(), nn),
+    )  # -nan likewise
 
 
 def _size_one_scatters(x, v, i, u):
     """Scatters whose target has a size-1 axis (the index's term for it drops out of the address,
     so the store's pointer must be broadcast to the block) and ``~`` of uint8."""
     i1 = (i % 1)[:6]  # every index 0: one segment
-    return (x.new_zeros(1, 48).index_add(0, i1, v[:6]), x.new_zeros(64, 1).scatter_add(1, i1.expand(64, 6), v[:, :6]),
-            x.new_zeros(64, 1).scatter(1, i1.expand(64, 6), v[:, :6]), ~u)
+    return (
+        x.new_zeros(1, 48).index_add(0, i1, v[:6]),
+        x.new_zeros(64, 1).scatter_add(1, i1.expand(64, 6), v[:, :6]),
+        x.new_zeros(64, 1).scatter(1, i1.expand(64, 6), v[:, :6]),
+        ~u,
+    )
 
 
 def _dtype_views(x, h, i):
     """``view(dtype)`` bitcasts of every same-width pair the lowering takes, bfloat16's through
     float32."""
     b = h.to(torch.bfloat16)
-    return (x.view(torch.int32) + 1, (i + 1).view(torch.float32), h.view(torch.int16) ^ 3, b.view(torch.int16) + 1,
-            (h.view(torch.int16) + 1).view(torch.bfloat16), b.view(torch.float16), h.view(torch.bfloat16),
-            x.double().view(torch.int64), (i.to(torch.uint8) + 1).view(torch.int8))
+    return (
+        x.view(torch.int32) + 1,
+        (i + 1).view(torch.float32),
+        h.view(torch.int16) ^ 3,
+        b.view(torch.int16) + 1,
+        (h.view(torch.int16) + 1).view(torch.bfloat16),
+        b.view(torch.float16),
+        h.view(torch.bfloat16),
+        x.double().view(torch.int64),
+        (i.to(torch.uint8) + 1).view(torch.int8),
+    )
 
 
 _CASES = {
-    "looped_scans": (lambda a: (a.cumsum(1), (a * 1e-3 + 1).cumprod(1), torch.logcumsumexp(a, 1),
-                                a.bfloat16().cumsum(1), a.t().contiguous().cumsum(0)),
-                     {}, [((8, 9999), torch.float32)]),
-    "integer_pow": (lambda a, b: (a ** b, a.to(torch.uint8) ** b.to(torch.uint8), 2 ** b.abs(), a.int() ** b.int()),
-                    {}, [((64, 48), torch.int64), ((64, 48), torch.int64)]),
-    "dtype_views_bitcast": (_dtype_views, {}, [((64, 48), torch.float32), ((64, 48), torch.float16),
-                                               ((64, 48), torch.int32)]),
-    "size_one_scatters_uint8_not": (_size_one_scatters, {}, [((64, 48), torch.float32), ((64, 48), torch.float32),
-                                                             ((64,), torch.int64), ((64, 48), torch.uint8)]),
-    "float_floor_division_remainder_fmod": (_float_division_family, {}, [((64, 48), torch.float32),
-                                                                        ((64, 48), torch.float32)]),
-    "layer_norm_ptx_rsqrt": (_layer_norm_formula, {}, [((64, 300), torch.bfloat16), ((300,), torch.float32),
-                                                     ((300,), torch.float32)]),
-    "softmax_family_persistent": (_softmax_family, {}, [((64, 300), torch.float32), ((300,), torch.float32),
-                                                        ((300,), torch.float32), ((64,), torch.int64)]),
-    "softmax_family_looped_bf16": (_softmax_family, {"persistent_reduction_threshold": 16},
-                                   [((8, 9999), torch.bfloat16), ((9999,), torch.bfloat16), ((9999,), torch.bfloat16),
-                                    ((8,), torch.int64)]),
-    "pointwise_tiles_scans_atomics_random": (_pointwise_mix, {}, [((64, 48), torch.float32), ((48, 64), torch.float32),
-                                                                  ((64,), torch.int64)]),
-    "pointwise_autotuned": (_pointwise_mix, {"autotune_pointwise": True},
-                            [((64, 48), torch.float32), ((48, 64), torch.float32), ((64,), torch.int64)]),
+    "looped_scans": (
+        lambda a: (
+            a.cumsum(1),
+            (a * 1e-3 + 1).cumprod(1),
+            torch.logcumsumexp(a, 1),
+            a.bfloat16().cumsum(1),
+            a.t().contiguous().cumsum(0),
+        ),
+        {},
+        [((8, 9999), torch.float32)],
+    ),
+    "integer_pow": (
+        lambda a, b: (a**b, a.to(torch.uint8) ** b.to(torch.uint8), 2 ** b.abs(), a.int() ** b.int()),
+        {},
+        [((64, 48), torch.int64), ((64, 48), torch.int64)],
+    ),
+    "dtype_views_bitcast": (
+        _dtype_views,
+        {},
+        [((64, 48), torch.float32), ((64, 48), torch.float16), ((64, 48), torch.int32)],
+    ),
+    "size_one_scatters_uint8_not": (
+        _size_one_scatters,
+        {},
+        [((64, 48), torch.float32), ((64, 48), torch.float32), ((64,), torch.int64), ((64, 48), torch.uint8)],
+    ),
+    "float_floor_division_remainder_fmod": (
+        _float_division_family,
+        {},
+        [((64, 48), torch.float32), ((64, 48), torch.float32)],
+    ),
+    "layer_norm_ptx_rsqrt": (
+        _layer_norm_formula,
+        {},
+        [((64, 300), torch.bfloat16), ((300,), torch.float32), ((300,), torch.float32)],
+    ),
+    "softmax_family_persistent": (
+        _softmax_family,
+        {},
+        [((64, 300), torch.float32), ((300,), torch.float32), ((300,), torch.float32), ((64,), torch.int64)],
+    ),
+    "softmax_family_looped_bf16": (
+        _softmax_family,
+        {"persistent_reduction_threshold": 16},
+        [((8, 9999), torch.bfloat16), ((9999,), torch.bfloat16), ((9999,), torch.bfloat16), ((8,), torch.int64)],
+    ),
+    "pointwise_tiles_scans_atomics_random": (
+        _pointwise_mix,
+        {},
+        [((64, 48), torch.float32), ((48, 64), torch.float32), ((64,), torch.int64)],
+    ),
+    "pointwise_autotuned": (
+        _pointwise_mix,
+        {"autotune_pointwise": True},
+        [((64, 48), torch.float32), ((48, 64), torch.float32), ((64,), torch.int64)],
+    ),
 }
 
 
@@ -163,10 +243,15 @@ def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
     path = tmp_path / "generated.py"
     path.write_text(src)
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p))
-    r = subprocess.run([sys.executable, "-c", _COMPILE, str(path)], capture_output=True, text=True, env=env,
-                       timeout=600)
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="0",
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p),
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", _COMPILE, str(path)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert r.returncode == 0 and "COMPILED" in r.stdout, r.stdout[-2000:] + r.stderr[-6000:]
     assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_")
 
@@ -191,18 +276,23 @@ def test_pointwise_kernels_get_one_config_unless_autotune_pointwise():
     assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, big)) == [[{"XBLOCK": 1024, "num_warps": 4}]]
     with config.patch(autotune_pointwise=True):
         tuned = _launcher_configs(_cuda_source(lambda a: a.sin() + 1, big))
-    assert tuned == [[{"XBLOCK": 1024, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4},
-                      {"XBLOCK": 2048, "num_warps": 8}]]
+    assert tuned == [
+        [{"XBLOCK": 1024, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4}, {"XBLOCK": 2048, "num_warps": 8}]
+    ]
     # a small tensor: the block never exceeds the next power of two of the extent
     assert _launcher_configs(_cuda_source(lambda a: a.sin() + 1, ((5, 7), torch.float32))) == [
-        [{"XBLOCK": 64, "num_warps": 4}]]
+        [{"XBLOCK": 64, "num_warps": 4}]
+    ]
     # a 2-D tile (pointwise too): one config, 64 x 64 at 4 warps, unless autotune_pointwise
-    assert _launcher_configs(_cuda_source(lambda a: a.t() + a, big)) == [
-        [{"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4}]]
+    assert _launcher_configs(_cuda_source(lambda a: a.t() + a, big)) == [[{"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4}]]
     with config.patch(autotune_pointwise=True):
         assert _launcher_configs(_cuda_source(lambda a: a.t() + a, big)) == [
-            [{"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4}, {"YBLOCK": 128, "XBLOCK": 64, "num_warps": 8},
-             {"YBLOCK": 64, "XBLOCK": 128, "num_warps": 8}]]
+            [
+                {"YBLOCK": 64, "XBLOCK": 64, "num_warps": 4},
+                {"YBLOCK": 128, "XBLOCK": 64, "num_warps": 8},
+                {"YBLOCK": 64, "XBLOCK": 128, "num_warps": 8},
+            ]
+        ]
     # reductions keep several
     assert all(len(c) > 1 for c in _launcher_configs(_cuda_source(lambda a: a.sum(-1), big)))
     # a long-row sum: split in two stages; the second (64 rows of a few partial sums) is tiny
@@ -216,15 +306,19 @@ def _lm_head(h, w, b, g):
     return h @ w.t(), torch.addmm(b, h, w.t()), g @ w, g.t() @ h
 
 
-_LM_HEAD_ARGS = [((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16), ((50257,), torch.bfloat16),
-                 ((512, 50257), torch.bfloat16)]
+_LM_HEAD_ARGS = [
+    ((512, 768), torch.bfloat16),
+    ((50257, 768), torch.bfloat16),
+    ((50257,), torch.bfloat16),
+    ((512, 50257), torch.bfloat16),
+]
 
 
 def test_misaligned_matrix_products_run_on_padded_operands():
     """Inductor's pad_mm rule: every cuBLAS leading dimension lands on a 16-byte boundary (50257 ->
     50264 for bf16) and the results come back dense, with eager's strides."""
     src = _cuda_source(_lm_head, *_LM_HEAD_ARGS)
-    call = src[src.index("def call"):]
+    call = src[src.index("def call") :]
     calls = [ln for ln in call.splitlines() if "aten.mm" in ln or "aten.addmm" in ln]
     assert len(calls) == 4, call
     # padded operands (n and k padded, the transposed g along m), each padded once: w's rows
@@ -236,7 +330,7 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     # (padding w.t() and g.t() as separate transposed copies took two more)
     assert call.count("_launcher(") == 4, call
     # the outputs: eager's dense strides, not views of the padded results
-    ret = call[call.index("return"):]
+    ret = call[call.index("return") :]
     assert "(512, 50257), (50264, 1)" not in ret
     assert "(512, 50257), (50257, 1)" in call
     with config.patch(pad_mm=False):
@@ -247,11 +341,12 @@ def test_misaligned_matrix_products_run_on_padded_operands():
 def test_slices_of_padded_products_are_returned_with_eager_strides():
     """A slice of a padded product returned by the graph: eager's row stride (50257), not the
     padded one (50264): a copy into a buffer with eager's (gapped) strides."""
-    src = _cuda_source(lambda h, w: ((h @ w.t())[:, :5], (h @ w.t())[3:]),
-                       ((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16))
-    call = src[src.index("def call"):]
+    src = _cuda_source(
+        lambda h, w: ((h @ w.t())[:, :5], (h @ w.t())[3:]), ((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16)
+    )
+    call = src[src.index("def call") :]
     assert "(50264, 768), (768, 1)" in call and "(768, 50264), (1, 768)" in call  # the products ran padded
-    ret = call[call.index("return"):]
+    ret = call[call.index("return") :]
     assert "reinterpret_tensor" not in ret  # no view of a padded product is returned
     assert "_empty_strided_cuda((512, 5), (50257, 1)" in call and "_empty_strided_cuda((509, 50257), (50257, 1)" in call
 
@@ -299,8 +394,11 @@ def test_an_atomic_update_kernel_is_named_after_its_update():
     """index_add's kernel accumulates with atomic adds: its name says so (it was ``tf_poi_<n>``)."""
     import re
 
-    src = _cuda_source(lambda x, i: torch.ops.aten.index_put(x.new_zeros(8, 16), [i % 8], x, True),
-                       ((32, 16), torch.float32), ((32,), torch.int64))
+    src = _cuda_source(
+        lambda x, i: torch.ops.aten.index_put(x.new_zeros(8, 16), [i % 8], x, True),
+        ((32, 16), torch.float32),
+        ((32,), torch.int64),
+    )
     names = re.findall(r"^def (tf_\w+)\(", src, re.M)
     assert any("atomic_add" in n for n in names), names
 
@@ -312,12 +410,12 @@ def test_cuda_call_runs_under_its_device_guard_and_allocates_through_the_c_entry
     Python argument parsing per allocation)."""
     src = _cuda_source(lambda a: (a.sin() + 1, a.sum(0)), ((64, 32), torch.float32))
     compile(src, "generated", "exec")  # a valid module
-    call = src[src.index("def call"):]
+    call = src[src.index("def call") :]
     body = call.splitlines()
     guard = next(i for i, ln in enumerate(body) if ln.strip().startswith("with torch.cuda._DeviceGuard("))
     assert body[guard].strip() == "with torch.cuda._DeviceGuard(0):"
     # everything after the guard (allocations, launches, the return) is inside it
-    assert all(ln.startswith("        ") for ln in body[guard + 1:] if ln.strip()), call
+    assert all(ln.startswith("        ") for ln in body[guard + 1 :] if ln.strip()), call
     assert "_empty_strided_cuda((64, 32), (32, 1), torch.float32)" in call, call
     assert "torch.empty_strided(" not in call
     assert hasattr(torch._C._dynamo.guards, "_empty_strided_cuda")  # the fast path exists in this torch

@@ -11,7 +11,9 @@ import os
 import pytest
 import torch
 
-pytest.importorskip("transformers", reason="the demo compiles transformers' GPT-2 (pip install -r requirements-dev.txt)")
+pytest.importorskip(
+    "transformers", reason="the demo compiles transformers' GPT-2 (pip install -r requirements-dev.txt)"
+)
 
 from tilefuse import demo  # noqa: E402
 
@@ -19,6 +21,7 @@ from tilefuse import demo  # noqa: E402
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET", "0") not in ("0", "") else "cuda"
 if DEVICE == "cuda" and not torch.cuda.is_available():
     pytest.skip("TRITON_INTERPRET=0 without a CUDA GPU", allow_module_level=True)
+
 
 def _assert_all_compiled(res: demo.Result) -> None:
     assert not res.failures, f"{len(res.failures)} graph(s) ran eagerly: {res.failures}"
@@ -56,7 +59,11 @@ def test_demo_reports_partial_eager_runs(capsys):
     assert res.logits_close, f"max abs err {res.max_abs_err:.3g}"
     demo.report(res)
     out = capsys.readouterr().out
-    assert "Triton kernels in use" in out and "fallback kernels" in out and "first call (Dynamo + AOTAutograd + tilefuse)" in out
+    assert (
+        "Triton kernels in use" in out
+        and "fallback kernels" in out
+        and "first call (Dynamo + AOTAutograd + tilefuse)" in out
+    )
     if res.failures:
         assert f"WARNING: {len(res.failures)} graph(s) could not be compiled" in out
     else:
@@ -110,8 +117,16 @@ def test_symbolic_section_runs(capsys):
 
 
 def _result(**kw) -> demo.Result:
-    base = dict(device="cpu", size="tiny", config=dict(demo.SIZES["tiny"]), logits_close=True, max_abs_err=0.0,
-                compile_s=0.1, eager_ms=1.0, compiled_ms=1.0)
+    base = dict(
+        device="cpu",
+        size="tiny",
+        config=dict(demo.SIZES["tiny"]),
+        logits_close=True,
+        max_abs_err=0.0,
+        compile_s=0.1,
+        eager_ms=1.0,
+        compiled_ms=1.0,
+    )
     return demo.Result(**{**base, **kw})
 
 

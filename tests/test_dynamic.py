@@ -147,13 +147,16 @@ def test_float_of_symbolic_sizes_stays_symbolic():
     smoothing (``0.1 / sym_float(classes)``), forward and backward, a value scaled by
     ``rows / cols`` and ``torch.full`` with a float of sizes as its fill (a float tensor, as in
     eager), for several row and class counts, compile once and give eager's values and dtypes."""
+
     def ce(a, t):
         return F.cross_entropy(a, t, label_smoothing=0.1)
 
     def scaled(x):
-        return (x * (x.shape[0] / x.shape[1]) - torch.sym_float(x.shape[1]) * 0.5,
-                x + torch.full((x.shape[1],), x.shape[0] / 3, device=x.device),  # a float fill: float32
-                torch.full((3,), float(x.shape[0]), device=x.device))
+        return (
+            x * (x.shape[0] / x.shape[1]) - torch.sym_float(x.shape[1]) * 0.5,
+            x + torch.full((x.shape[1],), x.shape[0] / 3, device=x.device),  # a float fill: float32
+            torch.full((3,), float(x.shape[0]), device=x.device),
+        )
 
     cce = torch.compile(ce, backend="tilefuse", dynamic=True)
     cscaled = torch.compile(scaled, backend="tilefuse", dynamic=True)
@@ -200,8 +203,9 @@ def test_transformer_block_training_with_dynamic_batch_and_sequence():
     torch.manual_seed(0)
     m = Block(T=16)
     # (Dynamo's own trace of ``mask[:T, :T]`` guards T != 16, the mask's length: T stays below it)
-    _train_step_matches(m, lambda b, t: (torch.randint(0, 11, (b, t)), torch.randint(0, 11, (b, t))),
-                        [(2, 8), (3, 5), (4, 13), (2, 11)])
+    _train_step_matches(
+        m, lambda b, t: (torch.randint(0, 11, (b, t)), torch.randint(0, 11, (b, t))), [(2, 8), (3, 5), (4, 13), (2, 11)]
+    )
     assert _frames() == 1
     assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
     assert metrics.fallback_kernel_count == 0
@@ -238,8 +242,10 @@ def _shape_env_with(*hints):
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     env = ShapeEnv()
-    syms = [env.create_symintnode(env.create_symbol(h, ConstantSource(f"n{i}"), dynamic_dim=DimDynamic.DYNAMIC),
-                                  hint=h) for i, h in enumerate(hints)]
+    syms = [
+        env.create_symintnode(env.create_symbol(h, ConstantSource(f"n{i}"), dynamic_dim=DimDynamic.DYNAMIC), hint=h)
+        for i, h in enumerate(hints)
+    ]
     return env, syms
 
 
@@ -259,8 +265,8 @@ def test_sizevars_guards_what_it_cannot_prove():
     env, (a, b) = _shape_env_with(6, 10)
     sv = SizeVars(env)
     x, y = sv.size(a), sv.size(b)
-    assert sv.evaluate_lt(x, y)          # 6 < 10 only at the hints: a guard
-    assert sv.evaluate_lt(x, x + 1)      # proven: no guard
+    assert sv.evaluate_lt(x, y)  # 6 < 10 only at the hints: a guard
+    assert sv.evaluate_lt(x, x + 1)  # proven: no guard
     assert not sv.evaluate_equals(x * 2, y)
     assert len(sv.guards) == 2
     # the guards are the ShapeEnv's now: its guard expressions hold at the hints and not elsewhere
@@ -311,6 +317,7 @@ def test_a_power_of_a_size_symbol_stays_symbolic():
     ``numel // (d1 * d2)`` reaches the graph as ``s ** 3`` (``operator.pow`` on SymInts). It is size
     arithmetic like ``*`` and ``//``, not a reason to compile per shape (a fresh-user trial: five
     per-shape compiles for four sizes, the ``pow`` node refused as a fallback with a SymInt output)."""
+
     def f(x):
         y = x.reshape(-1)
         return y.view(y.shape[0] // (x.shape[1] * x.shape[2]), x.shape[1], -1) * 2
@@ -341,8 +348,11 @@ def test_a_data_dependent_size_runs_eagerly_after_one_warning_for_every_shape():
 
     torch._dynamo.reset()
     metrics.reset()
-    with torch._dynamo.config.patch(capture_scalar_outputs=True), config.patch(fallback_on_error=True), \
-            warnings.catch_warnings(record=True) as w:
+    with (
+        torch._dynamo.config.patch(capture_scalar_outputs=True),
+        config.patch(fallback_on_error=True),
+        warnings.catch_warnings(record=True) as w,
+    ):
         warnings.simplefilter("always")
         cf = torch.compile(f, backend="tilefuse", dynamic=True)
         for r in (5, 6, 7, 5):
@@ -369,10 +379,18 @@ _OPS = {
     "pad": (lambda x: F.pad(x, (1, 2)) * 2, lambda n: (torch.randn(3, n),)),
     "flip_roll": (lambda x: torch.flip(x, [1]) + torch.roll(x, 2, 1), lambda n: (torch.randn(3, n),)),
     "repeat": (lambda x: x.repeat(2, 3) + 1, lambda n: (torch.randn(3, n),)),
-    "interpolate": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), lambda n: (torch.randn(1, 2, n, n + 3),)),
-    "gather_index_select": (lambda x, i: torch.gather(x, 1, i) + x.index_select(1, i[0]).sum(),
-                            lambda n: (torch.randn(3, n), torch.randint(0, n, (3, 4)))),
-    "embedding": (lambda w, i: F.embedding(i, w).sum(1), lambda n: (torch.randn(n, 6), torch.randint(0, n, (4, n + 3)))),
+    "interpolate": (
+        lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+        lambda n: (torch.randn(1, 2, n, n + 3),),
+    ),
+    "gather_index_select": (
+        lambda x, i: torch.gather(x, 1, i) + x.index_select(1, i[0]).sum(),
+        lambda n: (torch.randn(3, n), torch.randint(0, n, (3, 4))),
+    ),
+    "embedding": (
+        lambda w, i: F.embedding(i, w).sum(1),
+        lambda n: (torch.randn(n, 6), torch.randint(0, n, (4, n + 3))),
+    ),
     "cat_select": (lambda x: torch.cat([x, x[:, -1:] * 2], 1).relu() + x[0, 0], lambda n: (torch.randn(3, n),)),
     "cross_entropy": (lambda x, t: F.cross_entropy(x, t), lambda n: (torch.randn(n, 7), torch.randint(0, 7, (n,)))),
     "argmax_var": (lambda x: x.argmax(1) + x.var(0).sum(), lambda n: (torch.randn(n, 6),)),
@@ -515,7 +533,7 @@ def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
     # x[-n:], x[:-n], x[n - 8:] (negative at small n), x[-n], slice assignment and its backward
     def f(x, y):
         n = y.shape[0]
-        return x[-n:] * 2, x[:-n] + 1, x[n - 8:], x[-n], x.select(0, -n)
+        return x[-n:] * 2, x[:-n] + 1, x[n - 8 :], x[-n], x.select(0, -n)
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for m, n in ((10, 3), (12, 5), (9, 2)):
@@ -526,7 +544,7 @@ def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
 
     def g(x, y):
         x = x.clone()
-        x[:, -y.shape[0]:] = 7.0
+        x[:, -y.shape[0] :] = 7.0
         return x
 
     cg = torch.compile(g, backend="tilefuse", dynamic=True)
@@ -535,7 +553,7 @@ def test_negative_symbolic_slice_and_select_bounds_count_from_the_end():
         _close(cg(x, y), g(x, y))
 
     def h(x, y):
-        return (x[-y.shape[0]:] * y).sum()
+        return (x[-y.shape[0] :] * y).sum()
 
     ch = torch.compile(h, backend="tilefuse", dynamic=True)
     for m, n in ((6, 2), (9, 4)):
@@ -584,8 +602,18 @@ def test_transformers_gpt2_training_with_dynamic_batch_and_sequence(caplog):
     transformers = pytest.importorskip("transformers")
     caplog.set_level(logging.INFO, logger="tilefuse")
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=64, attn_pdrop=0.0,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    cfg = transformers.GPT2Config(
+        n_layer=1,
+        n_head=2,
+        n_embd=32,
+        vocab_size=64,
+        n_positions=64,
+        attn_pdrop=0.0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     m = transformers.GPT2LMHeadModel(cfg).to(DEVICE).train()
     ref = copy.deepcopy(m)
     cm = torch.compile(m, backend="tilefuse", dynamic=True)
@@ -599,5 +627,6 @@ def test_transformers_gpt2_training_with_dynamic_batch_and_sequence(caplog):
         _close(loss, rloss)
         for (name, p), q in zip(m.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=lambda msg: f"{name}: {msg}")
-    assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0, \
-        [r.getMessage() for r in caplog.records if "per input shape" in r.getMessage()]
+    assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0, [
+        r.getMessage() for r in caplog.records if "per input shape" in r.getMessage()
+    ]

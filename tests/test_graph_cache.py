@@ -157,8 +157,10 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
 
 def test_the_private_fallback_cache_dir_is_removed_at_exit(tmp_path):
     (tmp_path / "afile").write_text("x")
-    code = ("import warnings; warnings.simplefilter('ignore'); import tilefuse.runtime as R; "
-            "d = R.cache_dir(); open(d + '/x', 'w').write('y'); print(d)")
+    code = (
+        "import warnings; warnings.simplefilter('ignore'); import tilefuse.runtime as R; "
+        "d = R.cache_dir(); open(d + '/x', 'w').write('y'); print(d)"
+    )
     env = dict(os.environ, TILEFUSE_CACHE_DIR=str(tmp_path / "afile"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -191,10 +193,10 @@ def test_different_shapes_dtypes_and_options_miss():
     cf(torch.randn(6, 40, device=DEVICE), torch.randn(6, 40, device=DEVICE))
     keys = set(graph_cache._memory)
     for x, y, opts in [
-        (torch.randn(6, 41), torch.randn(6, 41), {}),                                   # shape
+        (torch.randn(6, 41), torch.randn(6, 41), {}),  # shape
         (torch.randn(6, 40, dtype=torch.float64), torch.randn(6, 40, dtype=torch.float64), {}),  # dtype
-        (torch.randn(40, 6).t(), torch.randn(6, 40), {}),                               # strides
-        (torch.randn(6, 40), torch.randn(6, 40), {"max_inline_ops": 7}),                # an option
+        (torch.randn(40, 6).t(), torch.randn(6, 40), {}),  # strides
+        (torch.randn(6, 40), torch.randn(6, 40), {"max_inline_ops": 7}),  # an option
     ]:
         x, y = x.to(DEVICE), y.to(DEVICE)
         _fresh()
@@ -209,6 +211,7 @@ def test_the_default_dtype_is_part_of_the_key():
     graph leaves implicit: after ``torch.set_default_dtype`` the same graph text must compile
     again (a fresh-user trial got float32 values from the cache where eager gave float64), and
     going back hits the first entry."""
+
     def f(i):
         return i / 3 + torch.ones(3, device=i.device) * 0.1
 
@@ -375,8 +378,9 @@ def test_tensor_constants_are_part_of_the_key():
 
 def test_training_forward_and_backward_hit():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
-                                torch.nn.Linear(32, 4)).to(DEVICE)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
+    ).to(DEVICE)
     x = torch.randn(8, 16, device=DEVICE)
 
     def grads(m):
@@ -443,12 +447,13 @@ def test_replay_guards_checks_hints_and_records_guards():
 
 def test_guards_a_compile_added_are_stored_and_a_failing_guard_misses(monkeypatch):
     """An entry whose stored guard fails for the new inputs' hints is not used."""
+
     def f(x):
         return (x * 2).sum(0)
 
     x = torch.randn(9, 4, device=DEVICE)
     torch.compile(f, backend="tilefuse", dynamic=True)(x)
-    (key, entry), = graph_cache._memory.items()
+    ((key, entry),) = graph_cache._memory.items()
     s = next(iter(sorted(entry.symbol_sources)))
     # plant a guard that the next compile's hints violate (the symbol must stay below 3)
     entry.guards = list(entry.guards) + [sympy.Lt(sympy.Symbol(s, integer=True, positive=True), 3)]
@@ -535,10 +540,11 @@ def test_disk_hit_in_a_fresh_process(tmp_path):
 
 def test_constants_of_nested_subgraphs_are_part_of_the_key():
     """Two torch.cond graphs differing only in a constant of one branch must not share an entry."""
+
     def make(vals):
         def f(x, p):
-            return torch.cond(p.sum() > 0, lambda t: t + torch.tensor(vals, device=t.device), lambda t: t - 1,
-                              (x,)) * 2
+            return torch.cond(p.sum() > 0, lambda t: t + torch.tensor(vals, device=t.device), lambda t: t - 1, (x,)) * 2
+
         return f
 
     x, p = torch.zeros(2, 3, device=DEVICE), torch.ones(1, device=DEVICE)
@@ -561,7 +567,7 @@ def test_zero_dim_tensor_constants_are_cached():
 def test_an_entry_whose_module_does_not_load_is_replaced(caplog):
     x, y = torch.randn(4, 8, device=DEVICE), torch.randn(4, 8, device=DEVICE)
     torch.compile(_f, backend="tilefuse")(x, y)
-    (key, entry), = graph_cache._memory.items()
+    ((key, entry),) = graph_cache._memory.items()
     entry.module = None
     entry.source = entry.source.replace("def call(", "def call(((", 1)  # a damaged source
     _fresh()
@@ -591,7 +597,7 @@ def test_module_docstring_lists_the_options_left_out_of_the_key():
     from tilefuse.runtime import graph_cache as gc_mod
 
     doc = gc_mod.__doc__
-    part = doc[doc.index("all but those in"):]
-    part = part[:part.index(") and the")]
+    part = doc[doc.index("all but those in") :]
+    part = part[: part.index(") and the")]
     named = set(re.findall(r"``(\w+)``", part)) - {"_KEY_EXCLUDED_OPTIONS"}
     assert named == set(gc_mod._KEY_EXCLUDED_OPTIONS)

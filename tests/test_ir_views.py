@@ -14,7 +14,6 @@ from tilefuse.ir.nodes import view_strides
 from _tf_testutil import DEVICE
 
 
-
 def _random_case(rng: random.Random):
     nd = rng.randint(1, 4)
     size = [rng.choice([1, 2, 3, 4, 6]) for _ in range(nd)]

@@ -82,11 +82,11 @@ def test_view_outputs_of_a_returned_value_share_its_buffer():
 
 def test_views_of_intermediates():
     def f(x):
-        a = (x * 2).diagonal()          # lazy, not strided: computed into eager's gapped layout
-        b = (x + 1).t()                 # strided view of a realized value
-        c = torch.exp(x)[:, 1:4]        # a slice
-        d = (x - 1).unsqueeze(1).expand(6, 3, 6)   # a broadcast: stride 0
-        e = x.sum(0, keepdim=True).expand(4, 6)    # a broadcast reduction
+        a = (x * 2).diagonal()  # lazy, not strided: computed into eager's gapped layout
+        b = (x + 1).t()  # strided view of a realized value
+        c = torch.exp(x)[:, 1:4]  # a slice
+        d = (x - 1).unsqueeze(1).expand(6, 3, 6)  # a broadcast: stride 0
+        e = x.sum(0, keepdim=True).expand(4, 6)  # a broadcast reduction
         return a, b, c, d, e
 
     compile_and_compare(f, torch.randn(6, 6))
@@ -268,9 +268,10 @@ def test_adaptive_avg_pool_of_a_channels_last_input_stays_channels_last(size):
     compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x.contiguous())
 
 
-@pytest.mark.parametrize("case, kernels, externs", [("mlp_inference", 1, 2), ("mlp_training", 4, 6),
-                                                     ("layer_norm_inference", 1, 0),
-                                                     ("layer_norm_training", 3, 0)])
+@pytest.mark.parametrize(
+    "case, kernels, externs",
+    [("mlp_inference", 1, 2), ("mlp_training", 4, 6), ("layer_norm_inference", 1, 0), ("layer_norm_training", 3, 0)],
+)
 def test_no_copy_kernels_when_strides_already_match(case, kernels, externs):
     """Contiguous graphs: the same kernels as before outputs were checked against eager's
     strides (forward + backward counted together for training)."""

@@ -45,8 +45,15 @@ def _chi_square_uniform(u: torch.Tensor, bins: int = 20) -> float:
 
 def test_rand_randn_randint_bernoulli_distributions_in_one_kernel():
     x = torch.randn(*N, device=DEVICE)
-    f = _compiled(lambda a: (torch.rand(*N, device=DEVICE), torch.randn_like(a), torch.randint(3, 9, N, device=DEVICE),
-                             a.bernoulli(0.2), torch.bernoulli(torch.full_like(a, 0.7))))
+    f = _compiled(
+        lambda a: (
+            torch.rand(*N, device=DEVICE),
+            torch.randn_like(a),
+            torch.randint(3, 9, N, device=DEVICE),
+            a.bernoulli(0.2),
+            torch.bernoulli(torch.full_like(a, 0.7)),
+        )
+    )
     torch.manual_seed(0)
     u, z, k, b2, b7 = f(x)
     assert metrics.fallback_kernel_count == 0 and metrics.generated_kernel_count == 1
@@ -99,7 +106,9 @@ def test_dropout_forward_scales_kept_values_and_backward_uses_the_same_mask(dtyp
     n = keep.numel()
     assert abs(1 - keep.double().mean().item() - p) < 6 * math.sqrt(p * (1 - p) / n)
     scale = 1 / (1 - p)
-    torch.testing.assert_close(y[keep], (x.detach()[keep].float() * scale * 2).to(dtype), atol=0, rtol=1e-2 if dtype != torch.float32 else 1e-6)
+    torch.testing.assert_close(
+        y[keep], (x.detach()[keep].float() * scale * 2).to(dtype), atol=0, rtol=1e-2 if dtype != torch.float32 else 1e-6
+    )
     want_grad = torch.where(keep, g.float() * scale * 2, 0.0).to(dtype)
     torch.testing.assert_close(x.grad, want_grad, atol=0, rtol=1e-2 if dtype != torch.float32 else 1e-6)
     assert metrics.fallback_kernel_count == 0
@@ -127,11 +136,11 @@ def test_half_precision_rand_stays_below_one(dtype):
 
 def test_randint_is_uniform_over_a_range_near_2_31():
     # 32 random bits modulo 3*2**29 made the lower third 1.5x too likely (P(k >= 2**30) = 0.25)
-    r = 3 * 2 ** 29
+    r = 3 * 2**29
     torch.manual_seed(0)
     k = _compiled(lambda: torch.randint(0, r, N, device=DEVICE))()
     n = k.numel()
-    assert abs((k >= 2 ** 30).double().mean().item() - 1 / 3) < 6 * math.sqrt(1 / 3 * 2 / 3 / n)
+    assert abs((k >= 2**30).double().mean().item() - 1 / 3) < 6 * math.sqrt(1 / 3 * 2 / 3 / n)
     assert abs(k.double().mean().item() / r - 0.5) < 6 * math.sqrt(1 / 12 / n)
 
 

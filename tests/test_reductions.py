@@ -161,8 +161,11 @@ def test_few_long_rows_keep_the_softmax_max_unsplit_beside_its_sumexp():
     x[3, :5000] = float("-inf")
     torch._dynamo.reset()
     check(lambda a: a.amax(-1), x, kernels=2)  # split: partial maxima, then their max
-    fns = (lambda a: torch.softmax(a, -1), lambda a: torch.logsumexp(a, -1),
-           lambda a: (torch.log_softmax(a, -1), torch.logsumexp(a, -1)))
+    fns = (
+        lambda a: torch.softmax(a, -1),
+        lambda a: torch.logsumexp(a, -1),
+        lambda a: (torch.log_softmax(a, -1), torch.logsumexp(a, -1)),
+    )
     with config.patch(split_long_normalizers=False):
         for f in fns:
             torch._dynamo.reset()
@@ -188,8 +191,21 @@ def test_split_of_lengths_without_a_power_of_two_divisor(n):
     x = torch.randn(2, n, device=DEVICE)
     x[:, -1] = 50.0  # the extreme in the masked tail chunk
     i = (x * 100).to(torch.int32)
-    check(lambda a, b: (a.sum(1), a.amax(1), a.amin(), (a > 49).any(1), b.amax(1), b.amin(1), a.sum(), (a > 0).float().prod(1)),
-          x, i, tol=1e-3)
+    check(
+        lambda a, b: (
+            a.sum(1),
+            a.amax(1),
+            a.amin(),
+            (a > 49).any(1),
+            b.amax(1),
+            b.amin(1),
+            a.sum(),
+            (a > 0).float().prod(1),
+        ),
+        x,
+        i,
+        tol=1e-3,
+    )
     col = torch.randn(n, 3, device=DEVICE)
     col[-1] = 50.0
     check(lambda c: (c.sum(0), c.amax(0)), col, tol=1e-3)
@@ -237,8 +253,9 @@ def test_independent_reductions_fuse_horizontally():
     check(lambda a: (a.sum(1), a.amax(1), a * 2), x, kernels=1)
 
 
-@pytest.mark.parametrize("shape,dim", [((4096, 48), 1), ((4096, 48), 0), ((8, 20000), 1), ((64, 2048), 0),
-                                       ((2, 100), 1)])
+@pytest.mark.parametrize(
+    "shape,dim", [((4096, 48), 1), ((4096, 48), 0), ((8, 20000), 1), ((64, 2048), 0), ((2, 100), 1)]
+)
 def test_gpu_config_candidates(shape, dim):
     """Configs are generated without a GPU (codegen only needs the device type): blocks never
     exceed the extents' next power of two, the heuristic's choice comes first, outer reductions
@@ -272,14 +289,17 @@ def _cuda_configs(fn, *args, **options):
     return out
 
 
-@pytest.mark.parametrize("fn,shape,tiny,tiled", [
-    (lambda a: a.sum(1), (256, 256), True, False),            # 65536 elements: tiny
-    (lambda a: a.sum(1), (257, 256), False, False),           # one row more: autotuned
-    (lambda a: a.sum(0), (64, 1024), True, False),            # an outer reduction
-    (lambda a: torch.logsumexp(a, 1), (16, 4096), True, False),
-    (lambda a: a.t() + a, (256, 256), True, True),            # a 2-D tiled kernel
-    (lambda a: a.t() + a, (512, 512), False, True),
-])
+@pytest.mark.parametrize(
+    "fn,shape,tiny,tiled",
+    [
+        (lambda a: a.sum(1), (256, 256), True, False),  # 65536 elements: tiny
+        (lambda a: a.sum(1), (257, 256), False, False),  # one row more: autotuned
+        (lambda a: a.sum(0), (64, 1024), True, False),  # an outer reduction
+        (lambda a: torch.logsumexp(a, 1), (16, 4096), True, False),
+        (lambda a: a.t() + a, (256, 256), True, True),  # a 2-D tiled kernel
+        (lambda a: a.t() + a, (512, 512), False, True),
+    ],
+)
 def test_tiny_kernels_launch_with_the_first_config_only(fn, shape, tiny, tiled):
     """A kernel of at most ``config.tiny_kernel_numel`` (65536) elements (outputs x reduction
     length, or the tile's extents) keeps only the heuristic's first config (no autotuning: the
@@ -323,8 +343,12 @@ def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
         cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
         gk = cg.generate()
     assert not cg.persistent and cg.hint == "inner"
-    assert gk.configs == [{"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 4}, {"XBLOCK": 1, "RBLOCK": 1024, "num_warps": 4},
-                          {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8}, {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8}]
+    assert gk.configs == [
+        {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 4},
+        {"XBLOCK": 1, "RBLOCK": 1024, "num_warps": 4},
+        {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8},
+        {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8},
+    ]
 
 
 def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunks():
@@ -341,10 +365,12 @@ def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunk
             cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
             gk = cg.generate()
         assert not cg.persistent and cg.hint == "inner"
-        assert gk.configs == [{"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 4},
-                              {"XBLOCK": 1, "RBLOCK": second, "num_warps": 4},
-                              {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8},
-                              {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8}], cols
+        assert gk.configs == [
+            {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 4},
+            {"XBLOCK": 1, "RBLOCK": second, "num_warps": 4},
+            {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8},
+            {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8},
+        ], cols
 
 
 def test_looped_rows_that_also_store_every_element_keep_1024_element_chunks():
@@ -373,7 +399,10 @@ def test_chunked_row_normalizers_are_reduce_only_persistent_kernels():
         cg = TritonKernelCodegen(gs[0], "k0", torch.device("cuda"), keep=set(gs[0].names()))
         gk = cg.generate()
     assert cg.persistent and cg.reduce_only
-    assert gk.configs[:2] == [{"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 2}, {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}]
+    assert gk.configs[:2] == [
+        {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 2},
+        {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4},
+    ]
     loads = [ln for ln in gk.source.splitlines() if "tl.load(" in ln]
     assert loads and all("evict_first" in ln for ln in loads)
     assert "1.0, tl.exp(" not in gk.source
@@ -396,8 +425,16 @@ def test_reduction_hint_simplifies_reshaped_indices_and_ignores_broadcast_loads(
     # simplify to i0 + 128*r0 over the ranges: columns across rows
     b = LoopBody([i0], [r0], {i0: 128, r0: 64})
     flat = i0 + 128 * r0
-    b.add("load", ("buf0", S.ModularIndexing(i0, 1, 128) + 128 * S.ModularIndexing(flat, 128, 32)
-                   + 4096 * S.ModularIndexing(flat, 4096, 2)), torch.float32)
+    b.add(
+        "load",
+        (
+            "buf0",
+            S.ModularIndexing(i0, 1, 128)
+            + 128 * S.ModularIndexing(flat, 128, 32)
+            + 4096 * S.ModularIndexing(flat, 4096, 2),
+        ),
+        torch.float32,
+    )
     assert b.reduction_hint() == "outer"
     # a per-row vector (LayerNorm's mean) read next to the column data does not make it inner
     b.add("load", ("mean", r0), torch.float32)
@@ -414,7 +451,9 @@ def test_linear_bias_gradient_is_an_outer_reduction():
     lin = torch.nn.Linear(64, 128).to(DEVICE)
     ref = torch.nn.Linear(64, 128).to(DEVICE)
     ref.load_state_dict(lin.state_dict())
-    torch.compile(lambda a: torch.nn.functional.gelu(lin(a), approximate="tanh"), backend="tilefuse")(x).square().mean().backward()
+    torch.compile(lambda a: torch.nn.functional.gelu(lin(a), approximate="tanh"), backend="tilefuse")(
+        x
+    ).square().mean().backward()
     xr = x.detach().clone().requires_grad_()
     torch.nn.functional.gelu(ref(xr), approximate="tanh").square().mean().backward()
     torch.testing.assert_close(lin.bias.grad, ref.bias.grad, atol=1e-5, rtol=1e-4)
@@ -439,32 +478,40 @@ def test_looped_arg_reductions_nan_and_rows_equal_to_the_identity(shape, dim):
     check(lambda a: a.argmin() if dim is None else a.argmin(dim), -ninf, tol=0)
     torch._dynamo.reset()
     z = torch.zeros(shape, dtype=torch.uint8, device=DEVICE)
-    check(lambda a: (a.argmax() if dim is None else a.argmax(dim)), z, tol=0)
+    check(lambda a: a.argmax() if dim is None else a.argmax(dim), z, tol=0)
     torch._dynamo.reset()
-    check(lambda a: torch.max(a, dim if dim is not None else 0), ninf.view(shape[0], -1) if dim is None else ninf, tol=0)
+    check(
+        lambda a: torch.max(a, dim if dim is not None else 0), ninf.view(shape[0], -1) if dim is None else ninf, tol=0
+    )
 
 
 # ------------------------------------------------------------------ online softmax (sumexp)
 def _softmax_family(x):
-    return (torch.softmax(x, -1), torch.log_softmax(x, -1), torch.logsumexp(x, -1),
-            torch.nn.functional.cross_entropy(x.float(), torch.arange(x.shape[0], device=x.device) % x.shape[1]))
+    return (
+        torch.softmax(x, -1),
+        torch.log_softmax(x, -1),
+        torch.logsumexp(x, -1),
+        torch.nn.functional.cross_entropy(x.float(), torch.arange(x.shape[0], device=x.device) % x.shape[1]),
+    )
 
 
 def _rows_with_extremes(rows, cols, dtype):
     x = (torch.randn(rows, cols, device=DEVICE) * 4).to(dtype)
     inf = float("inf")
-    x[1, : cols // 2] = -inf            # -inf before the finite values of the row
-    x[2, :] = -inf                      # only -inf
-    x[3, cols - 3] = inf                # a +inf
-    x[4, 5] = float("nan")              # a NaN
-    x[5, :] = 7.0                       # all equal
-    x[6, : cols * 5 // 6] = -inf        # -inf over whole chunks of a looped row, finite values after
-    x[7, cols - 2] = float("nan")       # a NaN near the end (in a looped row's last chunk)
+    x[1, : cols // 2] = -inf  # -inf before the finite values of the row
+    x[2, :] = -inf  # only -inf
+    x[3, cols - 3] = inf  # a +inf
+    x[4, 5] = float("nan")  # a NaN
+    x[5, :] = 7.0  # all equal
+    x[6, : cols * 5 // 6] = -inf  # -inf over whole chunks of a looped row, finite values after
+    x[7, cols - 2] = float("nan")  # a NaN near the end (in a looped row's last chunk)
     return x
 
 
-@pytest.mark.parametrize("mode, cols", [("persistent", 300), ("looped", 300), ("looped", 3000), ("chunked", 300),
-                                         ("chunked", 3000), ("chunked", 3001)])
+@pytest.mark.parametrize(
+    "mode, cols",
+    [("persistent", 300), ("looped", 300), ("looped", 3000), ("chunked", 300), ("chunked", 3000), ("chunked", 3001)],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_softmax_family_online_normalizer_matches_eager(mode, cols, dtype, tmp_path):
     """softmax / log_softmax / logsumexp / cross-entropy lower to max + sumexp (one pass over a
@@ -623,15 +670,20 @@ def test_softmax_family_under_dynamic_shapes_and_backward():
 
 
 def test_softmax_of_scalars_and_empty_tensors():
-    for x, dim in [(torch.tensor(3.0, device=DEVICE), 0), (torch.randn(5, 0, 0, device=DEVICE), -1),
-                   (torch.randint(0, 9, (4, 6), device=DEVICE), 1)]:
+    for x, dim in [
+        (torch.tensor(3.0, device=DEVICE), 0),
+        (torch.randn(5, 0, 0, device=DEVICE), -1),
+        (torch.randint(0, 9, (4, 6), device=DEVICE), 1),
+    ]:
         torch._dynamo.reset()
         if x.dtype.is_floating_point:
-            torch.testing.assert_close(torch.compile(lambda t: torch.softmax(t, dim), backend="tilefuse")(x),
-                                       torch.softmax(x, dim))
+            torch.testing.assert_close(
+                torch.compile(lambda t: torch.softmax(t, dim), backend="tilefuse")(x), torch.softmax(x, dim)
+            )
         torch._dynamo.reset()
-        torch.testing.assert_close(torch.compile(lambda t: torch.logsumexp(t, dim), backend="tilefuse")(x),
-                                   torch.logsumexp(x, dim))
+        torch.testing.assert_close(
+            torch.compile(lambda t: torch.logsumexp(t, dim), backend="tilefuse")(x), torch.logsumexp(x, dim)
+        )
 
 
 def test_eviction_hints_keep_reread_rows_and_shared_weights_in_cache(tmp_path):
@@ -678,8 +730,10 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
     from tilefuse.lowering import decompositions
 
     x, b = torch.randn(64, 256, dtype=torch.bfloat16), torch.randn(256, dtype=torch.bfloat16)
-    for fn, heavy in ((lambda a, c: torch.nn.functional.gelu(a + c), True),
-                      (lambda a, c: torch.nn.functional.silu(a) * c, False)):
+    for fn, heavy in (
+        (lambda a, c: torch.nn.functional.gelu(a + c), True),
+        (lambda a, c: torch.nn.functional.silu(a) * c, False),
+    ):
         # traced with the backend's decompositions, as AOTAutograd does
         gs, graph = groups_of(make_fx(fn, decomposition_table=decompositions())(x, b), x, b)
         with G.set_graph(graph):
@@ -689,9 +743,19 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
         ops = alu_ops(gk.source.splitlines())
         assert (ops >= ALU_HEAVY_POINTWISE_OPS) == heavy, ops
         assert gk.configs[0] == {"XBLOCK": 2048 if heavy else 1024, "num_warps": 4}, (ops, gk.configs)
-    assert alu_ops(["    tmp0 = tl.load(in_ptr0 + (xindex), xmask)", "    tmp1 = tmp0.to(tl.float32)",
-                    "    tmp2 = tl.full([XBLOCK], 0.5, tl.float32)", "    tmp3 = tmp1 * tmp2",
-                    "    tmp4 = tl.exp2(tmp3)", "    tl.store(out_ptr0 + (xindex), tmp4, xmask)"]) == 2
+    assert (
+        alu_ops(
+            [
+                "    tmp0 = tl.load(in_ptr0 + (xindex), xmask)",
+                "    tmp1 = tmp0.to(tl.float32)",
+                "    tmp2 = tl.full([XBLOCK], 0.5, tl.float32)",
+                "    tmp3 = tmp1 * tmp2",
+                "    tmp4 = tl.exp2(tmp3)",
+                "    tl.store(out_ptr0 + (xindex), tmp4, xmask)",
+            ]
+        )
+        == 2
+    )
 
 
 def test_interpreted_looped_reduction_over_a_short_symbolic_row_takes_the_row_in_one_block(tmp_path):
@@ -713,8 +777,12 @@ def test_interpreted_looped_reduction_over_a_short_symbolic_row_takes_the_row_in
 
 
 def _variance_family(x):
-    return (torch.var_mean(x, -1, correction=0), torch.var(x, -1, keepdim=True), torch.std(x, 0),
-            torch.nn.functional.layer_norm(x, x.shape[-1:]))
+    return (
+        torch.var_mean(x, -1, correction=0),
+        torch.var(x, -1, keepdim=True),
+        torch.std(x, 0),
+        torch.nn.functional.layer_norm(x, x.shape[-1:]),
+    )
 
 
 @pytest.mark.parametrize("mode, cols", [("persistent", 300), ("looped", 300), ("looped", 3000), ("looped", 4097)])
@@ -799,7 +867,9 @@ def _nll_family(x, t, w, x1, t1):
                 target = t_default if ign == -100 else t
                 out.append(torch.nn.functional.nll_loss(x, target, weight=weight, reduction=red, ignore_index=ign))
                 out.append(torch.nn.functional.nll_loss(x1, t1, weight=weight, reduction=red, ignore_index=ign))
-    out.append(torch.nn.functional.nll_loss(x[:2], torch.full((2,), 3, device=t.device), reduction="mean", ignore_index=3))  # NaN
+    out.append(
+        torch.nn.functional.nll_loss(x[:2], torch.full((2,), 3, device=t.device), reduction="mean", ignore_index=3)
+    )  # NaN
     return out
 
 
@@ -845,11 +915,13 @@ def test_cross_entropy_gradient_through_the_nll_loss_lowering():
 
 def _layer_norms(x, w, b, w2):
     aten = torch.ops.aten
-    return (aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5),
-            aten.native_layer_norm(x, [x.shape[-1]], None, b, 1e-3),
-            aten.native_layer_norm(x, [x.shape[-1]], w, None, 1e-5),
-            aten.native_layer_norm(x, list(x.shape[-2:]), w2, None, 1e-5),
-            torch.nn.functional.layer_norm(x.transpose(0, 1), (x.shape[-1],)))
+    return (
+        aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5),
+        aten.native_layer_norm(x, [x.shape[-1]], None, b, 1e-3),
+        aten.native_layer_norm(x, [x.shape[-1]], w, None, 1e-5),
+        aten.native_layer_norm(x, list(x.shape[-2:]), w2, None, 1e-5),
+        torch.nn.functional.layer_norm(x.transpose(0, 1), (x.shape[-1],)),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
@@ -928,8 +1000,9 @@ def test_variance_and_layer_norm_of_rows_with_a_first_element_outlier_match_eage
     opts = dict(persistent_reduction_threshold=16) if mode == "looped" else {}
     with config.patch(**opts):
         torch._dynamo.reset()
-        (var, mean), out = torch.compile(lambda a: (torch.var_mean(a, -1), ln(a)), backend="tilefuse",
-                                         dynamic=mode == "dynamic")(x)
+        (var, mean), out = torch.compile(
+            lambda a: (torch.var_mean(a, -1), ln(a)), backend="tilefuse", dynamic=mode == "dynamic"
+        )(x)
     assert ((mean.double() - ref_mean).abs() / ref_mean.abs()).max().item() <= 1e-6
     assert ((var.double() - ref_var).abs() / ref_var).max().item() <= 1e-5
     ref_out = ln(x.double())

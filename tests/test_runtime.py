@@ -109,7 +109,8 @@ def test_cuda_launcher_wraps_several_configs_in_tritons_autotuner():
     assert at.cache_results == (not INTERPRET)  # Triton keeps no timings under its interpreter
     assert [c.all_kwargs() for c in at.configs] == [
         {"XBLOCK": 64, "num_warps": 2, "num_ctas": 1, "num_stages": 3},
-        {"XBLOCK": 256, "num_warps": 4, "num_ctas": 1, "num_stages": 2}]
+        {"XBLOCK": 256, "num_warps": 4, "num_ctas": 1, "num_stages": 2},
+    ]
     assert ln.best_config is None  # chosen at the first launch
     assert ln.grid({"XBLOCK": 256}) == (4,) and ln.grid({"XBLOCK": 64}) == (16,)
     with config.patch(autotune=False):
@@ -212,15 +213,21 @@ def test_graph_with_an_atomic_add_kernel_autotunes_and_matches_eager(monkeypatch
 
 def test_precompile_leaves_interpreted_kernels_alone_and_checks_the_pool():
     if INTERPRET:
-        ln = R.make_launcher(R.jit_for("cpu")(_block_size_kernel), [("XBLOCK", 37)], [{"XBLOCK": 8, "num_warps": 2}],
-                             (torch.int32,), (), "cpu")
+        ln = R.make_launcher(
+            R.jit_for("cpu")(_block_size_kernel),
+            [("XBLOCK", 37)],
+            [{"XBLOCK": 8, "num_warps": 2}],
+            (torch.int32,),
+            (),
+            "cpu",
+        )
         assert R.precompile([ln], workers=4) == 0.0
     with pytest.raises(ValueError, match="compile_pool"):
         R.precompile([], workers=2, pool="fork")
 
 
 # a subprocess compiling _scale_kernel for sm_90 with Triton (no device needed) in a fresh cache
-_COMPILE_SCRIPT_PREAMBLE = textwrap.dedent('''
+_COMPILE_SCRIPT_PREAMBLE = textwrap.dedent("""
     import os, sys, tempfile
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
@@ -234,7 +241,7 @@ _COMPILE_SCRIPT_PREAMBLE = textwrap.dedent('''
     target = GPUTarget("cuda", 90, 32)   # compiling for a device needs no device
     fn = triton.runtime.jit.JITFunction(T._scale_kernel)
     sig = {{"in_ptr": "*fp32", "out_ptr": "*fp32", "XBLOCK": "constexpr"}}
-''')
+""")
 
 
 def _run_compile_script(body: str) -> None:
@@ -255,7 +262,7 @@ def _running(pid: int) -> bool:
         return False
 
 
-_FORK_SCRIPT = '''
+_FORK_SCRIPT = """
     def job(xblock, warps):
         src = ASTSource(fn, sig, {"XBLOCK": xblock}, {(0,): [["tt.divisibility", 16]]})
         return lambda: triton.compile(src, target=target, options={"num_warps": warps})
@@ -273,7 +280,7 @@ _FORK_SCRIPT = '''
     assert err is not None and "CompilationError" in str(err), err
     assert hits == [True, True, True], hits   # this process only loaded what the workers compiled
     print("OK")
-'''
+"""
 
 
 def test_forked_compile_workers_fill_tritons_cache():
@@ -299,21 +306,26 @@ def test_compiler_warm_up_compiles_even_when_cached(fresh_triton_cache):
 def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
     """Plain callables as jobs: every job runs exactly once, in several worker processes (the
     first worker forks the others), a raising job is reported with its error, the rest succeed."""
+
     def job(i):
         def run():
             time.sleep(0.4 if i == 7 else 0.05)
             (tmp_path / f"{i}.{os.getpid()}").write_text("x")
             if i == 5:
                 raise ValueError("job five fails")
+
         return run
 
     from tilefuse import metrics
 
     seen = []
     metrics.reset()
-    failed = R.compile_in_forked_workers([job(i) for i in range(12)], workers=5,
-                                         on_result=lambda i, err: seen.append((i, err)),
-                                         labels=[f"job{i}" for i in range(12)])
+    failed = R.compile_in_forked_workers(
+        [job(i) for i in range(12)],
+        workers=5,
+        on_result=lambda i, err: seen.append((i, err)),
+        labels=[f"job{i}" for i in range(12)],
+    )
     assert set(failed) == {5} and "ValueError: job five fails" in failed[5]
     # each job's time in its worker (job 7 sleeps 0.4 s, the others 0.05 s), with its label
     assert len(metrics.precompile_job_seconds) == 12 and all(0.04 <= t < 5 for t in metrics.precompile_job_seconds)
@@ -332,6 +344,7 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
 def test_forked_workers_are_killed_after_the_timeout(tmp_path):
     """A worker that reports nothing within the timeout is killed with every other worker; the
     call returns (the caller compiles what is left) without waiting for the jobs."""
+
     def slow():
         (tmp_path / str(os.getpid())).write_text("x")
         time.sleep(60)
@@ -383,8 +396,12 @@ def test_autotune_restores_mutated_args_and_caches_timings_on_disk(fresh_triton_
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 def test_autotune_skips_a_config_that_does_not_compile(fresh_triton_cache):
     fn = triton.jit(_scale_kernel)
-    ln = R.KernelLauncher(fn, [("XBLOCK", 5000)], [{"XBLOCK": 2 ** 21, "num_warps": 4}, {"XBLOCK": 128, "num_warps": 4}],
-                          (torch.float32, torch.float32))
+    ln = R.KernelLauncher(
+        fn,
+        [("XBLOCK", 5000)],
+        [{"XBLOCK": 2**21, "num_warps": 4}, {"XBLOCK": 128, "num_warps": 4}],
+        (torch.float32, torch.float32),
+    )
     R.precompile([ln], workers=2)  # the failing config fails here too, quietly
     x = torch.randn(5000, device="cuda")
     out = torch.empty_like(x)
@@ -400,11 +417,19 @@ def test_autotune_skips_a_config_that_does_not_compile(fresh_triton_cache):
 def test_precompile_compiles_every_config_before_the_first_launch(pool, workers, fresh_triton_cache, monkeypatch):
     src_fns = [_scale_kernel, _scatter_add_kernel, _block_size_kernel]
     launchers = [
-        R.KernelLauncher(triton.jit(src_fns[0]), [("XBLOCK", 5000)],
-                         [{"XBLOCK": 128, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4}], (torch.float32,) * 2),
-        R.KernelLauncher(triton.jit(src_fns[1]), [("XBLOCK", 1000)],
-                         [{"XBLOCK": 64, "num_warps": 2}, {"XBLOCK": 256, "num_warps": 4}],
-                         (torch.int64, torch.float32, torch.float32), (2,)),
+        R.KernelLauncher(
+            triton.jit(src_fns[0]),
+            [("XBLOCK", 5000)],
+            [{"XBLOCK": 128, "num_warps": 4}, {"XBLOCK": 512, "num_warps": 4}],
+            (torch.float32,) * 2,
+        ),
+        R.KernelLauncher(
+            triton.jit(src_fns[1]),
+            [("XBLOCK", 1000)],
+            [{"XBLOCK": 64, "num_warps": 2}, {"XBLOCK": 256, "num_warps": 4}],
+            (torch.int64, torch.float32, torch.float32),
+            (2,),
+        ),
         R.KernelLauncher(triton.jit(src_fns[2]), [("XBLOCK", 37)], [{"XBLOCK": 64, "num_warps": 1}], (torch.int32,)),
     ]
     assert R.precompile(launchers, workers=workers, pool=pool) > 0
@@ -421,7 +446,11 @@ def test_precompile_compiles_every_config_before_the_first_launch(pool, workers,
         x = torch.randn(5000, device="cuda")
         y = torch.empty_like(x)
         launchers[0](x, y)
-        idx, val, out = torch.randint(0, 50, (1000,), device="cuda"), torch.randn(1000, device="cuda"), torch.zeros(50, device="cuda")
+        idx, val, out = (
+            torch.randint(0, 50, (1000,), device="cuda"),
+            torch.randn(1000, device="cuda"),
+            torch.zeros(50, device="cuda"),
+        )
         launchers[1](idx, val, out)
         z = torch.zeros(37, dtype=torch.int32, device="cuda")
         launchers[2](z)
@@ -453,8 +482,11 @@ def _stubbed_warmup(monkeypatch, calls: list, intervals: list) -> None:
     from tilefuse import metrics
 
     metrics.reset()
-    monkeypatch.setattr(tcache, "triton_key", lambda: time.sleep(0.2) or calls.append("key")
-                        or intervals.append(sys.getswitchinterval()))
+    monkeypatch.setattr(
+        tcache,
+        "triton_key",
+        lambda: time.sleep(0.2) or calls.append("key") or intervals.append(sys.getswitchinterval()),
+    )
     monkeypatch.setattr(R, "_warm_compiler", lambda target=None: calls.append(target))
 
     class Active:
@@ -564,9 +596,15 @@ def test_a_graph_cache_miss_starts_the_held_back_compiler_warmup(monkeypatch, tm
 
 def _fake_triton_tree(root):
     """A folder shaped like a Triton install, for ``triton_install_fingerprint``."""
-    for rel, data in [("runtime/cache.py", "key = 1\n"), ("_C/libtriton.so", "\x7fELF" * 64),
-                      ("compiler/compiler.py", "a\n"), ("backends/nvidia/compiler.py", "b\n"),
-                      ("backends/nvidia/bin/ptxas", "c"), ("language/core.py", "d\n"), ("other/x.py", "e\n")]:
+    for rel, data in [
+        ("runtime/cache.py", "key = 1\n"),
+        ("_C/libtriton.so", "\x7fELF" * 64),
+        ("compiler/compiler.py", "a\n"),
+        ("backends/nvidia/compiler.py", "b\n"),
+        ("backends/nvidia/bin/ptxas", "c"),
+        ("language/core.py", "d\n"),
+        ("other/x.py", "e\n"),
+    ]:
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(data)
@@ -736,8 +774,13 @@ print(len(R._WARMUP), all(not t.is_alive() for t in R._WARMUP))
 @pytest.mark.parametrize("env", ["", "0"])
 def test_backend_lookup_or_entry_starts_tritons_warm_up_unless_switched_off(env, order):
     # a fresh process: this one's warm-up ran long ago
-    r = subprocess.run([sys.executable, "-c", _WARMUP_PROBE, order], capture_output=True, text=True,
-                       env=dict(os.environ, TILEFUSE_WARMUP=env), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", _WARMUP_PROBE, order],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TILEFUSE_WARMUP=env),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     # nothing at a plain import; the driver thread and the compiler thread at torch.compile when
     # Dynamo's lookup imports the backend, else at backend entry; joined before the kernels
@@ -769,12 +812,19 @@ def test_processes_share_tritons_cache_under_the_stat_install_key(tmp_path):
     # Triton and must find every kernel under the same install key), compiles in the process
     # (a forked worker's compile is not seen by the listener); no warm-up (its compile bypasses
     # the cache), which also shows the key is put in place without it
-    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TILEFUSE_CACHE_DIR=str(tmp_path / "tf"),
-               TILEFUSE_GRAPH_CACHE="0", TILEFUSE_WARMUP="0", TILEFUSE_COMPILE_WORKERS="1")
+    env = dict(
+        os.environ,
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        TILEFUSE_CACHE_DIR=str(tmp_path / "tf"),
+        TILEFUSE_GRAPH_CACHE="0",
+        TILEFUSE_WARMUP="0",
+        TILEFUSE_COMPILE_WORKERS="1",
+    )
     out = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True, env=env,
-                           timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True, env=env, timeout=300
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         out.append(r.stdout.split("\n")[-3:-1])
     assert out[0][0] == out[1][0] == "True True"
@@ -782,8 +832,13 @@ def test_processes_share_tritons_cache_under_the_stat_install_key(tmp_path):
     assert int(n) > 0 and all_hits == "True", out
     assert out[0][1].split()[1] == "False"  # the first process compiled
     # switched off: Triton's own key
-    r = subprocess.run([sys.executable, "-c", _STAT_KEY_PROBE], capture_output=True, text=True,
-                       env=dict(env, TILEFUSE_TRITON_KEY_FROM_STAT="0"), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", _STAT_KEY_PROBE],
+        capture_output=True,
+        text=True,
+        env=dict(env, TILEFUSE_TRITON_KEY_FROM_STAT="0"),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split("\n")[-3] == "False False"
 
@@ -818,12 +873,12 @@ def test_inputs_compiled_as_broadcast_accept_other_strides():
     differ is copied into the compiled layout (that slice copied, then expanded): copying into an
     overlapping layout is impossible (AOTAutograd's backward met this on the GPU with GPT-2)."""
     row = torch.randn(1, 8, device=DEVICE)
-    ex = row.expand(4, 8)                                 # strides (0, 1)
+    ex = row.expand(4, 8)  # strides (0, 1)
     cg = _compile_aten(lambda a, b: a * 2 + b, ex, torch.randn(4, 8, device=DEVICE))
     b = torch.randn(4, 8, device=DEVICE)
-    dense = ex.contiguous()                               # strides (8, 1): same values
+    dense = ex.contiguous()  # strides (8, 1): same values
     torch.testing.assert_close(cg([dense, b])[0], dense * 2 + b)
-    strided = torch.randn(8, 2, device=DEVICE)[:, 0].expand(4, 8)   # strides (0, 2)
+    strided = torch.randn(8, 2, device=DEVICE)[:, 0].expand(4, 8)  # strides (0, 2)
     torch.testing.assert_close(cg([strided, b])[0], strided * 2 + b)
     fixed = R.ensure_strides(strided, (4, 8), (0, 1))
     assert fixed.stride() == (0, 1) and torch.equal(fixed, strided)
@@ -835,12 +890,13 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
     """After its first launch a kernel is launched directly (no JITFunction.run), through torch's
     static CUDA launcher; a pointer off 16-byte alignment gets its own binary, not the aligned
     one; an integer argument equal to 1 (a constant in Triton's binary) is left out."""
-    ln = R.KernelLauncher(triton.jit(_scale_kernel), [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}],
-                          (torch.float32, torch.float32))
+    ln = R.KernelLauncher(
+        triton.jit(_scale_kernel), [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}], (torch.float32, torch.float32)
+    )
     base = torch.randn(5008, device="cuda")
     for _ in range(3):
         for off in (0, 1, 4):  # offsets 1 (4 bytes) and 4 (16 bytes) of a 16-byte aligned base
-            x, out = base[off:off + 5000], torch.zeros(5001, device="cuda")[1:]
+            x, out = base[off : off + 5000], torch.zeros(5001, device="cuda")[1:]
             ln(x, out)
             torch.testing.assert_close(out, x * 2)
     keys = list(ln._direct)
@@ -848,8 +904,12 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
     assert len({id(k) for k, _, _, _ in ln._direct.values()}) == 2  # two binaries
     assert all(static is not None for _, static, _, _ in ln._direct.values())  # torch's static launcher
     # n == 1 is specialized into a constant: the static launch must drop that argument
-    one = R.KernelLauncher(triton.jit(_scale_n_kernel), [("XBLOCK", 64)], [{"XBLOCK": 64, "num_warps": 4}],
-                           (torch.float32, torch.float32, int))
+    one = R.KernelLauncher(
+        triton.jit(_scale_n_kernel),
+        [("XBLOCK", 64)],
+        [{"XBLOCK": 64, "num_warps": 4}],
+        (torch.float32, torch.float32, int),
+    )
     for n in (1, 1, 1, 7, 7, 7):
         x, out = torch.randn(64, device="cuda"), torch.zeros(64, device="cuda")
         one(x, out, n)
@@ -896,14 +956,14 @@ def test_launch_records_restore_without_the_jit(fresh_triton_cache):
     ln = R.KernelLauncher(triton.jit(_scale_kernel), [("XBLOCK", 5000)], configs, (torch.float32, torch.float32))
     base = torch.randn(5008, device="cuda")
     for off in (0, 1):
-        ln(base[off:off + 5000], torch.zeros(5000, device="cuda"))
+        ln(base[off : off + 5000], torch.zeros(5000, device="cuda"))
     rec = pickle.loads(pickle.dumps(ln.launch_record()))
     assert rec["config"] == configs.index(ln.best_config) and len(rec["entries"]) == 2
     fn = triton.jit(_scale_kernel)
     new = R.KernelLauncher(fn, [("XBLOCK", 5000)], configs, (torch.float32, torch.float32))
     assert new.restore(rec) and new.best_config == ln.best_config and new.timings is None
     for off in (0, 1):
-        x, out = base[off:off + 5000], torch.zeros(5000, device="cuda")
+        x, out = base[off : off + 5000], torch.zeros(5000, device="cuda")
         new(x, out)
         torch.testing.assert_close(out, x * 2)
     dev = torch.cuda.current_device()
@@ -912,8 +972,12 @@ def test_launch_records_restore_without_the_jit(fresh_triton_cache):
     new(x, out)
     torch.testing.assert_close(out, x * 2)
     assert len(fn.device_caches[dev][0]) == 1
-    other = R.KernelLauncher(triton.jit(_scale_n_kernel), [("XBLOCK", 64)], [{"XBLOCK": 64, "num_warps": 4}],
-                             (torch.float32, torch.float32, int))
+    other = R.KernelLauncher(
+        triton.jit(_scale_n_kernel),
+        [("XBLOCK", 64)],
+        [{"XBLOCK": 64, "num_warps": 4}],
+        (torch.float32, torch.float32, int),
+    )
     assert not other.restore(rec) and other.best_config == {"XBLOCK": 64, "num_warps": 4}
 
 
@@ -924,8 +988,12 @@ def test_launches_build_no_triton_c_launcher(fresh_triton_cache):
     kernel in the JIT's cache has Triton's per-signature C launcher (``CompiledKernel._run``,
     built with gcc) after several launches, and the results are right."""
     fn = triton.jit(_scale_kernel)
-    ln = R.KernelLauncher(fn, [("XBLOCK", 5000)], [{"XBLOCK": 256, "num_warps": 4}, {"XBLOCK": 1024, "num_warps": 4}],
-                          (torch.float32, torch.float32))
+    ln = R.KernelLauncher(
+        fn,
+        [("XBLOCK", 5000)],
+        [{"XBLOCK": 256, "num_warps": 4}, {"XBLOCK": 1024, "num_warps": 4}],
+        (torch.float32, torch.float32),
+    )
     x = torch.randn(5000, device="cuda")
     for _ in range(3):
         out = torch.zeros(5000, device="cuda")
@@ -966,6 +1034,7 @@ def test_forked_workers_run_without_garbage_collection_and_the_parent_keeps_it(t
     def job(i):
         def run():
             (tmp_path / f"{i}.{int(gc.isenabled())}").write_text("x")
+
         return run
 
     assert gc.isenabled()
@@ -978,10 +1047,12 @@ def test_forked_workers_run_without_garbage_collection_and_the_parent_keeps_it(t
 def test_forked_batch_compiles_while_this_process_goes_on(tmp_path):
     """``ForkedBatch.start`` returns as soon as the workers are forked; the jobs run while this
     process does other work, and ``collect`` gathers every report (each job once)."""
+
     def job(i):
         def run():
             time.sleep(0.5)
             (tmp_path / f"{i}.{os.getpid()}").write_text("x")
+
         return run
 
     metrics.reset()
@@ -1004,6 +1075,7 @@ def test_forked_batch_compiles_while_this_process_goes_on(tmp_path):
 def test_a_batch_never_collected_is_stopped_at_exit(tmp_path):
     """Workers of a batch nobody waits for (a compiled graph never called) are killed by the
     exit handler, not left compiling after this process is gone."""
+
     def slow():
         (tmp_path / str(os.getpid())).write_text("x")
         time.sleep(60)
@@ -1109,9 +1181,11 @@ def test_forked_batch_hands_out_the_costliest_jobs_first(tmp_path):
 
 def _logging_job(log, i):
     """A compile job standing in: appends ``i:pid`` to the file ``log``."""
+
     def run():
         with open(log, "a") as f:
             f.write(f"{i}:{os.getpid()}\n")
+
     return run
 
 
@@ -1124,15 +1198,17 @@ def test_compile_cost_grows_with_the_elements_each_thread_holds_and_the_source()
     """``KernelLauncher.compile_cost``: source lines x elements per thread (block sizes over
     num_warps x 32 threads, at least 1)."""
     fn = types.SimpleNamespace(src="def k(x_ptr, XBLOCK, RBLOCK):\n" + "    a = 1\n" * 9, arg_names=["x_ptr"])
-    ln = R.KernelLauncher(fn, [("XBLOCK", 8)], [{"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}], (torch.float32,),
-                          device_type="cpu")
+    ln = R.KernelLauncher(
+        fn, [("XBLOCK", 8)], [{"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}], (torch.float32,), device_type="cpu"
+    )
     assert ln.compile_cost({"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 4}) == 10 * 32
     assert ln.compile_cost({"XBLOCK": 8, "RBLOCK": 1024, "num_warps": 16}) == 10 * 16
     assert ln.compile_cost({"XBLOCK": 1024, "num_warps": 4}) == 10 * 8
     assert ln.compile_cost({"XBLOCK": 64, "num_warps": 4}) == 10  # under one element per thread: 1
     longer = types.SimpleNamespace(src=fn.src + "    b = 2\n" * 10, arg_names=["x_ptr"])
-    ln2 = R.KernelLauncher(longer, [("XBLOCK", 8)], [{"XBLOCK": 1024, "num_warps": 4}], (torch.float32,),
-                           device_type="cpu")
+    ln2 = R.KernelLauncher(
+        longer, [("XBLOCK", 8)], [{"XBLOCK": 1024, "num_warps": 4}], (torch.float32,), device_type="cpu"
+    )
     assert ln2.compile_cost({"XBLOCK": 1024, "num_warps": 4}) == 20 * 8
 
 
@@ -1157,9 +1233,11 @@ def test_forked_executor_orders_submitted_jobs_by_their_cost(tmp_path):
 def test_a_forked_child_never_reads_the_starters_reports(tmp_path):
     """A process forked while a batch runs (a data loader's worker) must not consume the
     reports: ``collect`` there returns at once, and the starting process still gets every one."""
+
     def job(i):
         def run():
             time.sleep(0.2)
+
         return run
 
     batch = R.ForkedBatch([job(i) for i in range(3)], workers=3)
@@ -1210,8 +1288,7 @@ def test_eager_backward_batches_are_waited_for_by_the_right_first_call(fresh_tri
     def step(a, b):
         return torch.nn.functional.gelu(a @ b).softmax(-1).square().sum()
 
-    opts = {"eager_backward": True, "precompile_wait_all": wait_all, "compile_workers": 2,
-            "graph_cache": False}
+    opts = {"eager_backward": True, "precompile_wait_all": wait_all, "compile_workers": 2, "graph_cache": False}
     loss = torch.compile(step, backend="tilefuse", options=opts)(x, w)
     assert len(created) == 2  # the forward's batch and the backward's, both before the forward ran
     fwd, bwd = created
@@ -1233,8 +1310,11 @@ def test_forked_executor_records_the_jobs_that_failed_to_compile():
     """``ForkedCompileExecutor.failures``: (label, error) of each job that failed, whether a worker
     reported it or it ran in this process; a PendingPrecompile hands them on once waited for."""
     ex = R.ForkedCompileExecutor(workers=2)
-    for label, job in (("tf_a XBLOCK=1", lambda: 1), ("tf_b XBLOCK=1", lambda: _fail("no such layout")),
-                       ("tf_b XBLOCK=2", lambda: _fail("too big"))):
+    for label, job in (
+        ("tf_a XBLOCK=1", lambda: 1),
+        ("tf_b XBLOCK=1", lambda: _fail("no such layout")),
+        ("tf_b XBLOCK=2", lambda: _fail("too big")),
+    ):
         R._JOB_LABEL = label
         try:
             ex.submit(job)
@@ -1259,9 +1339,11 @@ def test_unbuildable_kernels_are_those_with_every_config_failed():
         fn.__name__ = name
         return fn
 
-    lns = [types.SimpleNamespace(fn=kernel("tf_a"), cuda=True, configs=[{}, {}]),
-           types.SimpleNamespace(fn=kernel("tf_b"), cuda=True, configs=[{}, {}]),
-           types.SimpleNamespace(fn=kernel("tf_c"), cuda=True, configs=[{}])]
+    lns = [
+        types.SimpleNamespace(fn=kernel("tf_a"), cuda=True, configs=[{}, {}]),
+        types.SimpleNamespace(fn=kernel("tf_b"), cuda=True, configs=[{}, {}]),
+        types.SimpleNamespace(fn=kernel("tf_c"), cuda=True, configs=[{}]),
+    ]
     failures = [("tf_a XBLOCK=1", "E1"), ("tf_b XBLOCK=1", "E2"), ("tf_b XBLOCK=2", "E3"), ("? ", "E4")]
     assert R.unbuildable_kernels(lns, failures) == {"tf_b": "E2"}  # tf_a keeps a config
     assert R.unbuildable_kernels(lns, []) == {}

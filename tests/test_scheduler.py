@@ -33,11 +33,11 @@ def test_dependencies_of_a_reduction_and_an_extern_kernel():
 
 def test_independent_node_moves_back_past_an_extern_kernel_but_a_dependent_one_does_not():
     def f(a, w):
-        b = a.sin() * 2            # pointwise over 32, realized as the mm's input
-        c = b @ w                  # extern (4 x 5): reads b
-        e = c.sum()                # reduction over c's 20 elements
-        d = a.cos() + 1            # pointwise over 32, reads only a: moves back into b's kernel
-        g = c * 3                  # reads the extern's result: stays after it
+        b = a.sin() * 2  # pointwise over 32, realized as the mm's input
+        c = b @ w  # extern (4 x 5): reads b
+        e = c.sum()  # reduction over c's 20 elements
+        d = a.cos() + 1  # pointwise over 32, reads only a: moves back into b's kernel
+        g = c * 3  # reads the extern's result: stays after it
         return c, d, e, g
 
     items = scheduled(f, torch.randn(4, 8), torch.randn(8, 5))
@@ -127,6 +127,7 @@ def test_a_pointwise_node_joins_its_producer_rather_than_an_unrelated_reduction_
     are that loop's elements) or as the row-sum kernel's epilogue. The full sum writes nothing t
     reads, so t goes to its producer (_loop_guest): run in the one-program loop, its work would
     not be spread over the GPU."""
+
     def f(x, y):
         s = x.sum(1)
         c = y.sum()
@@ -224,24 +225,36 @@ def test_the_weight_gradient_runs_first_when_it_frees_the_saved_activation(caplo
         assert SCH.estimate_peak_memory(greedy, model) == 16 * 48 * 4
         assert SCH._graph_order_hoisting_frees(model) == [1, 0]
         # with every input held by the caller the two orders peak alike: the reorder is allowed
-        assert (SCH.estimate_peak_memory(greedy, model, inputs_freed=False)
-                == SCH.estimate_peak_memory([0, 1], model, inputs_freed=False) == (64 * 48 + 16 * 48) * 4)
+        assert (
+            SCH.estimate_peak_memory(greedy, model, inputs_freed=False)
+            == SCH.estimate_peak_memory([0, 1], model, inputs_freed=False)
+            == (64 * 48 + 16 * 48) * 4
+        )
         with caplog.at_level(logging.DEBUG, logger="tilefuse"):
             reordered = SCH.order_for_peak_memory(items, graph)
     assert [sorted(i.read_names()) for i in reordered if isinstance(i, ExternSchedulerNode)] == [
-        ["arg0", "arg2"], ["arg0", "arg1"]]
+        ["arg0", "arg2"],
+        ["arg0", "arg1"],
+    ]
     # the reorder is logged at debug level with the items moved and both estimated peaks (MiB)
     (msg,) = [r.getMessage() for r in caplog.records if "peak-memory order" in r.getMessage()]
     moved = sum(1 for a, b in zip(items, reordered) if a is not b)
     assert f"moves {moved} of {len(items)} items" in msg and moved >= 2
     assert "15.0 KiB -> 3.0 KiB" in msg and in_graph_order == 15 * 1024, msg
     assert [SCH._readable_bytes(n) for n in (0, 1023, 1536, 128 * 2**20, -3 * 2**30)] == [
-        "0 B", "1023 B", "1.5 KiB", "128.0 MiB", "-3.0 GiB"]
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "128.0 MiB",
+        "-3.0 GiB",
+    ]
     with config.patch(reorder_for_peak_memory=True):  # schedule() applies it when the option is on
         items2, _ = _scheduled(_two_products, *args)
         out = torch.compile(_two_products, backend="tilefuse")(*args)
     assert [sorted(i.read_names()) for i in items2 if isinstance(i, ExternSchedulerNode)] == [
-        ["arg0", "arg2"], ["arg0", "arg1"]]
+        ["arg0", "arg2"],
+        ["arg0", "arg1"],
+    ]
     for a, b in zip(out, _two_products(*args)):
         torch.testing.assert_close(a, b)
 
@@ -270,8 +283,9 @@ def test_no_reorder_that_would_raise_the_peak_when_the_caller_holds_the_inputs()
         graph_order = list(range(len(items)))
         assert greedy != graph_order
         assert SCH.estimate_peak_memory(greedy, model) < SCH.estimate_peak_memory(graph_order, model)
-        assert (SCH.estimate_peak_memory(greedy, model, inputs_freed=False)
-                > SCH.estimate_peak_memory(graph_order, model, inputs_freed=False))
+        assert SCH.estimate_peak_memory(greedy, model, inputs_freed=False) > SCH.estimate_peak_memory(
+            graph_order, model, inputs_freed=False
+        )
         assert SCH.order_for_peak_memory(items, graph) is items
 
 
@@ -297,13 +311,18 @@ def _brute_force_peak(order, model, inputs_freed=True):
             created[b] = pos[p]
     peak = 0
     for k, p in enumerate(order):
+
         def last(b):
             rs = model.readers.get(b)
             return max(pos[r] for r in rs) if rs else created.get(b, -1)
-        live = sum(model.alloc[q] for q in order[:k + 1])
+
+        live = sum(model.alloc[q] for q in order[: k + 1])
         # freed before or at this step: buffers (and inputs) whose last reader ran earlier
-        live -= sum(s for b, s in model.size_free.items() if last(b) < k and (b in created or b in model.readers)
-                    and (inputs_freed or b not in model.inputs))
+        live -= sum(
+            s
+            for b, s in model.size_free.items()
+            if last(b) < k and (b in created or b in model.readers) and (inputs_freed or b not in model.inputs)
+        )
         # in place: a dying input of this step whose memory an output takes
         live -= sum(model.size_free[r] for r in model.inplace[p] if last(r) == k)
         peak = max(peak, live)
@@ -317,8 +336,7 @@ def test_peak_estimate_and_greedy_order_on_random_graphs_against_brute_force():
     step."""
     import random
 
-    from tilefuse.scheduler import (_MemoryModel, _graph_order_hoisting_frees, _least_peak_first,
-                                    estimate_peak_memory)
+    from tilefuse.scheduler import _MemoryModel, _graph_order_hoisting_frees, _least_peak_first, estimate_peak_memory
 
     rng = random.Random(0)
     for trial in range(200):
@@ -340,8 +358,10 @@ def test_peak_estimate_and_greedy_order_on_random_graphs_against_brute_force():
             for r in rs:
                 readers.setdefault(r, set()).add(i)
         produced = [{f"b{i}"} for i in range(n)]
-        inplace = [[r for r in sorted(reads[i]) if r.startswith("b") and size_free.get(r) == alloc[i] and alloc[i]][:1]
-                   for i in range(n)]
+        inplace = [
+            [r for r in sorted(reads[i]) if r.startswith("b") and size_free.get(r) == alloc[i] and alloc[i]][:1]
+            for i in range(n)
+        ]
         model = _MemoryModel(preds, alloc, reads, size_free, readers, produced, inplace, {"in0", "in1"})
         greedy = _least_peak_first(model)
         hoisted = _graph_order_hoisting_frees(model)
@@ -349,8 +369,9 @@ def test_peak_estimate_and_greedy_order_on_random_graphs_against_brute_force():
             assert sorted(order) == list(range(n))
             assert all(preds[p] <= set(order[:k]) for k, p in enumerate(order)), (trial, order, preds)
             for freed in (True, False):
-                assert (estimate_peak_memory(order, model, inputs_freed=freed)
-                        == _brute_force_peak(order, model, inputs_freed=freed)), (trial, freed)
+                assert estimate_peak_memory(order, model, inputs_freed=freed) == _brute_force_peak(
+                    order, model, inputs_freed=freed
+                ), (trial, freed)
         assert sorted(greedy) == list(range(n))
         seen = set()
         for p in greedy:
@@ -365,9 +386,10 @@ def test_fallback_kernels_keep_their_graph_order_and_results_match_eager():
     an independent product between them that the memory order runs first (its input's last use
     frees more than it allocates): the product moves, the fallbacks keep their graph order, so
     seeded results equal eager's."""
+
     def f(p, q, a, b):
         x = torch.multinomial(p, 50)  # [2048, 50] int64: 800 KiB
-        small = a.t() @ b             # [4, 1024]: the last use of b (1 MiB)
+        small = a.t() @ b  # [4, 1024]: the last use of b (1 MiB)
         y = torch.multinomial(q, 50)
         return x, small, y, a
 
@@ -378,9 +400,14 @@ def test_fallback_kernels_keep_their_graph_order_and_results_match_eager():
         items, graph = _scheduled(f, *args)
         torch.manual_seed(3)
         out = torch.compile(f, backend="tilefuse")(*args)
-    kinds = ["multinomial" if "multinomial" in str(i.buf.op) else "mm" for i in items
-             if isinstance(i, ExternSchedulerNode) and hasattr(i.buf, "op")]
-    names = [i.name for i in items if isinstance(i, ExternSchedulerNode) and "multinomial" in str(getattr(i.buf, "op", ""))]
+    kinds = [
+        "multinomial" if "multinomial" in str(i.buf.op) else "mm"
+        for i in items
+        if isinstance(i, ExternSchedulerNode) and hasattr(i.buf, "op")
+    ]
+    names = [
+        i.name for i in items if isinstance(i, ExternSchedulerNode) and "multinomial" in str(getattr(i.buf, "op", ""))
+    ]
     assert kinds[0] == "mm" and kinds.count("multinomial") == 2  # the product moved first
     assert names == sorted(names, key=lambda n: int(n[3:]))  # the draws in graph order
     torch.manual_seed(3)

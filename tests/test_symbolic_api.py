@@ -112,9 +112,9 @@ def test_pow_errors():
     with pytest.raises(ValueError, match="non-negative"):
         ts.Pow(x0, x1)
     with pytest.raises(ValueError, match="non-negative"):
-        x0 ** -1
+        x0**-1
     with pytest.raises(TypeError):
-        x0 ** x1
+        x0**x1
     with pytest.raises(TypeError):
         pow(x0, 2, 5)
 

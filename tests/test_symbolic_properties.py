@@ -17,7 +17,7 @@ from __future__ import annotations
 import pickle
 import random
 
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilefuse import symbolic as ts

@@ -26,7 +26,7 @@ from tilefuse import symbolic as ts  # noqa: E402
 
 X = ["x0", "x1", "x2", "x3"]
 S = ["s0", "s1", "s2"]
-O = ["a", "b"]
+OTHER = ["a", "b"]
 
 
 def _torch_ns():
@@ -43,7 +43,7 @@ def _torch_ns():
         setattr(ns, n, sympy.Symbol(n, integer=True, nonnegative=True))  # sympy_index_symbol
     for n in S:
         setattr(ns, n, sympy.Symbol(n, integer=True, positive=True))  # Dynamo size symbols
-    for n in O:
+    for n in OTHER:
         setattr(ns, n, sympy.Symbol(n, integer=True))
     return ns
 
@@ -58,7 +58,7 @@ def _tf_ns():
         Min=ts.Min,
         Max=ts.Max,
     )
-    for n in X + S + O:
+    for n in X + S + OTHER:
         setattr(ns, n, ts.sym(n))
     return ns
 
@@ -81,10 +81,9 @@ ROWS = {
     "C10": lambda n: n.FD(n.x0 + n.s0 * n.x1, n.s0),
     "C11": lambda n: n.MI(n.x0 + n.s0 * n.s1 * n.x1, n.s0, n.s1),
     "C12": lambda n: n.x0 + 64 * n.MI(n.x1, 1, 128) + 8192 * n.FD(n.x1, 128),
-    "C13": lambda n: n.MI(n.x0, 1, 48)
-    + 48 * n.MI(n.x0, 1536, 64)
-    + 3072 * n.MI(n.x0, 48, 32)
-    + 98304 * n.FD(n.x0, 98304),
+    "C13": lambda n: (
+        n.MI(n.x0, 1, 48) + 48 * n.MI(n.x0, 1536, 64) + 3072 * n.MI(n.x0, 48, 32) + 98304 * n.FD(n.x0, 98304)
+    ),
     "C14": lambda n: n.x0 + n.s2 * n.MI(n.x1, 1, n.s1) + n.s1 * n.s2 * n.FD(n.x1, n.s1),
     # nested / gcd / exact-term rules on non-negative operands
     "D1": lambda n: n.FD(n.FD(n.x0, 4), 8),
@@ -251,9 +250,11 @@ def test_from_sympy_ceil_and_floor_of_int_true_div():
     # CUDA efficient attention's logsumexp rows: 32*CeilToInt(IntTrueDiv(s, 32)); checked against
     # torch's own evaluation of the sympy expression at many values
     a, x0 = TORCH.a, TORCH.x0
-    cases = [(32 * F.CeilToInt(F.IntTrueDiv(a, 32)), ts.CeilDiv(TF.a, 32) * 32),
-             (F.FloorToInt(F.IntTrueDiv(x0 + 3, 7)), ts.FloorDiv(TF.x0 + 3, 7)),
-             (F.CeilToInt(F.IntTrueDiv(a * x0, 5)), ts.CeilDiv(TF.a * TF.x0, 5))]
+    cases = [
+        (32 * F.CeilToInt(F.IntTrueDiv(a, 32)), ts.CeilDiv(TF.a, 32) * 32),
+        (F.FloorToInt(F.IntTrueDiv(x0 + 3, 7)), ts.FloorDiv(TF.x0 + 3, 7)),
+        (F.CeilToInt(F.IntTrueDiv(a * x0, 5)), ts.CeilDiv(TF.a * TF.x0, 5)),
+    ]
     for t, want in cases:
         got = ts.from_sympy(t)
         assert got == want, (str(got), str(want))

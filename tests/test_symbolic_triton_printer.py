@@ -138,8 +138,15 @@ def _interpreting() -> bool:
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(not _interpreting(), reason="needs TRITON_INTERPRET=1")),
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        _interpreting() or not torch.cuda.is_available(), reason="needs a CUDA GPU with TRITON_INTERPRET unset")]),
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(
+                _interpreting() or not torch.cuda.is_available(), reason="needs a CUDA GPU with TRITON_INTERPRET unset"
+            ),
+        ],
+    ),
 ]
 
 

@@ -50,12 +50,15 @@ def test_tiled_permute_of_3d_picks_a_boundary_of_the_output():
     assert t == Tiling(12, 60)
 
 
-@pytest.mark.parametrize("sizes,tiling", [
-    ([4, 8, 16], Tiling(32, 16)),      # splits at a dimension boundary
-    ([32, 5], Tiling(8, 20)),          # one dimension split across y and x
-    ([3, 5, 4], Tiling(6, 10)),        # cannot split: flat digits
-    ([1, 12, 1, 5], Tiling(12, 5)),    # size-1 dims map to 0
-])
+@pytest.mark.parametrize(
+    "sizes,tiling",
+    [
+        ([4, 8, 16], Tiling(32, 16)),  # splits at a dimension boundary
+        ([32, 5], Tiling(8, 20)),  # one dimension split across y and x
+        ([3, 5, 4], Tiling(6, 10)),  # cannot split: flat digits
+        ([1, 12, 1, 5], Tiling(12, 5)),  # size-1 dims map to 0
+    ],
+)
 def test_tiled_var_map_matches_row_major_digits(sizes, tiling):
     """Every node variable, evaluated at every (yindex, xindex) of the tile, equals the row-major
     digit of the flat index yindex·xnumel + xindex."""
@@ -76,8 +79,7 @@ def test_tiled_var_map_matches_row_major_digits(sizes, tiling):
             want.append(flat % s)
             flat //= s
         want.reverse()
-        got = [int(m[v].evaluate({YINDEX: y, XINDEX: x})) if m[v].free_symbols else int(m[v])
-               for v in Body.iter_vars]
+        got = [int(m[v].evaluate({YINDEX: y, XINDEX: x})) if m[v].free_symbols else int(m[v]) for v in Body.iter_vars]
         assert got == want, (y, x, got, want)
 
 
@@ -117,8 +119,12 @@ def test_transpose_add_sizes_dtypes(m, n, dtype, tmp_path):
 @pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 3, 1, 129), (3, 33, 2, 2)])
 def test_nchw_to_nhwc_relu(shape, tmp_path):
     x = torch.randn(*shape, device=DEVICE)
-    out = check(lambda a: torch.relu(a.permute(0, 2, 3, 1).contiguous()), x, tmp_path=tmp_path,
-                tiled=shape[1] > 1 and shape[2] * shape[3] > 1)
+    out = check(
+        lambda a: torch.relu(a.permute(0, 2, 3, 1).contiguous()),
+        x,
+        tmp_path=tmp_path,
+        tiled=shape[1] > 1 and shape[2] * shape[3] > 1,
+    )
     assert out.is_contiguous()
 
 
@@ -130,8 +136,8 @@ def test_transposed_epilogue_chain_and_broadcast_in_one_tiled_kernel(tmp_path):
 
 
 def test_sliced_and_expanded_operands_under_tiling(tmp_path):
-    x = torch.randn(50, 70, device=DEVICE)[3:40, 5:66]      # 37 x 61, strided rows
-    y = torch.randn(80, 40, device=DEVICE)[:61, 1:38]       # 61 x 37, transposed below
+    x = torch.randn(50, 70, device=DEVICE)[3:40, 5:66]  # 37 x 61, strided rows
+    y = torch.randn(80, 40, device=DEVICE)[:61, 1:38]  # 61 x 37, transposed below
     z = torch.randn(1, 61, device=DEVICE).expand(37, 61)
     check(lambda a, c, d: a * c.t() + d, x, y, z, tmp_path=tmp_path)
 

@@ -1,11 +1,11 @@
 """Type stubs for tilefuse._native, the Rust symbolic-indexing core (see tilefuse.symbolic)."""
 
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, SupportsIndex, TypeVar, final
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, SupportsIndex, TypeAlias, TypeVar, final
 
 __version__: str
 
 _IntLike = int | SupportsIndex
-ExprLike = Expr | int
+ExprLike: TypeAlias = "Expr | int"
 _SymbolKind = Literal["size", "precomputed", "index", "indirect", "unbacked", "other"]
 _NodeKind = Literal[
     "Integer", "Symbol", "Add", "Mul", "Pow", "FloorDiv", "CleanDiv", "ModularIndexing", "Mod", "Min", "Max"
@@ -146,10 +146,9 @@ def simplify_loops(
     formulas: Sequence[ExprLike],
     prevent_reordering: bool = False,
 ) -> LoopSimplification: ...
-def split_iteration_ranges(
-    groups: Sequence[ExprLike], lengths: Sequence[Sequence[ExprLike]]
-) -> SplitResult:
+def split_iteration_ranges(groups: Sequence[ExprLike], lengths: Sequence[Sequence[ExprLike]]) -> SplitResult:
     """Raises CantSplit when the node's sizes cannot be mapped onto the groups."""
+
 def prepare_split_iteration_lengths(
     groups: Sequence[ExprLike],
     lengths: Sequence[Sequence[ExprLike]],

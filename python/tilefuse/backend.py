@@ -53,9 +53,18 @@ class CompiledGraph:
     covers everything up to the loaded module, ``precompile_seconds`` the part spent compiling
     its kernels ahead of their first launch (CUDA)."""
 
-    def __init__(self, module: Any, source: str, input_layouts: list, name: str, compile_seconds: float,
-                 precompile_seconds: float = 0.0, symbol_sources: dict | None = None,
-                 cache_key: str | None = None, pending: Any = None):
+    def __init__(
+        self,
+        module: Any,
+        source: str,
+        input_layouts: list,
+        name: str,
+        compile_seconds: float,
+        precompile_seconds: float = 0.0,
+        symbol_sources: dict | None = None,
+        cache_key: str | None = None,
+        pending: Any = None,
+    ):
         # AOTAutograd calls a compiled graph with one list only when it has ``_boxed_call``. Dynamo
         # wraps the backward's compiled callable in ``torch._dynamo.disable`` (functools.wraps), which
         # copies the instance ``__dict__`` and nothing from the class: so an instance attribute.
@@ -66,8 +75,9 @@ class CompiledGraph:
         self.precompile_seconds = precompile_seconds
         # symbolic graphs: size symbol name -> (argument position, "size" | "stride" | "int", dim)
         self.symbol_sources = symbol_sources or {}
-        self.symbolic = any(not isinstance(v, int) for lay in input_layouts if lay is not None
-                            for v in (*lay[0], *lay[1]))
+        self.symbolic = any(
+            not isinstance(v, int) for lay in input_layouts if lay is not None for v in (*lay[0], *lay[1])
+        )
         # the graph cache key whose launch records the first call stores (then None)
         self.cache_key = cache_key
         # this graph's kernels still compiling in workers (runtime.PendingPrecompile, or None),
@@ -104,14 +114,14 @@ class CompiledGraph:
             return self._eager_call(args)
         if self._precompile is not None:
             pending, self._precompile = self._precompile, None
-            bad = _runtime.unbuildable_kernels(getattr(self.module, "_launchers", ()),
-                                               getattr(pending, "failures", ()))
+            bad = _runtime.unbuildable_kernels(getattr(self.module, "_launchers", ()), getattr(pending, "failures", ()))
             if bad and self.eager_graph is not None:
                 self._ran = True
                 name, err = next(iter(bad.items()))
                 last = (err.strip().splitlines() or [""])[-1][:300]
                 return self._fall_back_to_eager(
-                    args, RuntimeError(f"{len(bad)} kernel(s) did not compile, e.g. {name}: {last}"))
+                    args, RuntimeError(f"{len(bad)} kernel(s) did not compile, e.g. {name}: {last}")
+                )
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
@@ -165,9 +175,12 @@ class CompiledGraph:
         draws again."""
         from torch._functorch.aot_autograd import make_boxed_func
 
-        warnings.warn(f"tilefuse: a kernel of graph '{self.name}' failed to build at its first run "
-                      f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                      f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
+        warnings.warn(
+            f"tilefuse: a kernel of graph '{self.name}' failed to build at its first run "
+            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+            f"running that graph eagerly",
+            stacklevel=_runtime.user_stacklevel(),
+        )
         metrics.eager_graph_count += 1
         log.debug("tilefuse: kernel build failure at the first run", exc_info=error)
         self._eager_call = make_boxed_func(self.eager_graph.forward)
@@ -283,8 +296,12 @@ class SpecializingGraph:
 
     @staticmethod
     def _key(args: list) -> tuple:
-        return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type) if isinstance(a, torch.Tensor)
-                     else (type(a).__name__, a) for a in args)
+        return tuple(
+            (tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type)
+            if isinstance(a, torch.Tensor)
+            else (type(a).__name__, a)
+            for a in args
+        )
 
     def __call__(self, *call_args: Any) -> Any:
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
@@ -299,8 +316,11 @@ class SpecializingGraph:
                 except Exception as e:  # noqa: BLE001 - as compile_graph: warn, run eagerly
                     if not config.fallback_on_error:
                         raise
-                    warnings.warn(f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
-                                  f"{e}); running it eagerly", stacklevel=_runtime.user_stacklevel())
+                    warnings.warn(
+                        f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
+                        f"{e}); running it eagerly",
+                        stacklevel=_runtime.user_stacklevel(),
+                    )
                     metrics.eager_graph_count += 1
                     fn = self.eager_fn = self._eager()
                 else:
@@ -363,8 +383,11 @@ def _options_if_compiling_for_tilefuse() -> dict | None:
                     # inner functools.partial's
                     if opts is None and isinstance(kw, Mapping) and isinstance(kw.get("options"), Mapping):
                         opts = kw["options"]
-                fn = (getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
-                      or getattr(fn, "func", None))
+                fn = (
+                    getattr(fn, "_torchdynamo_orig_backend", None)
+                    or getattr(fn, "compiler_fn", None)
+                    or getattr(fn, "func", None)
+                )
                 if fn is None:
                     return None
             return None
@@ -434,8 +457,9 @@ def install_dynamo_gc_pause() -> bool:
     return True
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward",
-                  specialized_from: str | None = None) -> Any:
+def compile_graph(
+    gm: torch.fx.GraphModule, example_inputs: list, kind: str = "forward", specialized_from: str | None = None
+) -> Any:
     """Compile one aten graph to a boxed callable; on error warn and fall back to eager. A graph
     with symbolic sizes becomes a SpecializingGraph (compiled per concrete shape at call time).
     The garbage collector is paused meanwhile (``gc_paused``)."""
@@ -443,14 +467,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str = "f
         return _compile_graph(gm, example_inputs, kind, specialized_from)
 
 
-def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
-                   specialized_from: str | None) -> Any:
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str, specialized_from: str | None) -> Any:
     name = f"{kind}_{next(_graph_ids)}"
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
         if not config.symbolic_shapes:
             metrics.specialized_graph_count += 1
-            log.info("tilefuse: graph '%s' has symbolic sizes; compiling it per input shape "
-                     "(symbolic_shapes is off)", name)
+            log.info(
+                "tilefuse: graph '%s' has symbolic sizes; compiling it per input shape (symbolic_shapes is off)", name
+            )
             return SpecializingGraph(gm, kind, name)
         counts = metrics.snapshot()
         try:
@@ -458,8 +482,13 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
         except Exception as e:  # noqa: BLE001 - the per-shape path still compiles the graph
             metrics.restore(counts)
             metrics.specialized_graph_count += 1
-            log.info("tilefuse: graph '%s' cannot be compiled for symbolic sizes (%s: %s); compiling it "
-                     "per input shape instead", name, type(e).__name__, e)
+            log.info(
+                "tilefuse: graph '%s' cannot be compiled for symbolic sizes (%s: %s); compiling it "
+                "per input shape instead",
+                name,
+                type(e).__name__,
+                e,
+            )
             log.debug("tilefuse: symbolic compile failure", exc_info=True)
             return SpecializingGraph(gm, kind, name)
         metrics.symbolic_graph_count += 1
@@ -471,8 +500,10 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str,
         metrics.restore(counts)  # the graph runs eagerly: nothing it generated is in use
         if not config.fallback_on_error:
             raise
-        warnings.warn(f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); "
-                      f"running that graph eagerly", stacklevel=_runtime.user_stacklevel())
+        warnings.warn(
+            f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); running that graph eagerly",
+            stacklevel=_runtime.user_stacklevel(),
+        )
         metrics.eager_graph_count += 1
         log.debug("tilefuse: compile failure", exc_info=True)
         from torch._functorch.aot_autograd import make_boxed_func
@@ -492,8 +523,9 @@ def _keep_eager_fallback(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind
     the run applies."""
     if config.fallback_on_error:
         compiled.eager_graph = gm
-        compiled.hold_first_inputs = not (kind == "backward" and
-                                          any(ln.cuda for ln in getattr(compiled.module, "_launchers", ())))
+        compiled.hold_first_inputs = not (
+            kind == "backward" and any(ln.cuda for ln in getattr(compiled.module, "_launchers", ()))
+        )
     return compiled
 
 
@@ -528,8 +560,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 except DebugDirError:
                     raise  # the user's debug_dir, not the entry: reported as such, the entry kept
                 except Exception as e:  # noqa: BLE001 - an unusable entry is a miss
-                    log.warning("tilefuse: graph cache entry for '%s' could not be used (%s: %s); compiling",
-                                name, type(e).__name__, e)
+                    log.warning(
+                        "tilefuse: graph cache entry for '%s' could not be used (%s: %s); compiling",
+                        name,
+                        type(e).__name__,
+                        e,
+                    )
                     graph_cache.discard(key)
     before = metrics.snapshot()
     n_guards = len(env.guards) if env is not None else 0
@@ -543,8 +579,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
         delta = {k: after[k] - before[k] for k in _REPLAYED_COUNTERS}
         delta["fallback_ops"] = [str(op) for op in graph.fallback_ops]  # named again on a hit
         ts = time.perf_counter()
-        if graph_cache.store(key, graph_cache.CacheEntry(compiled.source, consts, compiled.input_layouts,
-                                                         compiled.symbol_sources, guards, delta, compiled.module)):
+        if graph_cache.store(
+            key,
+            graph_cache.CacheEntry(
+                compiled.source, consts, compiled.input_layouts, compiled.symbol_sources, guards, delta, compiled.module
+            ),
+        ):
             compiled.cache_key = key  # the first call stores the kernels' launch records beside it
         metrics.add_phase("cache_store", time.perf_counter() - ts)
     return compiled
@@ -576,8 +616,7 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
         launchers = [ln for ln in module._launchers if ln.cuda]
         if launchers and records is not None and len(records) == len(module._launchers):
             t1 = time.perf_counter()
-            restored = {id(ln) for ln, rec in zip(module._launchers, records)
-                        if rec is not None and ln.restore(rec)}
+            restored = {id(ln) for ln, rec in zip(module._launchers, records) if rec is not None and ln.restore(rec)}
             metrics.add_phase("restore", time.perf_counter() - t1)
             launchers = [ln for ln in launchers if id(ln) not in restored]
         missing_records = bool(launchers)
@@ -591,14 +630,25 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     for k, v in entry.metrics.items():
         if k == "fallback_ops":  # as lowering logs them, so a reader of the log sees them on a hit too
             for op in v:
-                log.debug("tilefuse: no lowering for %s; it runs as a fallback kernel (graph '%s' from the "
-                          "graph cache)", op, name)
+                log.debug(
+                    "tilefuse: no lowering for %s; it runs as a fallback kernel (graph '%s' from the graph cache)",
+                    op,
+                    name,
+                )
             continue
         setattr(metrics, k, getattr(metrics, k) + v)
     metrics.graph_cache_hits += 1
     log.info("tilefuse: graph '%s' reused from the graph cache", name)
-    return CompiledGraph(module, entry.source, entry.input_layouts, name, time.perf_counter() - t0, pre_s,
-                         entry.symbol_sources, cache_key=key if missing_records else None)
+    return CompiledGraph(
+        module,
+        entry.source,
+        entry.input_layouts,
+        name,
+        time.perf_counter() - t0,
+        pre_s,
+        entry.symbol_sources,
+        cache_key=key if missing_records else None,
+    )
 
 
 def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float):
@@ -634,14 +684,24 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     else:
         pre_s = precompile(module._launchers)
     metrics.precompile_seconds += pre_s
-    for phase, sec in (("lower", t1 - t_lower), ("schedule", t2 - t1), ("codegen", t3 - t2), ("load", t4 - t3),
-                       ("precompile", pre_s)):
+    for phase, sec in (
+        ("lower", t1 - t_lower),
+        ("schedule", t2 - t1),
+        ("codegen", t3 - t2),
+        ("load", t4 - t3),
+        ("precompile", pre_s),
+    ):
         metrics.add_phase(phase, sec)
     metrics.generated_graph_count += 1
-    layouts = [(tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
-               if n in graph.graph_inputs else None for n in graph.graph_input_order]
-    compiled = CompiledGraph(module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources,
-                             pending=pending)
+    layouts = [
+        (tuple(graph.graph_inputs[n].layout.size), tuple(graph.graph_inputs[n].layout.stride))
+        if n in graph.graph_inputs
+        else None
+        for n in graph.graph_input_order
+    ]
+    compiled = CompiledGraph(
+        module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources, pending=pending
+    )
     return compiled, graph, consts
 
 
@@ -671,14 +731,19 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     ``"max_autotune"``) is a ValueError, as Inductor's is."""
     mode = kwargs.get("mode")
     if mode is not None and mode not in _INDUCTOR_MODES and mode not in _inductor_modes():
-        raise ValueError(f"torch.compile(mode={mode!r}): not a mode torch knows ({sorted(_inductor_modes())}); "
-                         f"tilefuse has no modes of its own (its settings are options={{...}}): leave mode out")
+        raise ValueError(
+            f"torch.compile(mode={mode!r}): not a mode torch knows ({sorted(_inductor_modes())}); "
+            f"tilefuse has no modes of its own (its settings are options={{...}}): leave mode out"
+        )
     if mode not in (None, "default") and mode not in _IGNORED_MODES_WARNED:
         _IGNORED_MODES_WARNED.add(mode)
-        warnings.warn(f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
-                      f"autotuning and CUDA graphs); tilefuse autotunes its reduction kernels anyway, and "
-                      f"options={{'autotune_pointwise': True}} adds pointwise and tile candidates", UserWarning,
-                      stacklevel=_runtime.user_stacklevel())
+        warnings.warn(
+            f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
+            f"autotuning and CUDA graphs); tilefuse autotunes its reduction kernels anyway, and "
+            f"options={{'autotune_pointwise': True}} adds pointwise and tile candidates",
+            UserWarning,
+            stacklevel=_runtime.user_stacklevel(),
+        )
     opts = config.validate(options)
     install_dynamo_gc_pause()  # again after a torch._dynamo.reset(), which clears the callbacks
     # everything after the options' check runs with the collector paused (``gc_paused``): the
@@ -716,12 +781,13 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
 
     # AOTAutograd's own rule for tracing a joint forward + backward graph: grad mode on and an
     # input (parameters included, lifted by Dynamo) that requires grad
-    training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
-                                               for x in example_inputs)
+    training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
     # config.eager_backward: the backward compiled right after the forward (its lowering overlaps
     # the forward's kernel compiles in the workers) rather than at the first backward
-    with functorch_config.patch(force_non_lazy_backward_lowering=bool(config.eager_backward)), \
-            _without_wrong_torch_decompositions():
+    with (
+        functorch_config.patch(force_non_lazy_backward_lowering=bool(config.eager_backward)),
+        _without_wrong_torch_decompositions(),
+    ):
         return aot_autograd(
             fw_compiler=make_compiler("forward"),
             bw_compiler=make_compiler("backward"),
@@ -816,4 +882,3 @@ def _start_warmup_at_lookup() -> None:
 
 _start_warmup_at_lookup()  # first: only when Dynamo was imported before this module
 install_dynamo_gc_pause()  # before the first frame's tracing (imports Dynamo if not yet imported)
-

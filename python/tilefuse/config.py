@@ -176,8 +176,10 @@ def _env_bool(name: str, default: bool) -> bool:
         return True
     if w in _FALSE:
         return False
-    raise ValueError(f"environment variable {name}={v!r} is not a boolean: use 1/0, true/false, yes/no or on/off, "
-                     f"or unset it (default {default})")
+    raise ValueError(
+        f"environment variable {name}={v!r} is not a boolean: use 1/0, true/false, yes/no or on/off, "
+        f"or unset it (default {default})"
+    )
 
 
 def _env_int(name: str, default: int) -> int:
@@ -189,8 +191,9 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(v.strip())
     except ValueError:
-        raise ValueError(f"environment variable {name}={v!r} is not an integer: give a whole number, "
-                         f"or unset it (default {default})") from None
+        raise ValueError(
+            f"environment variable {name}={v!r} is not an integer: give a whole number, or unset it (default {default})"
+        ) from None
 
 
 fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
@@ -269,19 +272,24 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
     ``patch``): a process-wide option (``triton_key_from_stat``) is a ValueError naming its
     environment variable, since it took effect before the options were read."""
     if options is not None and not isinstance(options, Mapping):
-        raise TypeError(f"tilefuse options must be a dict of option names to values (e.g. options={{'tiling': "
-                        f"False}}), not {type(options).__name__} {options!r}")
+        raise TypeError(
+            f"tilefuse options must be a dict of option names to values (e.g. options={{'tiling': "
+            f"False}}), not {type(options).__name__} {options!r}"
+        )
     options = dict(options or {})
     unknown = sorted(k for k in options if k not in _OPTIONS)
     if unknown:
-        raise ValueError(f"unknown tilefuse option(s) {unknown}; known options: "
-                         f"{[k for k in _OPTIONS if k not in _PROCESS_OPTIONS]}")
+        raise ValueError(
+            f"unknown tilefuse option(s) {unknown}; known options: {[k for k in _OPTIONS if k not in _PROCESS_OPTIONS]}"
+        )
     if per_compile:
         for k in options:
             if k in _PROCESS_OPTIONS:
-                raise ValueError(f"tilefuse option {k!r} holds for the whole process and cannot be given per "
-                                 f"compile: set the environment variable {_PROCESS_OPTIONS[k]} (to 0 to switch it "
-                                 f"off) before the first torch.compile")
+                raise ValueError(
+                    f"tilefuse option {k!r} holds for the whole process and cannot be given per "
+                    f"compile: set the environment variable {_PROCESS_OPTIONS[k]} (to 0 to switch it "
+                    f"off) before the first torch.compile"
+                )
     g = globals()
     for k, v in options.items():
         default = g[k]
@@ -317,8 +325,14 @@ def validate(options: dict[str, Any] | None, per_compile: bool = True) -> dict[s
 
 
 # the smallest value each int option takes, and the values of the str options
-_MIN = {"persistent_reduction_threshold": 1, "realize_reads_threshold": 0, "realize_opcount_threshold": 0,
-        "max_inline_ops": 1, "compile_workers": 0, "tiny_kernel_numel": 0}
+_MIN = {
+    "persistent_reduction_threshold": 1,
+    "realize_reads_threshold": 0,
+    "realize_opcount_threshold": 0,
+    "max_inline_ops": 1,
+    "compile_workers": 0,
+    "tiny_kernel_numel": 0,
+}
 _CHOICES = {"compile_pool": ("process", "thread")}
 
 
@@ -330,14 +344,18 @@ def _check_value(k: str, v: Any) -> None:
     if k in _CHOICES and v not in _CHOICES[k]:
         raise ValueError(f"tilefuse option {k!r} must be one of {_CHOICES[k]}, got {v!r}")
     if k == "debug_dir" and v is not None and os.path.exists(v) and not os.path.isdir(v):
-        raise ValueError(f"tilefuse option 'debug_dir' must be a directory (created if missing), but {str(v)!r} "
-                         f"is an existing file")
+        raise ValueError(
+            f"tilefuse option 'debug_dir' must be a directory (created if missing), but {str(v)!r} is an existing file"
+        )
 
 
-for _k, _env in (("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD"),
-                 ("tiny_kernel_numel", "TILEFUSE_TINY_KERNEL_NUMEL"),
-                 ("compile_workers", "TILEFUSE_COMPILE_WORKERS"), ("compile_pool", "TILEFUSE_COMPILE_POOL"),
-                 ("debug_dir", "TILEFUSE_DEBUG_DIR")):
+for _k, _env in (
+    ("persistent_reduction_threshold", "TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD"),
+    ("tiny_kernel_numel", "TILEFUSE_TINY_KERNEL_NUMEL"),
+    ("compile_workers", "TILEFUSE_COMPILE_WORKERS"),
+    ("compile_pool", "TILEFUSE_COMPILE_POOL"),
+    ("debug_dir", "TILEFUSE_DEBUG_DIR"),
+):
     try:
         _check_value(_k, globals()[_k])
     except ValueError as _e:
@@ -350,8 +368,14 @@ def unknown_environment_variables(environ: Any = None) -> list[str]:
     misspelt ``options`` key is an error), sorted; ``TILEFUSE_TEST_*`` (the test suite's) and empty
     or blank ones (which count as not set, as for every option) excepted."""
     env = os.environ if environ is None else environ
-    return sorted(k for k in env if k.startswith("TILEFUSE_") and k not in ENVIRONMENT_VARIABLES
-                  and not k.startswith("TILEFUSE_TEST_") and str(env[k]).strip())
+    return sorted(
+        k
+        for k in env
+        if k.startswith("TILEFUSE_")
+        and k not in ENVIRONMENT_VARIABLES
+        and not k.startswith("TILEFUSE_TEST_")
+        and str(env[k]).strip()
+    )
 
 
 def stacklevel_outside(skip: tuple[str, ...], pseudo: str, depth: int = 1) -> int:
@@ -368,8 +392,9 @@ def stacklevel_outside(skip: tuple[str, ...], pseudo: str, depth: int = 1) -> in
         if not name.startswith(pseudo) and not os.path.abspath(name).startswith(skip):
             return level
         frame = frame.f_back
-        if frame is not None and not ("importlib" in frame.f_code.co_filename
-                                      and "_bootstrap" in frame.f_code.co_filename):
+        if frame is not None and not (
+            "importlib" in frame.f_code.co_filename and "_bootstrap" in frame.f_code.co_filename
+        ):
             level += 1
     return 1
 
@@ -387,14 +412,21 @@ def _warn_unknown_environment_variables() -> None:
 
     # frames that are not the user's: tilefuse, the import machinery, ``python -m``, and torch
     # (Dynamo's backend lookup imports tilefuse when torch.compile names it)
-    skip = [os.path.dirname(os.path.abspath(__file__)) + os.sep,
-            os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep, os.path.abspath(runpy.__file__)]
+    skip = [
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep,
+        os.path.abspath(runpy.__file__),
+    ]
     torch = sys.modules.get("torch")
     if getattr(torch, "__file__", None):
         skip.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
     level = stacklevel_outside(tuple(skip), "<frozen")
-    warnings.warn(f"tilefuse does not read the environment variable(s) {unknown} (misspelt?): they have no "
-                  f"effect. The ones it reads: {sorted(ENVIRONMENT_VARIABLES)}", UserWarning, stacklevel=level)
+    warnings.warn(
+        f"tilefuse does not read the environment variable(s) {unknown} (misspelt?): they have no "
+        f"effect. The ones it reads: {sorted(ENVIRONMENT_VARIABLES)}",
+        UserWarning,
+        stacklevel=level,
+    )
 
 
 @contextlib.contextmanager
@@ -408,5 +440,6 @@ def patch(**overrides: Any) -> Iterator[None]:
         yield
     finally:
         g.update(old)
+
 
 _warn_unknown_environment_variables()

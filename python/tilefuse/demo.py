@@ -68,8 +68,10 @@ def _prepare_device(device: str | None) -> str:
         raise SystemExit("error: --device cuda given but torch.cuda.is_available() is False")
     if device == "cpu":
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RuntimeError("tilefuse runs CPU kernels through Triton's interpreter: set TRITON_INTERPRET=1 "
-                               "before triton is imported (before importing torch in your script)")
+            raise RuntimeError(
+                "tilefuse runs CPU kernels through Triton's interpreter: set TRITON_INTERPRET=1 "
+                "before triton is imported (before importing torch in your script)"
+            )
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import tilefuse.backend  # noqa: F401  (the interpreter choice before transformers; Dynamo's compile callbacks)
 
@@ -163,8 +165,9 @@ def build_gpt2(size: str = "tiny", device: str = "cpu", seed: int = 0, **overrid
     c = dict(SIZES[size], **overrides)
     batch, seq = c.pop("batch"), c.pop("seq")
     torch.manual_seed(seed)
-    cfg = GPT2Config(**c, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                     bos_token_id=0, eos_token_id=0)  # ids inside the (small) vocabulary
+    cfg = GPT2Config(
+        **c, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0
+    )  # ids inside the (small) vocabulary
     model = GPT2LMHeadModel(cfg).to(device)
     g = torch.Generator().manual_seed(seed + 1)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(device)
@@ -186,7 +189,6 @@ def _reset_dynamo() -> None:
 def _time_per_call(fn, device: str, reps: int) -> float:
     """Milliseconds per call: triton.testing.do_bench on CUDA, the median of ``reps`` wall-clock
     calls on the CPU (the interpreter is slow; its time says nothing about GPU performance)."""
-    import torch
 
     if device == "cuda":
         from triton.testing import do_bench
@@ -200,8 +202,14 @@ def _time_per_call(fn, device: str, reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def run_gpt2(device: str | None = None, size: str | None = None, train: bool = False, reps: int | None = None,
-             seed: int = 0, **overrides: int) -> Result:
+def run_gpt2(
+    device: str | None = None,
+    size: str | None = None,
+    train: bool = False,
+    reps: int | None = None,
+    seed: int = 0,
+    **overrides: int,
+) -> Result:
     """Compile GPT-2 with tilefuse, compare with eager, count kernels, time it. ``overrides``
     change the size's config entries (n_layer, n_embd, seq, ...)."""
     device = _prepare_device(device)
@@ -266,8 +274,13 @@ def _train_step(res: Result, model, ids, tol: dict[str, float], sync) -> None:
     loss_ref = eager_m(ids, labels=labels).loss
     loss_ref.backward()
     _reset_dynamo()
-    k0, f0, e0, g0, h0 = (metrics.generated_kernel_count, metrics.fallback_kernel_count,
-                          metrics.extern_kernel_count, metrics.generated_graph_count, metrics.graph_cache_hits)
+    k0, f0, e0, g0, h0 = (
+        metrics.generated_kernel_count,
+        metrics.fallback_kernel_count,
+        metrics.extern_kernel_count,
+        metrics.generated_graph_count,
+        metrics.graph_cache_hits,
+    )
     compiled = torch.compile(comp_m, backend="tilefuse")
     with _Capture() as cap:
         sync()
@@ -324,12 +337,16 @@ def report(res: Result, out=None) -> None:
     else:  # triton was imported without the interpreter: the graphs fall back to eager
         where = "CPU, Triton interpreter OFF (TRITON_INTERPRET unset)"
     p(f"GPT-2 (transformers GPT2LMHeadModel, random weights) on {where}")
-    p(f"  config: n_layer={c['n_layer']} n_head={c['n_head']} n_embd={c['n_embd']} vocab={c['vocab_size']}  "
-      f"input: batch {c['batch']} x seq {c['seq']} tokens, fp32")
+    p(
+        f"  config: n_layer={c['n_layer']} n_head={c['n_head']} n_embd={c['n_embd']} vocab={c['vocab_size']}  "
+        f"input: batch {c['batch']} x seq {c['seq']} tokens, fp32"
+    )
     p(f"  logits vs eager:        max abs err {res.max_abs_err:.3g}  -> {'match' if res.logits_close else 'MISMATCH'}")
     if res.grads_close is not None:
-        p(f"  training step vs eager: loss err {res.loss_err:.3g}, max grad abs err {res.grad_max_abs_err:.3g}"
-          f"  -> {'match' if res.grads_close else 'MISMATCH'}")
+        p(
+            f"  training step vs eager: loss err {res.loss_err:.3g}, max grad abs err {res.grad_max_abs_err:.3g}"
+            f"  -> {'match' if res.grads_close else 'MISMATCH'}"
+        )
         for m in res.grad_mismatches[:10]:
             p(f"      {m}")
         if len(res.grad_mismatches) > 10:
@@ -340,11 +357,15 @@ def report(res: Result, out=None) -> None:
     p(f"  Triton kernels in use:       {res.generated_kernels}")
     p(f"  fallback kernels (aten):     {res.fallback_kernels}")
     if res.fallback_ops:
-        p(f"    ops without a lowering, as logged while lowering (graphs that then failed included): "
-          f"{_ops_summary(res.fallback_ops)}")
+        p(
+            f"    ops without a lowering, as logged while lowering (graphs that then failed included): "
+            f"{_ops_summary(res.fallback_ops)}"
+        )
     p(f"  extern kernels (mm, attn):   {res.extern_kernels}")
-    p(f"  first call (Dynamo + AOTAutograd + tilefuse): {res.compile_s:.2f} s"
-      + (f"; training step (fw+bw compile): {res.train_compile_s:.2f} s" if res.train_compile_s is not None else ""))
+    p(
+        f"  first call (Dynamo + AOTAutograd + tilefuse): {res.compile_s:.2f} s"
+        + (f"; training step (fw+bw compile): {res.train_compile_s:.2f} s" if res.train_compile_s is not None else "")
+    )
     speed = res.eager_ms / res.compiled_ms if res.compiled_ms > 0 else float("nan")
     if res.failures:
         note = "  (graphs that could not be compiled ran eagerly: not a tilefuse figure)"
@@ -352,13 +373,17 @@ def report(res: Result, out=None) -> None:
         note = "" if res.device == "cuda" else "  (interpreter: not a performance figure)"
     p(f"  time per call: eager {res.eager_ms:.2f} ms, tilefuse {res.compiled_ms:.2f} ms -> {speed:.2f}x{note}")
     if res.failures:
-        p(f"  WARNING: {len(res.failures)} graph(s) could not be compiled by tilefuse and ran EAGERLY "
-          "(their results above are eager's):")
+        p(
+            f"  WARNING: {len(res.failures)} graph(s) could not be compiled by tilefuse and ran EAGERLY "
+            "(their results above are eager's):"
+        )
         for f in res.failures:
             p(f"    - {f.splitlines()[0][:400]}")
     elif res.cached_graphs:
-        p(f"  every graph Dynamo captured was compiled by tilefuse, {res.cached_graphs} of them by an earlier "
-          "compile reused from the graph cache (no eager fallback)")
+        p(
+            f"  every graph Dynamo captured was compiled by tilefuse, {res.cached_graphs} of them by an earlier "
+            "compile reused from the graph cache (no eager fallback)"
+        )
     else:
         p("  every graph Dynamo captured was compiled by tilefuse (no eager fallback)")
     if res.other_warnings:
@@ -374,7 +399,9 @@ def report(res: Result, out=None) -> None:
 def _brute_force_equal(a, b, ranges, sizes=None) -> bool:
     """Evaluate a and b at every point of the (small) ranges; True when they agree everywhere."""
     syms = list(ranges)
-    for point in itertools.product(*(range(int(ranges[s] if isinstance(ranges[s], int) else ranges[s].evaluate(sizes))) for s in syms)):
+    for point in itertools.product(
+        *(range(int(ranges[s] if isinstance(ranges[s], int) else ranges[s].evaluate(sizes))) for s in syms)
+    ):
         env = dict(zip(syms, point))
         if sizes:
             env.update(sizes)
@@ -393,8 +420,20 @@ def symbolic_main() -> int:
     s0, s1 = ts.sym("s0"), ts.sym("s1")
     cases = [
         ("permuted read [64,64] (S1)", ts.ModularIndexing(x0 + 64 * x1, 64, 64), {x0: 64, x1: 64}, None),
-        ("reshape digits [8192] -> [128,64] (S4)", ts.ModularIndexing(x0, 1, 64) + 64 * ts.ModularIndexing(x0, 64, 64), {x0: 8192}, None),
-        ("view [98304] as [32,64,48] (S8)", ts.ModularIndexing(x0, 1, 48) + 48 * ts.ModularIndexing(x0, 1536, 64) + 3072 * ts.ModularIndexing(x0, 48, 32), {x0: 98304}, None),
+        (
+            "reshape digits [8192] -> [128,64] (S4)",
+            ts.ModularIndexing(x0, 1, 64) + 64 * ts.ModularIndexing(x0, 64, 64),
+            {x0: 8192},
+            None,
+        ),
+        (
+            "view [98304] as [32,64,48] (S8)",
+            ts.ModularIndexing(x0, 1, 48)
+            + 48 * ts.ModularIndexing(x0, 1536, 64)
+            + 3072 * ts.ModularIndexing(x0, 48, 32),
+            {x0: 98304},
+            None,
+        ),
         ("dynamic row index (S9)", ts.FloorDiv(x0 + s0 * x1, s0), {x0: s0, x1: s1}, {s0: 7, s1: 5}),
         ("dynamic digit (S10)", ts.ModularIndexing(x0 + s0 * x1, s0, s1), {x0: s0, x1: s1}, {s0: 6, s1: 4}),
     ]
@@ -405,11 +444,15 @@ def symbolic_main() -> int:
         small = {k: (min(v, 64) if isinstance(v, int) else v) for k, v in ranges.items()}
         good = _brute_force_equal(expr, simp, small if sizes is None else ranges, sizes)
         ok &= good
-        print(f"{title}\n  index      {expr}\n  simplified {simp}\n  triton     {ts.texpr(simp, 'tl.int32')}"
-              f"\n  brute-force check: {'ok' if good else 'MISMATCH'}\n")
+        print(
+            f"{title}\n  index      {expr}\n  simplified {simp}\n  triton     {ts.texpr(simp, 'tl.int32')}"
+            f"\n  brute-force check: {'ok' if good else 'MISMATCH'}\n"
+        )
 
     groups, lengths = [32, 1024, 1], [[1024, 32], []]
-    print(f"split_iteration_ranges(groups={groups}, lengths={lengths})\n  -> {ts.split_iteration_ranges(groups, lengths)}\n")
+    print(
+        f"split_iteration_ranges(groups={groups}, lengths={lengths})\n  -> {ts.split_iteration_ranges(groups, lengths)}\n"
+    )
 
     import sympy
     from torch._inductor.sizevars import SizeVarAllocator
@@ -431,7 +474,9 @@ def symbolic_main() -> int:
         ts.simplify_with_ranges(e, {y: 98304})
         t_tf.append(time.perf_counter() - t0)
     a, b = statistics.median(t_torch) * 1e6, statistics.median(t_tf) * 1e6
-    print(f"simplify_with_ranges (S8), fresh symbols: torch/sympy {a:.0f} µs, tilefuse {b:.2f} µs -> {a / b:.0f}x faster")
+    print(
+        f"simplify_with_ranges (S8), fresh symbols: torch/sympy {a:.0f} µs, tilefuse {b:.2f} µs -> {a / b:.0f}x faster"
+    )
     print("\nall checks passed" if ok else "\nSOME CHECKS FAILED")
     return 0 if ok else 1
 
@@ -453,8 +498,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():  # a usage error (exit 2), not a mismatch (exit 1)
-            ap.error("--device cuda given but torch.cuda.is_available() is False: leave --device out (the "
-                     "CPU through Triton's interpreter) or run on a machine with a CUDA GPU")
+            ap.error(
+                "--device cuda given but torch.cuda.is_available() is False: leave --device out (the "
+                "CPU through Triton's interpreter) or run on a machine with a CUDA GPU"
+            )
     t0 = time.perf_counter()
     res = run_gpt2(device=args.device, size=args.size, train=args.train, reps=args.reps)
     report(res)

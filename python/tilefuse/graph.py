@@ -29,8 +29,9 @@ log = logging.getLogger("tilefuse")
 def _layout_from_meta(t: torch.Tensor) -> ir.FixedLayout:
     """The layout of a (fake) tensor; symbolic sizes become Exprs through the graph's SizeVars."""
     sv = SV.current()
-    return ir.FixedLayout(t.device, t.dtype, sv.tensor_sizes(t.shape), sv.sizes(t.stride()),
-                          sv.size(t.storage_offset()))
+    return ir.FixedLayout(
+        t.device, t.dtype, sv.tensor_sizes(t.shape), sv.sizes(t.stride()), sv.size(t.storage_offset())
+    )
 
 
 def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
@@ -49,8 +50,7 @@ def _strides_match(size, stride, want, sv: SV.SizeVars) -> bool:
     not proven equal counts as different (a copy, correct for every size)."""
     if any(isinstance(s, int) and s == 0 for s in size):
         return True
-    return len(stride) == len(want) and all(
-        s == 1 or sv.known_equal(a, b) for s, a, b in zip(size, stride, want))
+    return len(stride) == len(want) and all(s == 1 or sv.known_equal(a, b) for s, a, b in zip(size, stride, want))
 
 
 def _broadcast_dims(size, stride) -> list[bool]:
@@ -95,21 +95,43 @@ def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.devic
 def _shape_env(example_inputs: list) -> Any:
     """The ShapeEnv behind the symbolic sizes of ``example_inputs`` (None when all are static)."""
     for x in example_inputs:
-        syms = [x] if isinstance(x, torch.SymInt) else (
-            [*x.shape, *x.stride(), x.storage_offset()] if isinstance(x, torch.Tensor) else [])
+        syms = (
+            [x]
+            if isinstance(x, torch.SymInt)
+            else ([*x.shape, *x.stride(), x.storage_offset()] if isinstance(x, torch.Tensor) else [])
+        )
         for s in syms:
             if isinstance(s, torch.SymInt):
                 return s.node.shape_env
     return None
 
 
-_SIZE_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
-                    operator.pow,  # s ** 3: a cube's numel when duck shaping gave its dims one symbol
-                    torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
-                    torch.sym_max, torch.sym_min, torch.sym_sum, torch.sym_float, operator.truediv}
+_SIZE_ARITHMETIC = {
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.floordiv,
+    operator.mod,
+    operator.neg,
+    operator.pow,  # s ** 3: a cube's numel when duck shaping gave its dims one symbol
+    torch.ops.aten.sym_size.int,
+    torch.ops.aten.sym_stride.int,
+    torch.ops.aten.sym_numel.default,
+    torch.sym_max,
+    torch.sym_min,
+    torch.sym_sum,
+    torch.sym_float,
+    operator.truediv,
+}
 # size arithmetic with a float result (a SymFloat): the SymbolicFloat op it becomes
-_FLOAT_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
-                     operator.neg: "neg", torch.sym_float: "float"}
+_FLOAT_ARITHMETIC = {
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.truediv: "truediv",
+    operator.neg: "neg",
+    torch.sym_float: "float",
+}
 
 
 class GraphLowering(torch.fx.Interpreter):
@@ -216,8 +238,11 @@ class GraphLowering(torch.fx.Interpreter):
         return ex
 
     def get_attr(self, target, args, kwargs):
-        value = getattr(self.gm, target) if not isinstance(target, str) or "." not in target else \
-            operator.attrgetter(target)(self.gm)
+        value = (
+            getattr(self.gm, target)
+            if not isinstance(target, str) or "." not in target
+            else operator.attrgetter(target)(self.gm)
+        )
         if not isinstance(value, torch.Tensor):
             return value
         name = f"const_{len(self.constants)}"
@@ -237,8 +262,7 @@ class GraphLowering(torch.fx.Interpreter):
                 return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
         if fn is not None and not self._kernel_dtypes_only(self.current_node):
-            log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel",
-                      target)
+            log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel", target)
             fn = None
         if fn is not None:
             try:
@@ -250,7 +274,8 @@ class GraphLowering(torch.fx.Interpreter):
                 # comparison of an Expr with a number (no silent guess): that op runs as the aten op
                 msg = str(e)
                 if self.sizevars.shape_env is None or not any(
-                        k in msg for k in ("tilefuse._native.Expr", "symbolic expression", "Integer() takes an int")):
+                    k in msg for k in ("tilefuse._native.Expr", "symbolic expression", "Integer() takes an int")
+                ):
                     raise
                 log.debug("tilefuse: lowering of %s needs static sizes (%s); using a fallback kernel", target, e)
         return self.fallback(target, args, kwargs)
@@ -271,8 +296,10 @@ class GraphLowering(torch.fx.Interpreter):
 
     def output(self, target, args, kwargs):
         result = args[0]
-        metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None
-                 for n in pytree.tree_leaves(self.current_node.args[0])]
+        metas = [
+            n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+            for n in pytree.tree_leaves(self.current_node.args[0])
+        ]
         leaves = pytree.tree_leaves(result)
         outs: list[Any] = [None] * len(leaves)
         # a lazy view of an unrealized value the graph also returns comes after that value, so it
@@ -337,8 +364,10 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(data, ir.StorageBox) or not isinstance(data.data, ir.Pointwise):
             return
         users = len(n.users)
-        if users > 1 and (data.data.num_reads() > config.realize_reads_threshold
-                          or data.data.op_count() > config.realize_opcount_threshold):
+        if users > 1 and (
+            data.data.num_reads() > config.realize_reads_threshold
+            or data.data.op_count() > config.realize_opcount_threshold
+        ):
             data.realize()
 
     # ---------------------------------------------------------------- graph outputs: eager's strides
@@ -363,8 +392,9 @@ class GraphLowering(torch.fx.Interpreter):
             return
         msize, mstride = want
         size = list(box.data.data.get_size())
-        if not self._same_sizes(size, msize) or _strides_match(size, ir.contiguous_strides(size), mstride,
-                                                               self.sizevars):
+        if not self._same_sizes(size, msize) or _strides_match(
+            size, ir.contiguous_strides(size), mstride, self.sizevars
+        ):
             return
         self.set_exact_strides(box, msize, mstride)
 
@@ -375,8 +405,12 @@ class GraphLowering(torch.fx.Interpreter):
         ``stride`` expands no dim of ``size`` (stride 0 on a dim longer than 1: such a value is
         computed once per broadcast row by a copy instead). Returns whether it was set."""
         sb = box.data
-        if (not isinstance(sb, ir.StorageBox) or not isinstance(sb.data, (ir.Pointwise, ir.Reduction))
-                or sb.exact_stride is not None or any(_broadcast_dims(size, stride))):
+        if (
+            not isinstance(sb, ir.StorageBox)
+            or not isinstance(sb.data, (ir.Pointwise, ir.Reduction))
+            or sb.exact_stride is not None
+            or any(_broadcast_dims(size, stride))
+        ):
             return False
         sb.exact_stride = list(stride)
         return True
@@ -393,13 +427,17 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(v, ir.IRNode):
             return v
         want = self._eager_layout(meta)
-        if want is not None and (not self._same_sizes(list(v.get_size()), want[0])
-                                 or any(isinstance(s, int) and s == 0 for s in want[0])):
+        if want is not None and (
+            not self._same_sizes(list(v.get_size()), want[0]) or any(isinstance(s, int) and s == 0 for s in want[0])
+        ):
             want = None  # other sizes (not expected), or empty: returned as computed
         node = self._output_node(v, want)
         layout = getattr(node, "layout", None)
-        if want is None or layout is None or _strides_match(list(layout.size), list(layout.stride), want[1],
-                                                            self.sizevars):
+        if (
+            want is None
+            or layout is None
+            or _strides_match(list(layout.size), list(layout.stride), want[1], self.sizevars)
+        ):
             return node
         return self._copy_with_strides(node, *want)
 
@@ -467,8 +505,9 @@ class GraphLowering(torch.fx.Interpreter):
         if not _strides_match(size, strides, stride, self.sizevars):
             return None
         buf.freeze_layout()
-        return ir.ReinterpretView(buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride),
-                                                      SV.static_or_expr(offset)))
+        return ir.ReinterpretView(
+            buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), SV.static_or_expr(offset))
+        )
 
     def _strided_after_realize(self, v: Any, stride: list) -> bool:
         """Whether ``v``, strided lazy views of an unrealized value, gets strides ``stride`` when
@@ -494,6 +533,7 @@ class GraphLowering(torch.fx.Interpreter):
         bcast = _broadcast_dims(size, stride)
         loader = x.make_loader()
         if any(bcast):
+
             def inner(index, _load=loader, _b=bcast):
                 return _load([S.Integer(0) if b else i for b, i in zip(_b, index)])
         else:
@@ -504,7 +544,9 @@ class GraphLowering(torch.fx.Interpreter):
         box.realize()
         buf = box.data
         if any(bcast):
-            return ir.ReinterpretView(buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), 0))
+            return ir.ReinterpretView(
+                buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), 0)
+            )
         return buf
 
     def fallback(self, target, args, kwargs, meta=None):
@@ -513,8 +555,10 @@ class GraphLowering(torch.fx.Interpreter):
         operands it changed, e.g. padded matrix products)."""
         if meta is None:
             if "val" not in self.current_node.meta:  # AOTAutograd's nodes always carry one
-                raise NotImplementedError(f"fallback for {target}: node {self.current_node.name} has no meta "
-                                          f"value, so its outputs' shapes and dtypes are unknown")
+                raise NotImplementedError(
+                    f"fallback for {target}: node {self.current_node.name} has no meta "
+                    f"value, so its outputs' shapes and dtypes are unknown"
+                )
             meta = self.current_node.meta["val"]
         flat, spec = pytree.tree_flatten((args, kwargs))
         if any(isinstance(a, SV.SymbolicFloat) for a in flat):

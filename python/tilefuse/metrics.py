@@ -77,7 +77,12 @@ autotune_config_seconds: list = []
 
 def reset() -> None:
     """Set every counter to 0."""
-    global generated_kernel_count, reused_kernel_count, generated_graph_count, fallback_kernel_count, extern_kernel_count
+    global \
+        generated_kernel_count, \
+        reused_kernel_count, \
+        generated_graph_count, \
+        fallback_kernel_count, \
+        extern_kernel_count
     global eager_graph_count
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
@@ -102,9 +107,18 @@ def reset() -> None:
     precompile_seconds = 0.0
 
 
-_COUNTERS = ("generated_kernel_count", "reused_kernel_count", "generated_graph_count", "eager_graph_count",
-             "fallback_kernel_count", "extern_kernel_count", "precompile_seconds", "symbolic_graph_count",
-             "specialized_graph_count", "graph_cache_hits")
+_COUNTERS = (
+    "generated_kernel_count",
+    "reused_kernel_count",
+    "generated_graph_count",
+    "eager_graph_count",
+    "fallback_kernel_count",
+    "extern_kernel_count",
+    "precompile_seconds",
+    "symbolic_graph_count",
+    "specialized_graph_count",
+    "graph_cache_hits",
+)
 
 
 def add_phase(name: str, seconds: float) -> None:

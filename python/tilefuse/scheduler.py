@@ -160,8 +160,10 @@ class ExternSchedulerNode:
         """A StarDep per input buffer (a MultiOutput reads its parent kernel's result)."""
         if isinstance(self.buf, ir.MultiOutput):
             return [StarDep(self.buf.parent.name)]
-        return [StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
-                for i in getattr(self.buf, "inputs", [])]
+        return [
+            StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
+            for i in getattr(self.buf, "inputs", [])
+        ]
 
     def write_deps(self) -> list[StarDep]:
         """Its own buffer, and every input when the op's schema mutates its arguments
@@ -268,8 +270,12 @@ def _try_fuse(group: KernelGroup, node: SchedulerNode) -> KernelGroup | None:
     # transformer block's pointwise work fused in took 23 ms on an H200).
     # (a heuristic: symbolic sizes are judged by their hints)
     sv = SV.current()
-    if (rnumel != 1 and sv.hint(numel) < FEW_ROWS and sv.hint(rnumel) > LONG_ROW
-            and any(maps[n][0] == "xr" for n in nodes)):
+    if (
+        rnumel != 1
+        and sv.hint(numel) < FEW_ROWS
+        and sv.hint(rnumel) > LONG_ROW
+        and any(maps[n][0] == "xr" for n in nodes)
+    ):
         return None
     # A pointwise-in-loop ('xr') node and an outer reduction (it reads columns across rows:
     # contiguous along xindex) share a kernel only when the new one touches a buffer at an index
@@ -316,7 +322,8 @@ def _fits(group: KernelGroup, node: SchedulerNode) -> bool:
     """Cheap pre-check of the (numel, rnumel) rule of _try_fuse."""
     if node.is_reduction():
         return (group.numel, group.rnumel) == (node.numel, node.rnumel) or (
-            group.rnumel == 1 and group.numel == node.numel * node.rnumel)
+            group.rnumel == 1 and group.numel == node.numel * node.rnumel
+        )
     return node.numel in (group.numel, group.numel * group.rnumel)
 
 
@@ -388,8 +395,12 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
         into_loop = None  # (position, fused group): the first fit, as a pointwise node in a loop
         for j in range(len(items) - 1, max(-1, len(items) - 1 - FUSION_LOOKBACK), -1):
             it = items[j]
-            if (isinstance(it, KernelGroup) and not (reads & written_after) and _fits(it, node)
-                    and not any(n.is_mutation() for n in it.nodes)):
+            if (
+                isinstance(it, KernelGroup)
+                and not (reads & written_after)
+                and _fits(it, node)
+                and not any(n.is_mutation() for n in it.nodes)
+            ):
                 fused = _try_fuse(it, node)
                 if fused is not None:
                     if into_loop is None and _loop_guest(fused, node, reads):
@@ -417,8 +428,9 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     return items
 
 
-def _far_kernel(items: list[Any], last_writer: dict[str, int], touching: dict[str, set[int]],
-               node: SchedulerNode, reads: set[str]) -> tuple[int, KernelGroup] | None:
+def _far_kernel(
+    items: list[Any], last_writer: dict[str, int], touching: dict[str, set[int]], node: SchedulerNode, reads: set[str]
+) -> tuple[int, KernelGroup] | None:
     """``(position, fused group)`` when ``node`` joins a kernel beyond the ``FUSION_LOOKBACK``
     that shares a buffer with it, at or after the last writer of everything it reads; None
     otherwise (the lookback decides). Nothing after that writer writes a buffer the node reads,
@@ -568,8 +580,9 @@ def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
         for r in reads[i]:
             readers.setdefault(r, set()).add(i)
     # the buffers each item creates (an in-place update's node creates none)
-    created = [[m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf]
-               for it in items]
+    created = [
+        [m.buf for m in it.nodes if not m.is_mutation()] if isinstance(it, KernelGroup) else [it.buf] for it in items
+    ]
     position = {b.name: i for i, bufs in enumerate(created) for b in bufs}
     for i, it in enumerate(items):
         for b in created[i]:
@@ -777,6 +790,11 @@ def order_for_peak_memory(items: list[Any], graph: Any) -> list[Any]:
     if best is graph_order:
         return items
     moved = sum(1 for i, j in enumerate(best) if i != j)
-    log.debug("tilefuse: peak-memory order moves %d of %d items (estimated peak above the call's start %s -> %s)",
-              moved, len(items), _readable_bytes(in_graph_order), _readable_bytes(best_freed))
+    log.debug(
+        "tilefuse: peak-memory order moves %d of %d items (estimated peak above the call's start %s -> %s)",
+        moved,
+        len(items),
+        _readable_bytes(in_graph_order),
+        _readable_bytes(best_freed),
+    )
     return [items[i] for i in best]

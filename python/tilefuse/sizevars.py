@@ -102,8 +102,7 @@ class SymbolicFloat:
         return v if dtype == f64 else ops.to_dtype(v, dtype)
 
     def __float__(self) -> float:
-        raise TypeError("symbolic expression: a float computed from symbolic sizes has no value when "
-                        "compiling")
+        raise TypeError("symbolic expression: a float computed from symbolic sizes has no value when compiling")
 
     def __repr__(self) -> str:
         return f"SymbolicFloat({self.op}, {', '.join(map(repr, self.args))})"
@@ -123,10 +122,10 @@ class SizeVars:
 
     def __init__(self, shape_env: Any = None):
         self.shape_env = shape_env
-        self.symbols: dict[str, S.Expr] = {}      # name -> native symbol (with its range)
+        self.symbols: dict[str, S.Expr] = {}  # name -> native symbol (with its range)
         self._sympy_symbols: dict[str, Any] = {}  # name -> the ShapeEnv's sympy symbol
-        self.hints: dict[str, int] = {}           # name -> example value
-        self.guards: list[str] = []               # guards this graph added (for logs and tests)
+        self.hints: dict[str, int] = {}  # name -> example value
+        self.guards: list[str] = []  # guards this graph added (for logs and tests)
         # the guarded decisions this graph relied on (sympy relations true at the hints), whether
         # decided here or by an earlier graph of the same ShapeEnv: the graph cache replays them
         self.guard_exprs: list[Any] = []

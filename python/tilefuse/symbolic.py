@@ -191,10 +191,7 @@ def _from_table() -> dict[type, Any]:
     def _pow(e: Any, conv: Any) -> Expr:
         base, exp = e.args
         if not (exp.is_Integer and int(exp) >= 0):
-            raise ValueError(
-                f"from_sympy: only non-negative integer powers are supported, got {e} "
-                f"(exponent {exp})"
-            )
+            raise ValueError(f"from_sympy: only non-negative integer powers are supported, got {e} (exponent {exp})")
         return conv(base) ** int(exp)
 
     table: dict[type, Any] = {
@@ -215,9 +212,7 @@ def _from_table() -> dict[type, Any]:
             {
                 F.FloorDiv: lambda e, conv: FloorDiv(conv(e.args[0]), conv(e.args[1])),
                 F.CleanDiv: lambda e, conv: CleanDiv(conv(e.args[0]), conv(e.args[1])),
-                F.ModularIndexing: lambda e, conv: ModularIndexing(
-                    conv(e.args[0]), conv(e.args[1]), conv(e.args[2])
-                ),
+                F.ModularIndexing: lambda e, conv: ModularIndexing(conv(e.args[0]), conv(e.args[1]), conv(e.args[2])),
                 # torch's Mod is only defined on non-negative operands, where it is floor mod
                 F.Mod: lambda e, conv: Mod(conv(e.args[0]), conv(e.args[1])),
                 F.PythonMod: lambda e, conv: Mod(conv(e.args[0]), conv(e.args[1])),
@@ -227,6 +222,7 @@ def _from_table() -> dict[type, Any]:
                 F.Identity: lambda e, conv: conv(e.args[0]),
             }
         )
+
         def _to_int(div: Any, name: str) -> Any:
             # CeilToInt / FloorToInt of an IntTrueDiv (torch's sizes of the form ceil(a / b), e.g.
             # the logsumexp rows of CUDA's efficient attention: 32*CeilToInt(IntTrueDiv(s0, 32)))
@@ -237,7 +233,10 @@ def _from_table() -> dict[type, Any]:
                     return div(conv(arg.args[0]), conv(arg.args[1]))
                 if getattr(arg, "is_integer", False):
                     return conv(arg)
-                raise TypeError(f"from_sympy: unsupported sympy node {name} of {arg!s} (only of IntTrueDiv or an integer)")
+                raise TypeError(
+                    f"from_sympy: unsupported sympy node {name} of {arg!s} (only of IntTrueDiv or an integer)"
+                )
+
             return f
 
         for cls_name, div in (("CeilToInt", CeilDiv), ("FloorToInt", FloorDiv)):

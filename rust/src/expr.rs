@@ -51,7 +51,10 @@ pub enum SymKind {
 impl SymKind {
     /// Kind implied by a symbol name's prefix, as Inductor names its symbols.
     pub fn from_name(name: &str) -> SymKind {
-        let alpha: String = name.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        let alpha: String = name
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
         match alpha.as_str() {
             "s" | "ks" => SymKind::Size,
             "ps" => SymKind::Precomputed,
@@ -86,9 +89,14 @@ pub enum Node {
     Int(i64),
     Sym(SymbolInfo),
     /// `constant + Σ coeff·term`
-    Add { constant: i64, terms: Box<[(Expr, i64)]> },
+    Add {
+        constant: i64,
+        terms: Box<[(Expr, i64)]>,
+    },
     /// `Π factor^exp`
-    Mul { factors: Box<[(Expr, u32)]> },
+    Mul {
+        factors: Box<[(Expr, u32)]>,
+    },
     FloorDiv(Expr, Expr),
     /// Exact division (the caller promises the divisor divides the dividend); evaluates as floor.
     CleanDiv(Expr, Expr),
@@ -237,8 +245,14 @@ fn node_range(node: &Node) -> Interval {
         Node::FloorDiv(a, b) | Node::CleanDiv(a, b) => a.range().floordiv(&b.range()),
         Node::ModularIndexing(a, b, c) => a.range().floordiv(&b.range()).floormod(&c.range()),
         Node::Mod(a, b) => a.range().floormod(&b.range()),
-        Node::Min(args) => args.iter().skip(1).fold(args[0].range(), |r, a| r.min(&a.range())),
-        Node::Max(args) => args.iter().skip(1).fold(args[0].range(), |r, a| r.max(&a.range())),
+        Node::Min(args) => args
+            .iter()
+            .skip(1)
+            .fold(args[0].range(), |r, a| r.min(&a.range())),
+        Node::Max(args) => args
+            .iter()
+            .skip(1)
+            .fold(args[0].range(), |r, a| r.max(&a.range())),
     }
 }
 
@@ -247,7 +261,9 @@ fn node_children(node: &Node) -> Box<dyn Iterator<Item = Expr> + '_> {
         Node::Int(_) | Node::Sym(_) => Box::new(std::iter::empty()),
         Node::Add { terms, .. } => Box::new(terms.iter().map(|t| t.0)),
         Node::Mul { factors } => Box::new(factors.iter().map(|t| t.0)),
-        Node::FloorDiv(a, b) | Node::CleanDiv(a, b) | Node::Mod(a, b) => Box::new([*a, *b].into_iter()),
+        Node::FloorDiv(a, b) | Node::CleanDiv(a, b) | Node::Mod(a, b) => {
+            Box::new([*a, *b].into_iter())
+        }
         Node::ModularIndexing(a, b, c) => Box::new([*a, *b, *c].into_iter()),
         Node::Min(a) | Node::Max(a) => Box::new(a.iter().copied()),
     }
@@ -256,22 +272,38 @@ fn node_children(node: &Node) -> Box<dyn Iterator<Item = Expr> + '_> {
 /// Intern a node: return the unique `Expr` for it. The node must already be canonical.
 pub(crate) fn intern(node: Node) -> Expr {
     let hash = structural_hash(&node);
-    let probe = ExprData { node, hash, range: Interval::UNKNOWN, depth: 0 };
+    let probe = ExprData {
+        node,
+        hash,
+        range: Interval::UNKNOWN,
+        depth: 0,
+    };
     let mut guard = INTERNER.lock().unwrap_or_else(|e| e.into_inner());
     let set = guard.get_or_insert_with(Interner::default);
     if let Some(found) = set.get(&probe) {
         return Expr(found);
     }
     let range = node_range(&probe.node);
-    let depth = node_children(&probe.node).map(|c| c.0.depth).max().map_or(0, |d| d.saturating_add(1));
-    let data: &'static ExprData = Box::leak(Box::new(ExprData { node: probe.node, hash, range, depth }));
+    let depth = node_children(&probe.node)
+        .map(|c| c.0.depth)
+        .max()
+        .map_or(0, |d| d.saturating_add(1));
+    let data: &'static ExprData = Box::leak(Box::new(ExprData {
+        node: probe.node,
+        hash,
+        range,
+        depth,
+    }));
     set.insert(data);
     Expr(data)
 }
 
 /// Number of distinct expressions interned so far (for tests and memory accounting).
 pub fn interned_count() -> usize {
-    INTERNER.lock().map(|g| g.as_ref().map_or(0, |s| s.len())).unwrap_or(0)
+    INTERNER
+        .lock()
+        .map(|g| g.as_ref().map_or(0, |s| s.len()))
+        .unwrap_or(0)
 }
 
 fn kind_rank(n: &Node) -> u8 {
@@ -337,7 +369,16 @@ impl Ord for Expr {
                 }
                 a.len().cmp(&b.len())
             }
-            (Node::Add { constant: ca, terms: ta }, Node::Add { constant: cb, terms: tb }) => {
+            (
+                Node::Add {
+                    constant: ca,
+                    terms: ta,
+                },
+                Node::Add {
+                    constant: cb,
+                    terms: tb,
+                },
+            ) => {
                 for ((xa, ka), (xb, kb)) in ta.iter().zip(tb.iter()) {
                     let o = xa.cmp(xb).then(ka.cmp(kb));
                     if o != Ordering::Equal {
@@ -380,7 +421,10 @@ fn mono_mul(a: &[(Expr, u32)], b: &[(Expr, u32)]) -> SymResult<Monomial> {
                 j += 1
             }
             Ordering::Equal => {
-                let e = a[i].1.checked_add(b[j].1).ok_or_else(|| overflow("exponent"))?;
+                let e = a[i]
+                    .1
+                    .checked_add(b[j].1)
+                    .ok_or_else(|| overflow("exponent"))?;
                 out.push((a[i].0, e));
                 i += 1;
                 j += 1;
@@ -494,7 +538,11 @@ impl Expr {
                 range.lo, range.hi
             )));
         }
-        Ok(intern(Node::Sym(SymbolInfo { name: name.into(), kind, range })))
+        Ok(intern(Node::Sym(SymbolInfo {
+            name: name.into(),
+            kind,
+            range,
+        })))
     }
 
     // ----------------------------------------------------------------- polynomial view
@@ -518,7 +566,9 @@ impl Expr {
         match m {
             [] => Expr::one(),
             [(f, 1)] => *f,
-            _ => intern(Node::Mul { factors: m.to_vec().into_boxed_slice() }),
+            _ => intern(Node::Mul {
+                factors: m.to_vec().into_boxed_slice(),
+            }),
         }
     }
 
@@ -535,7 +585,10 @@ impl Expr {
                     let p = v.checked_mul(c).ok_or_else(|| overflow("sum"))?;
                     acc_c = acc_c.checked_add(p).ok_or_else(|| overflow("sum"))?;
                 }
-                Node::Add { constant, terms: ts } => {
+                Node::Add {
+                    constant,
+                    terms: ts,
+                } => {
                     let p = constant.checked_mul(c).ok_or_else(|| overflow("sum"))?;
                     acc_c = acc_c.checked_add(p).ok_or_else(|| overflow("sum"))?;
                     for &(t, k) in ts.iter() {
@@ -581,25 +634,38 @@ impl Expr {
         Ok(match (constant, terms.len()) {
             (c, 0) => Expr::int(c),
             (0, 1) if terms[0].1 == 1 => terms[0].0,
-            _ => intern(Node::Add { constant, terms: terms.into_boxed_slice() }),
+            _ => intern(Node::Add {
+                constant,
+                terms: terms.into_boxed_slice(),
+            }),
         })
     }
 
     /// Expanded polynomial form: `(constant, [(monomial, coeff)])`.
     pub(crate) fn polynomial(&self) -> (i64, Vec<(Monomial, i64)>) {
         let (c, terms) = self.as_linear();
-        (c, terms.into_iter().map(|(t, k)| (t.as_monomial(), k)).collect())
+        (
+            c,
+            terms
+                .into_iter()
+                .map(|(t, k)| (t.as_monomial(), k))
+                .collect(),
+        )
     }
 
     pub fn add(&self, o: &Expr) -> SymResult<Expr> {
         if let (Some(a), Some(b)) = (self.as_int(), o.as_int()) {
-            return Ok(Expr::int(a.checked_add(b).ok_or_else(|| overflow("addition"))?));
+            return Ok(Expr::int(
+                a.checked_add(b).ok_or_else(|| overflow("addition"))?,
+            ));
         }
         Expr::linear_combination(0, &[(*self, 1), (*o, 1)])
     }
     pub fn sub(&self, o: &Expr) -> SymResult<Expr> {
         if let (Some(a), Some(b)) = (self.as_int(), o.as_int()) {
-            return Ok(Expr::int(a.checked_sub(b).ok_or_else(|| overflow("subtraction"))?));
+            return Ok(Expr::int(
+                a.checked_sub(b).ok_or_else(|| overflow("subtraction"))?,
+            ));
         }
         Expr::linear_combination(0, &[(*self, 1), (*o, -1)])
     }
@@ -622,7 +688,9 @@ impl Expr {
     pub fn mul(&self, o: &Expr) -> SymResult<Expr> {
         if let Some(a) = self.as_int() {
             if let Some(b) = o.as_int() {
-                return Ok(Expr::int(a.checked_mul(b).ok_or_else(|| overflow("multiplication"))?));
+                return Ok(Expr::int(
+                    a.checked_mul(b).ok_or_else(|| overflow("multiplication"))?,
+                ));
             }
             return o.scale(a);
         }
@@ -632,21 +700,33 @@ impl Expr {
         let (ca, ta) = self.polynomial();
         let (cb, tb) = o.polynomial();
         let mut terms: Vec<(Expr, i64)> = Vec::with_capacity((ta.len() + 1) * (tb.len() + 1));
-        let cc = ca.checked_mul(cb).ok_or_else(|| overflow("multiplication"))?;
+        let cc = ca
+            .checked_mul(cb)
+            .ok_or_else(|| overflow("multiplication"))?;
         for (m, k) in &ta {
             if cb != 0 {
-                terms.push((Expr::from_monomial(m), k.checked_mul(cb).ok_or_else(|| overflow("multiplication"))?));
+                terms.push((
+                    Expr::from_monomial(m),
+                    k.checked_mul(cb)
+                        .ok_or_else(|| overflow("multiplication"))?,
+                ));
             }
         }
         for (m, k) in &tb {
             if ca != 0 {
-                terms.push((Expr::from_monomial(m), k.checked_mul(ca).ok_or_else(|| overflow("multiplication"))?));
+                terms.push((
+                    Expr::from_monomial(m),
+                    k.checked_mul(ca)
+                        .ok_or_else(|| overflow("multiplication"))?,
+                ));
             }
         }
         for (ma, ka) in &ta {
             for (mb, kb) in &tb {
                 let m = mono_mul(ma, mb)?;
-                let k = ka.checked_mul(*kb).ok_or_else(|| overflow("multiplication"))?;
+                let k = ka
+                    .checked_mul(*kb)
+                    .ok_or_else(|| overflow("multiplication"))?;
                 terms.push((Expr::from_monomial(&m), k));
             }
         }
@@ -891,22 +971,34 @@ impl Expr {
 /// Python's `a // b` on i64, with errors instead of panics.
 pub fn floor_div(a: i64, b: i64) -> SymResult<i64> {
     if b == 0 {
-        return Err(SymError::ZeroDivision(format!("integer division by zero: {a} // 0")));
+        return Err(SymError::ZeroDivision(format!(
+            "integer division by zero: {a} // 0"
+        )));
     }
     let q = a.checked_div(b).ok_or_else(|| overflow("floor division"))?;
-    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q })
+    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
 }
 
 /// Python's `a % b` on i64 (result has the sign of b), with errors instead of panics.
 pub fn floor_mod(a: i64, b: i64) -> SymResult<i64> {
     if b == 0 {
-        return Err(SymError::ZeroDivision(format!("integer modulo by zero: {a} % 0")));
+        return Err(SymError::ZeroDivision(format!(
+            "integer modulo by zero: {a} % 0"
+        )));
     }
     if b == -1 {
         return Ok(0);
     }
     let r = a % b;
-    Ok(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
+    Ok(if r != 0 && ((r < 0) != (b < 0)) {
+        r + b
+    } else {
+        r
+    })
 }
 
 /// Greatest common divisor (non-negative).

@@ -35,15 +35,24 @@ fn floor_div_i128(a: i128, b: i128) -> i128 {
 }
 
 impl Interval {
-    pub const UNKNOWN: Interval = Interval { lo: NEG_INF, hi: POS_INF };
+    pub const UNKNOWN: Interval = Interval {
+        lo: NEG_INF,
+        hi: POS_INF,
+    };
     pub const NONNEG: Interval = Interval { lo: 0, hi: POS_INF };
     pub const POSITIVE: Interval = Interval { lo: 1, hi: POS_INF };
 
     pub fn new(lo: i128, hi: i128) -> Interval {
-        Interval { lo: clamp(lo), hi: clamp(hi) }
+        Interval {
+            lo: clamp(lo),
+            hi: clamp(hi),
+        }
     }
     pub fn point(v: i64) -> Interval {
-        Interval { lo: v as i128, hi: v as i128 }
+        Interval {
+            lo: v as i128,
+            hi: v as i128,
+        }
     }
     pub fn lo_finite(&self) -> bool {
         self.lo > NEG_INF
@@ -66,14 +75,28 @@ impl Interval {
         self.lo >= 1
     }
     pub fn intersect(&self, o: &Interval) -> Interval {
-        Interval { lo: self.lo.max(o.lo), hi: self.hi.min(o.hi) }
+        Interval {
+            lo: self.lo.max(o.lo),
+            hi: self.hi.min(o.hi),
+        }
     }
     pub fn union(&self, o: &Interval) -> Interval {
-        Interval { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi) }
+        Interval {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.max(o.hi),
+        }
     }
     pub fn add(&self, o: &Interval) -> Interval {
-        let lo = if self.lo_finite() && o.lo_finite() { clamp(self.lo + o.lo) } else { NEG_INF };
-        let hi = if self.hi_finite() && o.hi_finite() { clamp(self.hi + o.hi) } else { POS_INF };
+        let lo = if self.lo_finite() && o.lo_finite() {
+            clamp(self.lo + o.lo)
+        } else {
+            NEG_INF
+        };
+        let hi = if self.hi_finite() && o.hi_finite() {
+            clamp(self.hi + o.hi)
+        } else {
+            POS_INF
+        };
         Interval { lo, hi }
     }
     pub fn scale(&self, c: i64) -> Interval {
@@ -96,7 +119,10 @@ impl Interval {
             Self::end_mul(self.hi, o.lo),
             Self::end_mul(self.hi, o.hi),
         ];
-        Interval { lo: *c.iter().min().unwrap(), hi: *c.iter().max().unwrap() }
+        Interval {
+            lo: *c.iter().min().unwrap(),
+            hi: *c.iter().max().unwrap(),
+        }
     }
     pub fn pow(&self, e: u32) -> Interval {
         if e == 0 {
@@ -129,8 +155,16 @@ impl Interval {
             }
             floor_div_i128(a, b)
         };
-        let c = [div(self.lo, d.lo), div(self.lo, d.hi), div(self.hi, d.lo), div(self.hi, d.hi)];
-        Interval { lo: *c.iter().min().unwrap(), hi: *c.iter().max().unwrap() }
+        let c = [
+            div(self.lo, d.lo),
+            div(self.lo, d.hi),
+            div(self.hi, d.lo),
+            div(self.hi, d.hi),
+        ];
+        Interval {
+            lo: *c.iter().min().unwrap(),
+            hi: *c.iter().max().unwrap(),
+        }
     }
     /// Python (floor) modulus by a positive divisor interval: `[0, d.hi-1]`, narrowed when the
     /// dividend already lies in one period.
@@ -142,7 +176,10 @@ impl Interval {
             }
             return Interval::UNKNOWN;
         }
-        let generic = Interval { lo: 0, hi: if d.hi_finite() { d.hi - 1 } else { POS_INF } };
+        let generic = Interval {
+            lo: 0,
+            hi: if d.hi_finite() { d.hi - 1 } else { POS_INF },
+        };
         if self.lo >= 0 && self.hi < d.lo {
             return *self;
         }
@@ -150,18 +187,30 @@ impl Interval {
             let q_lo = floor_div_i128(self.lo, d.lo);
             let q_hi = floor_div_i128(self.hi, d.lo);
             if q_lo == q_hi {
-                return Interval { lo: self.lo - q_lo * d.lo, hi: self.hi - q_lo * d.lo };
+                return Interval {
+                    lo: self.lo - q_lo * d.lo,
+                    hi: self.hi - q_lo * d.lo,
+                };
             }
         }
         if self.lo >= 0 {
-            return Interval { lo: 0, hi: generic.hi.min(self.hi) };
+            return Interval {
+                lo: 0,
+                hi: generic.hi.min(self.hi),
+            };
         }
         generic
     }
     pub fn min(&self, o: &Interval) -> Interval {
-        Interval { lo: self.lo.min(o.lo), hi: self.hi.min(o.hi) }
+        Interval {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.min(o.hi),
+        }
     }
     pub fn max(&self, o: &Interval) -> Interval {
-        Interval { lo: self.lo.max(o.lo), hi: self.hi.max(o.hi) }
+        Interval {
+            lo: self.lo.max(o.lo),
+            hi: self.hi.max(o.hi),
+        }
     }
 }

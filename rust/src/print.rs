@@ -106,11 +106,19 @@ fn pr(e: Expr, style: Style) -> SymResult<(String, u8)> {
                 (format!("ModularIndexing({x}, {y}, {z})"), ATOM)
             }
             Style::Python => {
-                let q = if b.as_int() == Some(1) { wrap(pr(*a, style)?, ATOM) } else { floordiv_str(*a, *b, style)? };
+                let q = if b.as_int() == Some(1) {
+                    wrap(pr(*a, style)?, ATOM)
+                } else {
+                    floordiv_str(*a, *b, style)?
+                };
                 (format!("({q} % {})", wrap(pr(*c, style)?, ATOM)), ATOM)
             }
             Style::Triton { .. } => {
-                let q = if b.as_int() == Some(1) { wrap(pr(*a, style)?, ATOM) } else { floordiv_str(*a, *b, style)? };
+                let q = if b.as_int() == Some(1) {
+                    wrap(pr(*a, style)?, ATOM)
+                } else {
+                    floordiv_str(*a, *b, style)?
+                };
                 let q_nonneg = a.is_nonneg() && b.is_positive();
                 let cs = wrap(pr(*c, style)?, ATOM);
                 if q_nonneg && c.is_positive() {
@@ -145,8 +153,22 @@ fn pr(e: Expr, style: Style) -> SymResult<(String, u8)> {
                 strs.push(pr(*a, style)?.0);
             }
             match style {
-                Style::Sympy => (format!("{}({})", if is_max { "Max" } else { "Min" }, strs.join(", ")), ATOM),
-                Style::Python => (format!("{}({})", if is_max { "max" } else { "min" }, strs.join(", ")), ATOM),
+                Style::Sympy => (
+                    format!(
+                        "{}({})",
+                        if is_max { "Max" } else { "Min" },
+                        strs.join(", ")
+                    ),
+                    ATOM,
+                ),
+                Style::Python => (
+                    format!(
+                        "{}({})",
+                        if is_max { "max" } else { "min" },
+                        strs.join(", ")
+                    ),
+                    ATOM,
+                ),
                 Style::Triton { .. } => {
                     let f = if is_max { "tl.maximum" } else { "tl.minimum" };
                     let mut acc = strs.pop().unwrap();
@@ -187,13 +209,17 @@ fn floordiv_str(a: Expr, b: Expr, style: Style) -> SymResult<String> {
 
 /// Sympy-like display string (`x0 + 64*x1`, `(x0//16)`, `ModularIndexing(x0, 1, 64)`).
 pub fn sympy_str(e: Expr) -> String {
-    pr(e, Style::Sympy).map(|s| s.0).unwrap_or_else(|err| format!("<unprintable: {err}>"))
+    pr(e, Style::Sympy)
+        .map(|s| s.0)
+        .unwrap_or_else(|err| format!("<unprintable: {err}>"))
 }
 
 /// Python source for `e`: floor `//` and `%` as Python defines them; `min`/`max` builtins.
 /// Inductor's PythonPrinter (`pexpr`).
 pub fn pexpr(e: Expr) -> String {
-    pr(e, Style::Python).map(|s| s.0).unwrap_or_else(|err| format!("<unprintable: {err}>"))
+    pr(e, Style::Python)
+        .map(|s| s.0)
+        .unwrap_or_else(|err| format!("<unprintable: {err}>"))
 }
 
 /// Triton source for `e` with the given index dtype (`"tl.int32"`/`"int32"` or `"tl.int64"`/

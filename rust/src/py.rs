@@ -73,7 +73,10 @@ fn run_ok<T>(f: impl FnOnce() -> T) -> PyResult<T> {
 }
 
 fn int_overflow(obj: &Bound<'_, PyAny>) -> PyErr {
-    let shown = obj.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<int>".into());
+    let shown = obj
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<int>".into());
     PyOverflowError::new_err(format!(
         "the integer {shown} does not fit in a signed 64-bit integer; index expressions must \
          stay within int64"
@@ -170,7 +173,10 @@ fn expr_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Expr> {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// `Expr` argument of a `#[pyfunction]` (an `Expr` or an int-like object).
@@ -312,7 +318,11 @@ fn binop(a: Expr, other: &Bound<'_, PyAny>, reflected: bool, f: BinFn) -> PyResu
     match as_expr(other)? {
         None => Ok(py.NotImplemented()),
         Some(o) => {
-            let r = if reflected { run(|| f(&o, &a))? } else { run(|| f(&a, &o))? };
+            let r = if reflected {
+                run(|| f(&o, &a))?
+            } else {
+                run(|| f(&a, &o))?
+            };
             new_obj(py, r)
         }
     }
@@ -407,7 +417,10 @@ impl PyExpr {
             CompareOp::Ne => !eq,
             _ => return Ok(py.NotImplemented()),
         };
-        Ok(pyo3::types::PyBool::new(py, r).to_owned().into_any().unbind())
+        Ok(pyo3::types::PyBool::new(py, r)
+            .to_owned()
+            .into_any()
+            .unbind())
     }
 
     fn __hash__(&self) -> isize {
@@ -506,8 +519,10 @@ impl PyExpr {
             Node::Add { terms, .. } => terms.to_vec(),
             _ => vec![(self.e, 1)],
         };
-        let objs: PyResult<Vec<(Py<PyAny>, i64)>> =
-            pairs.into_iter().map(|(t, c)| Ok((new_obj(py, t)?, c))).collect();
+        let objs: PyResult<Vec<(Py<PyAny>, i64)>> = pairs
+            .into_iter()
+            .map(|(t, c)| Ok((new_obj(py, t)?, c)))
+            .collect();
         PyTuple::new(py, objs?)
     }
 
@@ -520,8 +535,10 @@ impl PyExpr {
             Node::Mul { factors } => factors.to_vec(),
             _ => vec![(self.e, 1)],
         };
-        let objs: PyResult<Vec<(Py<PyAny>, u32)>> =
-            pairs.into_iter().map(|(t, c)| Ok((new_obj(py, t)?, c))).collect();
+        let objs: PyResult<Vec<(Py<PyAny>, u32)>> = pairs
+            .into_iter()
+            .map(|(t, c)| Ok((new_obj(py, t)?, c)))
+            .collect();
         PyTuple::new(py, objs?)
     }
 
@@ -680,7 +697,10 @@ fn for_each_item<'py>(
         return Ok(());
     }
     let items = mapping.call_method0("items").map_err(|_| {
-        PyTypeError::new_err(format!("expected a mapping (dict), got {}", type_name(mapping)))
+        PyTypeError::new_err(format!(
+            "expected a mapping (dict), got {}",
+            type_name(mapping)
+        ))
     })?;
     for item in items.try_iter()? {
         let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
@@ -696,20 +716,34 @@ fn to_tree(py: Python<'_>, e: Expr) -> PyResult<Py<PyAny>> {
         Node::Int(v) => v.into_pyobject(py)?.into_any().unbind(),
         Node::Sym(s) => {
             let (lo, hi) = interval_pair(s.range);
-            ("Symbol", &*s.name, kind_str(s.kind), lo, hi).into_pyobject(py)?.into_any().unbind()
+            ("Symbol", &*s.name, kind_str(s.kind), lo, hi)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind()
         }
         Node::Add { constant, terms } => {
-            let ts: PyResult<Vec<(Py<PyAny>, i64)>> =
-                terms.iter().map(|&(t, c)| Ok((to_tree(py, t)?, c))).collect();
-            ("Add", *constant, PyTuple::new(py, ts?)?).into_pyobject(py)?.into_any().unbind()
+            let ts: PyResult<Vec<(Py<PyAny>, i64)>> = terms
+                .iter()
+                .map(|&(t, c)| Ok((to_tree(py, t)?, c)))
+                .collect();
+            ("Add", *constant, PyTuple::new(py, ts?)?)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind()
         }
         Node::Mul { factors } => {
-            let fs: PyResult<Vec<(Py<PyAny>, u32)>> =
-                factors.iter().map(|&(t, c)| Ok((to_tree(py, t)?, c))).collect();
-            ("Mul", PyTuple::new(py, fs?)?).into_pyobject(py)?.into_any().unbind()
+            let fs: PyResult<Vec<(Py<PyAny>, u32)>> = factors
+                .iter()
+                .map(|&(t, c)| Ok((to_tree(py, t)?, c)))
+                .collect();
+            ("Mul", PyTuple::new(py, fs?)?)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind()
         }
         _ => {
-            let mut items: Vec<Py<PyAny>> = vec![node_kind(e).into_pyobject(py)?.into_any().unbind()];
+            let mut items: Vec<Py<PyAny>> =
+                vec![node_kind(e).into_pyobject(py)?.into_any().unbind()];
             for c in e.children() {
                 items.push(to_tree(py, c)?);
             }
@@ -728,7 +762,8 @@ fn from_tree(obj: &Bound<'_, PyAny>) -> PyResult<Expr> {
     let sub = |i: usize| -> PyResult<Expr> { from_tree(&t.get_item(i)?) };
     match tag.as_str() {
         "Symbol" => {
-            let (_, name, kind, lo, hi): (String, String, String, Option<i64>, Option<i64>) = t.extract()?;
+            let (_, name, kind, lo, hi): (String, String, String, Option<i64>, Option<i64>) =
+                t.extract()?;
             let k = parse_kind(&kind)?;
             run(|| Expr::symbol_with(&name, Some(k), lo, hi))
         }
@@ -1007,9 +1042,14 @@ fn nested(v: Vec<Vec<ExprLike>>) -> Vec<Vec<Expr>> {
 /// symbol in its assumed range; None for an infinite end. Inductor's `bound_sympy`.
 #[pyfunction]
 #[pyo3(signature = (expr, ranges=None))]
-fn bound(expr: ExprLike, ranges: Option<&Bound<'_, PyAny>>) -> PyResult<(Option<i64>, Option<i64>)> {
+fn bound(
+    expr: ExprLike,
+    ranges: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Option<i64>, Option<i64>)> {
     let r = ranges_arg(ranges)?;
-    Ok(interval_pair(run_ok(|| crate::simplify::bound(expr.0, &r))?))
+    Ok(interval_pair(run_ok(|| {
+        crate::simplify::bound(expr.0, &r)
+    })?))
 }
 
 /// Inductor's `simplify_with_ranges`: `expr` simplified knowing each symbol of `ranges` lies in
@@ -1022,13 +1062,20 @@ fn simplify_with_ranges(
     ranges: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let r = ranges_arg(ranges)?;
-    new_obj(py, run(|| crate::simplify::simplify_with_ranges(expr.0, &r))?)
+    new_obj(
+        py,
+        run(|| crate::simplify::simplify_with_ranges(expr.0, &r))?,
+    )
 }
 
 /// True only when `a == b` is proven for every point of the domain (False = not proven).
 #[pyfunction]
 #[pyo3(signature = (a, b, ranges=None))]
-fn statically_known_equals(a: ExprLike, b: ExprLike, ranges: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+fn statically_known_equals(
+    a: ExprLike,
+    b: ExprLike,
+    ranges: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
     let r = ranges_arg(ranges)?;
     run_ok(|| crate::simplify::statically_known_equals(a.0, b.0, &r))
 }
@@ -1036,7 +1083,11 @@ fn statically_known_equals(a: ExprLike, b: ExprLike, ranges: Option<&Bound<'_, P
 /// True only when `a <= b` is proven for every point of the domain (False = not proven).
 #[pyfunction]
 #[pyo3(signature = (a, b, ranges=None))]
-fn statically_known_leq(a: ExprLike, b: ExprLike, ranges: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+fn statically_known_leq(
+    a: ExprLike,
+    b: ExprLike,
+    ranges: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
     let r = ranges_arg(ranges)?;
     run_ok(|| crate::simplify::statically_known_leq(a.0, b.0, &r))
 }
@@ -1044,7 +1095,11 @@ fn statically_known_leq(a: ExprLike, b: ExprLike, ranges: Option<&Bound<'_, PyAn
 /// True only when `a < b` is proven for every point of the domain (False = not proven).
 #[pyfunction]
 #[pyo3(signature = (a, b, ranges=None))]
-fn statically_known_lt(a: ExprLike, b: ExprLike, ranges: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+fn statically_known_lt(
+    a: ExprLike,
+    b: ExprLike,
+    ranges: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
     let r = ranges_arg(ranges)?;
     run_ok(|| crate::simplify::statically_known_lt(a.0, b.0, &r))
 }
@@ -1072,7 +1127,10 @@ fn expand_floor_div(expr: ExprLike) -> PyResult<Option<(PyExpr, PyExpr)>> {
 /// Inductor's `combine_modular_indexing_pairs` (sizevars form, top level only).
 #[pyfunction]
 fn combine_modular_indexing_pairs(py: Python<'_>, expr: ExprLike) -> PyResult<Py<PyAny>> {
-    new_obj(py, run(|| crate::simplify::combine_modular_indexing_pairs(expr.0))?)
+    new_obj(
+        py,
+        run(|| crate::simplify::combine_modular_indexing_pairs(expr.0))?,
+    )
 }
 
 /// Stride of each variable of `vars` in `expr` (finite difference at 0): a list of Exprs.
@@ -1227,9 +1285,14 @@ impl PySplitResult {
 /// Inductor's `SIMDKernel._split_iteration_ranges`: re-split a node's `lengths` (one list per
 /// length group) onto the kernel's `groups`. CantSplit when impossible.
 #[pyfunction]
-fn split_iteration_ranges(groups: Vec<ExprLike>, lengths: Vec<Vec<ExprLike>>) -> PyResult<PySplitResult> {
+fn split_iteration_ranges(
+    groups: Vec<ExprLike>,
+    lengths: Vec<Vec<ExprLike>>,
+) -> PyResult<PySplitResult> {
     let (g, l) = (exprs(groups), nested(lengths));
-    Ok(PySplitResult { inner: run(|| crate::split::split_iteration_ranges(&g, &l))? })
+    Ok(PySplitResult {
+        inner: run(|| crate::split::split_iteration_ranges(&g, &l))?,
+    })
 }
 
 /// Inductor's `prepare_split_iteration_lengths`.
@@ -1242,7 +1305,9 @@ fn prepare_split_iteration_lengths(
 ) -> PyResult<Vec<Vec<PyExpr>>> {
     let (g, l) = (exprs(groups), nested(lengths));
     let r = reduction_numel.map_or_else(Expr::one, |e| e.0);
-    Ok(wrap_nested(run_ok(|| crate::split::prepare_split_iteration_lengths(&g, &l, &r))?))
+    Ok(wrap_nested(run_ok(|| {
+        crate::split::prepare_split_iteration_lengths(&g, &l, &r)
+    })?))
 }
 
 /// Inductor's `SIMDKernel.is_compatible`: can a node with `lengths` run in a kernel tiled as
@@ -1299,7 +1364,11 @@ impl PyRangeTrees {
         })
     }
     fn symbols(&self, ids: &[crate::tree::EntryId]) -> Vec<PyExpr> {
-        ids.iter().map(|id| PyExpr { e: self.inner.entry(*id).symbol }).collect()
+        ids.iter()
+            .map(|id| PyExpr {
+                e: self.inner.entry(*id).symbol,
+            })
+            .collect()
     }
 }
 
@@ -1333,9 +1402,18 @@ impl PyRangeTrees {
                 }
             }
         }
-        let opts = TreeOptions { inside_reduction, is_reduction, no_x_dim, persistent_reduction };
+        let opts = TreeOptions {
+            inside_reduction,
+            is_reduction,
+            no_x_dim,
+            persistent_reduction,
+        };
         let inner = run(|| RangeTrees::new(&pairs, opts))?;
-        Ok(PyRangeTrees { inner, numels: pairs, opts })
+        Ok(PyRangeTrees {
+            inner,
+            numels: pairs,
+            opts,
+        })
     }
 
     /// Add a root (before any entry exists; the trees are rebuilt with the same flags). Returns
@@ -1365,17 +1443,28 @@ impl PyRangeTrees {
         let numels = inner.roots().iter().map(|x| (x.prefix, x.numel)).collect();
         let opts = TreeOptions {
             inside_reduction: inner.inside_reduction(),
-            is_reduction: inner.roots().iter().any(|x| x.is_reduction() && !known_one(x.numel)),
+            is_reduction: inner
+                .roots()
+                .iter()
+                .any(|x| x.is_reduction() && !known_one(x.numel)),
             no_x_dim: false,
             persistent_reduction: false,
         };
-        Ok(PyRangeTrees { inner, numels, opts })
+        Ok(PyRangeTrees {
+            inner,
+            numels,
+            opts,
+        })
     }
 
     /// Prefixes of the roots, in z, y, x, r0_, r1_ order.
     #[getter]
     fn prefixes(&self) -> Vec<&'static str> {
-        self.inner.roots().iter().map(|r| r.prefix.as_str()).collect()
+        self.inner
+            .roots()
+            .iter()
+            .map(|r| r.prefix.as_str())
+            .collect()
     }
 
     /// A root's fields as a dict: name, prefix, numel, index, is_loop, tensor_dim, grid_dim,
@@ -1399,8 +1488,14 @@ impl PyRangeTrees {
 
     /// An entry's fields as a dict (name, symbol, prefix, divisor, length, expr,
     /// precomputed_args), or None when `symbol` is not an entry of this kernel.
-    fn entry<'py>(&self, py: Python<'py>, symbol: ExprLike) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(id) = self.inner.entry_for_symbol(&symbol.0) else { return Ok(None) };
+    fn entry<'py>(
+        &self,
+        py: Python<'py>,
+        symbol: ExprLike,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(id) = self.inner.entry_for_symbol(&symbol.0) else {
+            return Ok(None);
+        };
         let e = self.inner.entry(id);
         let d = PyDict::new(py);
         d.set_item("name", &e.name)?;
@@ -1417,7 +1512,11 @@ impl PyRangeTrees {
     /// Every entry symbol created so far, in creation order.
     #[getter]
     fn entries(&self) -> Vec<PyExpr> {
-        self.inner.entries().iter().map(|e| PyExpr { e: e.symbol }).collect()
+        self.inner
+            .entries()
+            .iter()
+            .map(|e| PyExpr { e: e.symbol })
+            .collect()
     }
 
     /// Next value of the shared iteration-variable counter.
@@ -1438,7 +1537,11 @@ impl PyRangeTrees {
 
     /// Prefixes of the roots active now (reduction roots only inside the reduction).
     fn active_roots(&self) -> Vec<&'static str> {
-        self.inner.active_roots().iter().map(|r| self.inner.root(*r).prefix.as_str()).collect()
+        self.inner
+            .active_roots()
+            .iter()
+            .map(|r| self.inner.root(*r).prefix.as_str())
+            .collect()
     }
 
     /// {entry symbol: length} for every entry, root by root (Inductor's `var_ranges()`).
@@ -1476,7 +1579,9 @@ impl PyRangeTrees {
     fn lookup(&mut self, prefix: &str, divisor: ExprLike, length: ExprLike) -> PyResult<PyExpr> {
         let root = self.root_id(prefix)?;
         let id = run(|| self.inner.lookup(root, divisor.0, length.0))?;
-        Ok(PyExpr { e: self.inner.entry(id).symbol })
+        Ok(PyExpr {
+            e: self.inner.entry(id).symbol,
+        })
     }
 
     /// Mixed-radix digit symbols of a root for `lengths`, outermost first (Inductor's
@@ -1495,7 +1600,11 @@ impl PyRangeTrees {
 
     /// `(vars, sizes)` of the digit chain of a root that `index` uses (Inductor's
     /// `vars_and_sizes`); creates filler entries.
-    fn vars_and_sizes(&mut self, prefix: &str, index: ExprLike) -> PyResult<(Vec<PyExpr>, Vec<PyExpr>)> {
+    fn vars_and_sizes(
+        &mut self,
+        prefix: &str,
+        index: ExprLike,
+    ) -> PyResult<(Vec<PyExpr>, Vec<PyExpr>)> {
         let root = self.root_id(prefix)?;
         let (v, s) = run(|| self.inner.vars_and_sizes(root, &index.0))?;
         Ok((wrap_all(v), wrap_all(s)))
@@ -1514,7 +1623,9 @@ impl PyRangeTrees {
         lengths: Vec<Vec<ExprLike>>,
     ) -> PyResult<Vec<Vec<PyExpr>>> {
         let (g, l) = (exprs(groups), nested(lengths));
-        Ok(wrap_nested(run(|| self.inner.map_kernel_groups_to_node_sizes(&g, &l))?))
+        Ok(wrap_nested(run(|| {
+            self.inner.map_kernel_groups_to_node_sizes(&g, &l)
+        })?))
     }
 
     /// Inductor's `split_and_set_ranges` (groups = the roots' numels).
@@ -1524,14 +1635,29 @@ impl PyRangeTrees {
     }
 
     /// Inductor's `combine_contiguous_dims` for `index` on a root.
-    fn combine_contiguous_dims(&mut self, py: Python<'_>, index: ExprLike, prefix: &str) -> PyResult<Py<PyAny>> {
+    fn combine_contiguous_dims(
+        &mut self,
+        py: Python<'_>,
+        index: ExprLike,
+        prefix: &str,
+    ) -> PyResult<Py<PyAny>> {
         let root = self.root_id(prefix)?;
-        new_obj(py, run(|| self.inner.combine_contiguous_dims(index.0, root))?)
+        new_obj(
+            py,
+            run(|| self.inner.combine_contiguous_dims(index.0, root))?,
+        )
     }
 
     /// Inductor's kernel-level `combine_modular_indexing_pairs`.
-    fn combine_modular_indexing_pairs(&mut self, py: Python<'_>, index: ExprLike) -> PyResult<Py<PyAny>> {
-        new_obj(py, run(|| self.inner.combine_modular_indexing_pairs(index.0))?)
+    fn combine_modular_indexing_pairs(
+        &mut self,
+        py: Python<'_>,
+        index: ExprLike,
+    ) -> PyResult<Py<PyAny>> {
+        new_obj(
+            py,
+            run(|| self.inner.combine_modular_indexing_pairs(index.0))?,
+        )
     }
 
     /// `index` with every entry symbol replaced by its expression.
@@ -1555,9 +1681,19 @@ impl PyRangeTrees {
             .inner
             .roots()
             .iter()
-            .map(|r| format!("{}: {}", r.prefix.as_str(), crate::print::sympy_str(r.numel)))
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r.prefix.as_str(),
+                    crate::print::sympy_str(r.numel)
+                )
+            })
             .collect();
-        format!("RangeTrees({{{}}}, entries={})", roots.join(", "), self.inner.entries().len())
+        format!(
+            "RangeTrees({{{}}}, entries={})",
+            roots.join(", "),
+            self.inner.entries().len()
+        )
     }
 }
 

@@ -65,12 +65,21 @@ fn content(e: Expr) -> (i64, Monomial) {
     let mut common: Monomial = if c != 0 || terms.is_empty() {
         vec![]
     } else {
-        terms[0].0.iter().copied().filter(|(f, _)| f.is_positive()).collect()
+        terms[0]
+            .0
+            .iter()
+            .copied()
+            .filter(|(f, _)| f.is_positive())
+            .collect()
     };
     for (m, _) in terms.iter().skip(1) {
         common = common
             .into_iter()
-            .filter_map(|(f, e)| m.iter().find(|(g2, _)| *g2 == f).map(|(_, e2)| (f, e.min(*e2))))
+            .filter_map(|(f, e)| {
+                m.iter()
+                    .find(|(g2, _)| *g2 == f)
+                    .map(|(_, e2)| (f, e.min(*e2)))
+            })
             .collect();
         if common.is_empty() {
             break;
@@ -90,7 +99,8 @@ fn exact_divide(e: Expr, coeff: i64, mono: &[(Expr, u32)]) -> SymResult<Expr> {
         0
     };
     for (m, k) in terms {
-        let q = mono_div(&m, mono).ok_or_else(|| SymError::Value("internal: inexact division".into()))?;
+        let q = mono_div(&m, mono)
+            .ok_or_else(|| SymError::Value("internal: inexact division".into()))?;
         out.push((Expr::from_monomial(&q), k / coeff));
     }
     Expr::build_sum(cq, out)
@@ -103,7 +113,11 @@ fn common_divisor(a: Expr, b: Expr) -> (i64, Monomial) {
     let g = gcd(ga, gb).max(1);
     let m: Monomial = ma
         .into_iter()
-        .filter_map(|(f, e)| mb.iter().find(|(f2, _)| *f2 == f).map(|(_, e2)| (f, e.min(*e2))))
+        .filter_map(|(f, e)| {
+            mb.iter()
+                .find(|(f2, _)| *f2 == f)
+                .map(|(_, e2)| (f, e.min(*e2)))
+        })
         .collect();
     (g, m)
 }
@@ -131,7 +145,10 @@ fn split_divisible(a: Expr, coeff: i64, mono: &[(Expr, u32)]) -> SymResult<Optio
     if quot.is_empty() && quot_c == 0 {
         return Ok(None);
     }
-    Ok(Some((Expr::build_sum(quot_c, quot)?, Expr::build_sum(rest_c, rest)?)))
+    Ok(Some((
+        Expr::build_sum(quot_c, quot)?,
+        Expr::build_sum(rest_c, rest)?,
+    )))
 }
 
 fn check_divisor(b: Expr, what: &str) -> SymResult<()> {
@@ -172,11 +189,15 @@ pub fn rule_split_exact_terms(a: Expr, b: Expr) -> SymResult<Option<Expr>> {
     if !matches!(a.node(), Node::Add { .. }) || !b.is_positive() {
         return Ok(None);
     }
-    let Some((coeff, mono)) = as_single_term(b) else { return Ok(None) };
+    let Some((coeff, mono)) = as_single_term(b) else {
+        return Ok(None);
+    };
     if coeff <= 0 {
         return Ok(None);
     }
-    let Some((quot, rest)) = split_divisible(a, coeff, &mono)? else { return Ok(None) };
+    let Some((quot, rest)) = split_divisible(a, coeff, &mono)? else {
+        return Ok(None);
+    };
     if !rest.is_nonneg() {
         return Ok(None);
     }
@@ -219,7 +240,12 @@ pub fn floordiv(a: Expr, b: Expr) -> SymResult<Expr> {
     if a == b && b.is_positive() {
         return Ok(Expr::one());
     }
-    for rule in [rule_nested_floordiv, rule_floordiv_small_base, rule_split_exact_terms, rule_floordiv_gcd] {
+    for rule in [
+        rule_nested_floordiv,
+        rule_floordiv_small_base,
+        rule_split_exact_terms,
+        rule_floordiv_gcd,
+    ] {
         if let Some(r) = rule(a, b)? {
             return Ok(r);
         }
@@ -264,7 +290,9 @@ pub fn rule_mi_of_floordiv(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Expr>>
 /// multiple of b·c). Inductor's `combine_modular_indexing_pairs`, generalized to any b.
 pub fn rule_mi_of_mi(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Expr>> {
     if let Node::ModularIndexing(x, one, l) = a.node() {
-        if let (Some(1), Some(l), Some(bv), Some(cv)) = (one.as_int(), l.as_int(), b.as_int(), c.as_int()) {
+        if let (Some(1), Some(l), Some(bv), Some(cv)) =
+            (one.as_int(), l.as_int(), b.as_int(), c.as_int())
+        {
             if let Some(p) = bv.checked_mul(cv) {
                 if p > 0 && l % p == 0 {
                     return Ok(Some(modular_indexing(*x, b, c)?));
@@ -285,7 +313,11 @@ pub fn rule_mi_gcd(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Expr>> {
     if g == 1 && m.is_empty() {
         return Ok(None);
     }
-    Ok(Some(modular_indexing(exact_divide(a, g, &m)?, exact_divide(b, g, &m)?, c)?))
+    Ok(Some(modular_indexing(
+        exact_divide(a, g, &m)?,
+        exact_divide(b, g, &m)?,
+        c,
+    )?))
 }
 
 /// MI‑4: drop the terms of a that are multiples of b·c (they change `a // b` by multiples of c).
@@ -299,11 +331,15 @@ pub fn rule_mi_drop_multiples(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Exp
     if !p.is_positive() {
         return Ok(None);
     }
-    let Some((coeff, mono)) = as_single_term(p) else { return Ok(None) };
+    let Some((coeff, mono)) = as_single_term(p) else {
+        return Ok(None);
+    };
     if coeff <= 0 {
         return Ok(None);
     }
-    let Some((_, rest)) = split_divisible(a, coeff, &mono)? else { return Ok(None) };
+    let Some((_, rest)) = split_divisible(a, coeff, &mono)? else {
+        return Ok(None);
+    };
     if !rest.is_nonneg() {
         return Ok(None);
     }
@@ -332,7 +368,13 @@ pub fn modular_indexing(a: Expr, b: Expr, c: Expr) -> SymResult<Expr> {
     if let (Some(x), Some(y), Some(z)) = (a.as_int(), b.as_int(), c.as_int()) {
         return Ok(Expr::int(crate::expr::floor_mod(floor_div(x, y)?, z)?));
     }
-    for rule in [rule_mi_of_floordiv, rule_mi_of_mi, rule_mi_gcd, rule_mi_drop_multiples, rule_mi_no_wrap] {
+    for rule in [
+        rule_mi_of_floordiv,
+        rule_mi_of_mi,
+        rule_mi_gcd,
+        rule_mi_drop_multiples,
+        rule_mi_no_wrap,
+    ] {
         if let Some(r) = rule(a, b, c)? {
             return Ok(r);
         }
@@ -371,7 +413,11 @@ pub fn ceil_div(a: Expr, b: Expr) -> SymResult<Expr> {
     check_divisor(b, "CeilDiv")?;
     if let (Some(x), Some(y)) = (a.as_int(), b.as_int()) {
         let nx = x.checked_neg().ok_or_else(|| overflow("CeilDiv"))?;
-        return Ok(Expr::int(floor_div(nx, y)?.checked_neg().ok_or_else(|| overflow("CeilDiv"))?));
+        return Ok(Expr::int(
+            floor_div(nx, y)?
+                .checked_neg()
+                .ok_or_else(|| overflow("CeilDiv"))?,
+        ));
     }
     if let Some((coeff, mono)) = as_single_term(b) {
         if coeff > 0 && b.is_positive() {

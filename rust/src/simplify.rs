@@ -61,7 +61,11 @@ fn range_len(s: Expr, ranges: &VarRanges) -> Option<Expr> {
 /// (Inductor's `ValueRanges(0, max(0, n - 1))`; the own range is kept when it is tighter).
 fn var_interval(own: Interval, len: Expr) -> Interval {
     let hl = len.range().hi;
-    let hi = if hl >= POS_INF { POS_INF } else { (hl - 1).max(0) };
+    let hi = if hl >= POS_INF {
+        POS_INF
+    } else {
+        (hl - 1).max(0)
+    };
     let r = Interval { lo: 0, hi };
     let both = own.intersect(&r);
     if both.lo > both.hi {
@@ -103,17 +107,21 @@ pub fn bound(e: Expr, ranges: &VarRanges) -> Interval {
             }
             r
         }
-        Node::FloorDiv(a, b) | Node::CleanDiv(a, b) => bound(*a, ranges).floordiv(&bound(*b, ranges)),
-        Node::ModularIndexing(a, b, c) => {
-            bound(*a, ranges).floordiv(&bound(*b, ranges)).floormod(&bound(*c, ranges))
+        Node::FloorDiv(a, b) | Node::CleanDiv(a, b) => {
+            bound(*a, ranges).floordiv(&bound(*b, ranges))
         }
+        Node::ModularIndexing(a, b, c) => bound(*a, ranges)
+            .floordiv(&bound(*b, ranges))
+            .floormod(&bound(*c, ranges)),
         Node::Mod(a, b) => bound(*a, ranges).floormod(&bound(*b, ranges)),
-        Node::Min(args) => {
-            args.iter().skip(1).fold(bound(args[0], ranges), |r, a| r.min(&bound(*a, ranges)))
-        }
-        Node::Max(args) => {
-            args.iter().skip(1).fold(bound(args[0], ranges), |r, a| r.max(&bound(*a, ranges)))
-        }
+        Node::Min(args) => args
+            .iter()
+            .skip(1)
+            .fold(bound(args[0], ranges), |r, a| r.min(&bound(*a, ranges))),
+        Node::Max(args) => args
+            .iter()
+            .skip(1)
+            .fold(bound(args[0], ranges), |r, a| r.max(&bound(*a, ranges))),
     }
 }
 
@@ -177,7 +185,11 @@ fn monotone_direction(e: Expr, s: Expr, ranges: &VarRanges) -> Option<i8> {
             if !f.is_symbol() && f.has(&s) {
                 return None;
             }
-            let fsg = if k.is_multiple_of(2) { 1 } else { sign_of(bound(f, ranges)) };
+            let fsg = if k.is_multiple_of(2) {
+                1
+            } else {
+                sign_of(bound(f, ranges))
+            };
             rest_sign *= fsg;
         }
         if k_s == 0 {
@@ -240,7 +252,9 @@ fn monotone_lower(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
                 if (phase == 0) != len.is_some() {
                     continue;
                 }
-                let Some(dir) = monotone_direction(cur, s, ranges) else { continue };
+                let Some(dir) = monotone_direction(cur, s, ranges) else {
+                    continue;
+                };
                 let b = bound(s, ranges);
                 let value = if dir > 0 {
                     if !b.lo_finite() {
@@ -303,7 +317,11 @@ fn known_cmp(a: Expr, b: Expr, strict: bool, ranges: &VarRanges) -> bool {
     }
     let (ba, bb) = (bound(a, ranges), bound(b, ranges));
     if ba.hi_finite() || bb.lo_finite() {
-        let ok = if strict { ba.hi < bb.lo } else { ba.hi <= bb.lo };
+        let ok = if strict {
+            ba.hi < bb.lo
+        } else {
+            ba.hi <= bb.lo
+        };
         if ok {
             return true;
         }
@@ -311,7 +329,10 @@ fn known_cmp(a: Expr, b: Expr, strict: bool, ranges: &VarRanges) -> bool {
     if interval_exact(a, ranges) && interval_exact(b, ranges) {
         return false;
     }
-    let diff = match b.sub(&a).and_then(|d| if strict { d.add_int(-1) } else { Ok(d) }) {
+    let diff = match b
+        .sub(&a)
+        .and_then(|d| if strict { d.add_int(-1) } else { Ok(d) })
+    {
         Ok(d) => d,
         Err(_) => return false,
     };
@@ -350,7 +371,8 @@ pub fn statically_known_lt(a: Expr, b: Expr, ranges: &VarRanges) -> bool {
 
 /// Does the monomial `d` divide the monomial `t` (factor-wise exponents)?
 fn mono_divides(t: &[(Expr, u32)], d: &[(Expr, u32)]) -> bool {
-    d.iter().all(|(f, e)| t.iter().any(|(g, k)| g == f && k >= e))
+    d.iter()
+        .all(|(f, e)| t.iter().any(|(g, k)| g == f && k >= e))
 }
 
 /// Factors `(factor, exponent)` of a monomial, borrowed from the interned node when possible.
@@ -383,7 +405,9 @@ fn parts_multiple_of(constant: i64, terms: &[(Expr, i64)], c: i64, mono: &[(Expr
 fn single_term(e: Expr) -> Option<(i64, Factors)> {
     match e.node() {
         Node::Int(v) => Some((*v, Cow::Owned(vec![]))),
-        Node::Add { constant: 0, terms } if terms.len() == 1 => Some((terms[0].1, factors_of(&terms[0].0))),
+        Node::Add { constant: 0, terms } if terms.len() == 1 => {
+            Some((terms[0].1, factors_of(&terms[0].0)))
+        }
         Node::Add { .. } => None,
         _ => Some((1, factors_of(&e))),
     }
@@ -425,8 +449,12 @@ pub fn statically_known_multiple_of(a: Expr, b: Expr) -> bool {
     // multi-term divisor: a == k·b for an integer k read off b's first term
     let (_, bt) = linear_parts(&b);
     let (_, at) = linear_parts(&a);
-    let Some(&(t0, c0)) = bt.first() else { return false };
-    let Some(&(_, ka)) = at.iter().find(|(t, _)| *t == t0) else { return false };
+    let Some(&(t0, c0)) = bt.first() else {
+        return false;
+    };
+    let Some(&(_, ka)) = at.iter().find(|(t, _)| *t == t0) else {
+        return false;
+    };
     if ka.checked_rem(c0) != Some(0) {
         return false;
     }
@@ -450,13 +478,28 @@ fn div_terms(terms: &[(Expr, i64)]) -> SymResult<Vec<DivTerm>> {
     let mut out = Vec::new();
     for (idx, &(t, coeff)) in terms.iter().enumerate() {
         match t.node() {
-            Node::ModularIndexing(..) | Node::FloorDiv(..) => out.push(DivTerm { idx, coeff, rest: one(), f: t }),
+            Node::ModularIndexing(..) | Node::FloorDiv(..) => out.push(DivTerm {
+                idx,
+                coeff,
+                rest: one(),
+                f: t,
+            }),
             Node::Mul { factors } => {
                 for (j, &(f, k)) in factors.iter().enumerate() {
-                    if k == 1 && matches!(f.node(), Node::ModularIndexing(..) | Node::FloorDiv(..)) {
-                        let rest: Vec<(Expr, u32)> =
-                            factors.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| *x).collect();
-                        out.push(DivTerm { idx, coeff, rest: Expr::from_monomial(&rest), f });
+                    if k == 1 && matches!(f.node(), Node::ModularIndexing(..) | Node::FloorDiv(..))
+                    {
+                        let rest: Vec<(Expr, u32)> = factors
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i != j)
+                            .map(|(_, x)| *x)
+                            .collect();
+                        out.push(DivTerm {
+                            idx,
+                            coeff,
+                            rest: Expr::from_monomial(&rest),
+                            f,
+                        });
                     }
                 }
             }
@@ -474,7 +517,9 @@ fn scale_by(coeff: i64, rest: Expr, m: Expr) -> SymResult<Option<(i64, Expr)>> {
     match m.node() {
         Node::Add { constant: 0, terms } if terms.len() == 1 => {
             let (t, k) = terms[0];
-            let Some(c) = coeff.checked_mul(k) else { return Ok(None) };
+            let Some(c) = coeff.checked_mul(k) else {
+                return Ok(None);
+            };
             Ok(Some((c, rest.mul(&t)?)))
         }
         Node::Add { .. } => Ok(None),
@@ -483,8 +528,17 @@ fn scale_by(coeff: i64, rest: Expr, m: Expr) -> SymResult<Option<(i64, Expr)>> {
 }
 
 /// Replace terms `i1`, `i2` of the sum by `coeff·rest·new`, then join again.
-fn replace_pair(e: Expr, i1: usize, i2: usize, coeff: i64, rest: Expr, new: Expr) -> SymResult<Expr> {
-    let Node::Add { constant, terms } = e.node() else { return Ok(e) };
+fn replace_pair(
+    e: Expr,
+    i1: usize,
+    i2: usize,
+    coeff: i64,
+    rest: Expr,
+    new: Expr,
+) -> SymResult<Expr> {
+    let Node::Add { constant, terms } = e.node() else {
+        return Ok(e);
+    };
     let mut items: Vec<(Expr, i64)> = Vec::with_capacity(terms.len());
     for (i, &tc) in terms.iter().enumerate() {
         if i != i1 && i != i2 {
@@ -510,10 +564,14 @@ fn replace_pair(e: Expr, i1: usize, i2: usize, coeff: i64, rest: Expr, new: Expr
 /// Anything that is not a sum containing a ModularIndexing term is returned unchanged. Errors only
 /// from the constructors (overflow).
 pub fn join_dimensions(e: Expr) -> SymResult<Expr> {
-    let Node::Add { terms, .. } = e.node() else { return Ok(e) };
+    let Node::Add { terms, .. } = e.node() else {
+        return Ok(e);
+    };
     let has_mi = terms.iter().any(|(t, _)| match t.node() {
         Node::ModularIndexing(..) => true,
-        Node::Mul { factors } => factors.iter().any(|(f, _)| matches!(f.node(), Node::ModularIndexing(..))),
+        Node::Mul { factors } => factors
+            .iter()
+            .any(|(f, _)| matches!(f.node(), Node::ModularIndexing(..))),
         _ => false,
     });
     if !has_mi {
@@ -522,17 +580,23 @@ pub fn join_dimensions(e: Expr) -> SymResult<Expr> {
     let dts = div_terms(terms)?;
     // JD-1
     for t1 in &dts {
-        let Node::ModularIndexing(b, d, m1) = t1.f.node() else { continue };
+        let Node::ModularIndexing(b, d, m1) = t1.f.node() else {
+            continue;
+        };
         if !m1.is_positive() {
             continue;
         }
-        let Some((c2, r2)) = scale_by(t1.coeff, t1.rest, *m1)? else { continue };
+        let Some((c2, r2)) = scale_by(t1.coeff, t1.rest, *m1)? else {
+            continue;
+        };
         let Ok(d2) = d.mul(m1) else { continue };
         for t2 in &dts {
             if t2.idx == t1.idx {
                 continue;
             }
-            let Node::ModularIndexing(b2, dd, m2) = t2.f.node() else { continue };
+            let Node::ModularIndexing(b2, dd, m2) = t2.f.node() else {
+                continue;
+            };
             if b2 == b && *dd == d2 && t2.coeff == c2 && t2.rest == r2 && m2.is_positive() {
                 let Ok(m12) = m1.mul(m2) else { continue };
                 let new = b.modular_indexing(d, &m12)?;
@@ -542,17 +606,23 @@ pub fn join_dimensions(e: Expr) -> SymResult<Expr> {
     }
     // JD-2
     for t1 in &dts {
-        let Node::ModularIndexing(b, d, m1) = t1.f.node() else { continue };
+        let Node::ModularIndexing(b, d, m1) = t1.f.node() else {
+            continue;
+        };
         if !m1.is_positive() {
             continue;
         }
-        let Some((c2, r2)) = scale_by(t1.coeff, t1.rest, *m1)? else { continue };
+        let Some((c2, r2)) = scale_by(t1.coeff, t1.rest, *m1)? else {
+            continue;
+        };
         let Ok(d2) = d.mul(m1) else { continue };
         for t2 in &dts {
             if t2.idx == t1.idx {
                 continue;
             }
-            let Node::FloorDiv(b2, dd) = t2.f.node() else { continue };
+            let Node::FloorDiv(b2, dd) = t2.f.node() else {
+                continue;
+            };
             if b2 == b && *dd == d2 && t2.coeff == c2 && t2.rest == r2 {
                 let new = b.floordiv(d)?;
                 return replace_pair(e, t1.idx, t2.idx, t1.coeff, t1.rest, new);
@@ -578,7 +648,9 @@ fn remove_zero_terms(base: Expr, d: Expr, ranges: &VarRanges) -> SymResult<Expr>
     if ranges.is_empty() || !known_nonneg(base, ranges) {
         return Ok(base);
     }
-    let Some((dc, dm)) = single_term(d) else { return Ok(base) };
+    let Some((dc, dm)) = single_term(d) else {
+        return Ok(base);
+    };
     let mut cur = base;
     loop {
         match cur.node() {
@@ -594,11 +666,15 @@ fn remove_zero_terms(base: Expr, d: Expr, ranges: &VarRanges) -> SymResult<Expr>
                     if k != 1 || !v.is_symbol() || range_len(v, ranges).is_none() {
                         continue;
                     }
-                    let others_free = terms.iter().enumerate().all(|(j, (t, _))| j == i || !t.has(&v));
+                    let others_free = terms
+                        .iter()
+                        .enumerate()
+                        .all(|(j, (t, _))| j == i || !t.has(&v));
                     if !others_free {
                         continue;
                     }
-                    let rest_ok = *constant == 0 || (dm.is_empty() && dc != 0 && constant.checked_rem(dc) == Some(0));
+                    let rest_ok = *constant == 0
+                        || (dm.is_empty() && dc != 0 && constant.checked_rem(dc) == Some(0));
                     let terms_ok = terms.iter().enumerate().all(|(j, (t, kk))| {
                         j == i
                             || (dc != 0
@@ -625,8 +701,12 @@ fn remove_zero_terms(base: Expr, d: Expr, ranges: &VarRanges) -> SymResult<Expr>
                     }
                 }
                 let Some(i) = found else { return Ok(cur) };
-                let rest: Vec<(Expr, i64)> =
-                    terms.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, x)| *x).collect();
+                let rest: Vec<(Expr, i64)> = terms
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, x)| *x)
+                    .collect();
                 cur = Expr::build_sum(*constant, rest)?;
             }
             _ => return Ok(cur),
@@ -652,7 +732,10 @@ fn visit_floordiv(orig: Expr, a: Expr, d: Expr, ranges: &VarRanges) -> SymResult
 fn visit_mi(orig: Expr, a: Expr, d: Expr, m: Expr, ranges: &VarRanges) -> SymResult<Expr> {
     let base = remove_zero_terms(a, d, ranges)?;
     if bound(d, ranges).lo >= 1 && bound(m, ranges).lo >= 1 && known_nonneg(base, ranges) {
-        let md_int = d.as_int().zip(m.as_int()).and_then(|(x, y)| x.checked_mul(y));
+        let md_int = d
+            .as_int()
+            .zip(m.as_int())
+            .and_then(|(x, y)| x.checked_mul(y));
         let fits = match md_int {
             // integer m·d and an exactly-bounded base: the interval decides (no interning)
             Some(v) if interval_exact(base, ranges) => bound(base, ranges).hi < v as i128,
@@ -721,7 +804,11 @@ fn sr_pass(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
             visit_floordiv(e, a2, b2, ranges)
         }
         Node::ModularIndexing(a, b, c) => {
-            let (a2, b2, c2) = (sr_pass(*a, ranges)?, sr_pass(*b, ranges)?, sr_pass(*c, ranges)?);
+            let (a2, b2, c2) = (
+                sr_pass(*a, ranges)?,
+                sr_pass(*b, ranges)?,
+                sr_pass(*c, ranges)?,
+            );
             visit_mi(e, a2, b2, c2, ranges)
         }
         Node::CleanDiv(..) | Node::Mod(..) | Node::Min(_) | Node::Max(_) => {
@@ -786,7 +873,9 @@ pub fn simplify_with_ranges(e: Expr, ranges: &VarRanges) -> SymResult<Expr> {
 /// shape (a bare symbol with coefficient 1, a constant, a product like `2*s1*x1`, two FloorDivs,
 /// a scaled FloorDiv) gives `None`, as does overflow. Sound: `Σ c·v + ⌊v/D⌋ = ⌊(Σ c·D·v + v)/D⌋`.
 pub fn expand_floor_div(e: Expr) -> Option<(Expr, Expr)> {
-    let Node::Add { constant, terms } = e.node() else { return None };
+    let Node::Add { constant, terms } = e.node() else {
+        return None;
+    };
     if *constant != 0 || terms.len() < 2 {
         return None;
     }
@@ -828,10 +917,18 @@ pub fn expand_floor_div(e: Expr) -> Option<(Expr, Expr)> {
 /// symbol that is provably ≥ 0. Anything else is returned unchanged. (The constructor already
 /// folds such pairs, so this mostly returns its input.) Errors only from the constructor.
 pub fn combine_modular_indexing_pairs(e: Expr) -> SymResult<Expr> {
-    let Node::ModularIndexing(inner, d1, m1) = e.node() else { return Ok(e) };
-    let (Some(1), Some(b)) = (d1.as_int(), m1.as_int()) else { return Ok(e) };
-    let Node::ModularIndexing(x, d2, m2) = inner.node() else { return Ok(e) };
-    let (Some(1), Some(a)) = (d2.as_int(), m2.as_int()) else { return Ok(e) };
+    let Node::ModularIndexing(inner, d1, m1) = e.node() else {
+        return Ok(e);
+    };
+    let (Some(1), Some(b)) = (d1.as_int(), m1.as_int()) else {
+        return Ok(e);
+    };
+    let Node::ModularIndexing(x, d2, m2) = inner.node() else {
+        return Ok(e);
+    };
+    let (Some(1), Some(a)) = (d2.as_int(), m2.as_int()) else {
+        return Ok(e);
+    };
     if b <= 0 || a <= 0 || !x.is_symbol() || !x.is_nonneg() || a % b != 0 {
         return Ok(e);
     }
@@ -919,7 +1016,11 @@ impl LoopSimplification {
     /// Error: `new_vars.len() != new_sizes.len()` → `Value`.
     pub fn reindex(&self, new_vars: &[Expr]) -> SymResult<Vec<Expr>> {
         self.check_len(new_vars)?;
-        Ok(self.old_to_new.iter().map(|s| s.map_or_else(zero, |k| new_vars[k])).collect())
+        Ok(self
+            .old_to_new
+            .iter()
+            .map(|s| s.map_or_else(zero, |k| new_vars[k]))
+            .collect())
     }
 
     /// Each old variable as an exact expression of the new ones: for a new variable `v` holding
@@ -939,7 +1040,11 @@ impl LoopSimplification {
             let mut div = one();
             for (j, &o) in members.iter().enumerate() {
                 let size = self.old_sizes[o];
-                out[o] = if j + 1 == members.len() { v.floordiv(&div)? } else { v.modular_indexing(&div, &size)? };
+                out[o] = if j + 1 == members.len() {
+                    v.floordiv(&div)?
+                } else {
+                    v.modular_indexing(&div, &size)?
+                };
                 div = div.mul(&size)?;
             }
         }
@@ -949,7 +1054,11 @@ impl LoopSimplification {
     /// Inductor's `prune`: keep the entries of `old` (one per old variable) whose slot survives.
     /// Entries past the number of old variables are ignored.
     pub fn prune<T: Clone>(&self, old: &[T]) -> Vec<T> {
-        old.iter().zip(self.old_to_new.iter()).filter(|(_, s)| s.is_some()).map(|(x, _)| x.clone()).collect()
+        old.iter()
+            .zip(self.old_to_new.iter())
+            .filter(|(_, s)| s.is_some())
+            .map(|(x, _)| x.clone())
+            .collect()
     }
 }
 
@@ -963,7 +1072,12 @@ fn contiguous_strides(sizes: &[Expr]) -> SymResult<Vec<Expr>> {
 }
 
 fn merge_tester(n: u8) -> SymResult<Expr> {
-    Expr::symbol_with(&format!("tilefuse_merge_tester{n}"), Some(SymKind::Index), None, None)
+    Expr::symbol_with(
+        &format!("tilefuse_merge_tester{n}"),
+        Some(SymKind::Index),
+        None,
+        None,
+    )
 }
 
 /// Merge and drop loop dimensions while keeping every formula's set of addresses (Inductor's
@@ -1005,13 +1119,20 @@ pub fn simplify_loops(
     let mut fs: Vec<Expr> = formulas.to_vec();
     if prevent_reordering {
         let cs = contiguous_strides(sizes)?;
-        let items: Vec<(Expr, i64)> = vars.iter().zip(cs.iter()).map(|(v, c)| v.mul(c).map(|p| (p, 1))).collect::<SymResult<_>>()?;
+        let items: Vec<(Expr, i64)> = vars
+            .iter()
+            .zip(cs.iter())
+            .map(|(v, c)| v.mul(c).map(|p| (p, 1)))
+            .collect::<SymResult<_>>()?;
         fs.push(Expr::linear_combination(0, &items)?);
     }
     // a formula whose strides cannot be formed (e.g. a divisor that becomes 0) blocks merges of
     // the variables it uses, as upstream's `zoo` strides never compare equal
     let strides: Vec<Option<Vec<Expr>>> = fs.iter().map(|f| stride_vars(*f, vars).ok()).collect();
-    let mut cur: Vec<Option<Expr>> = sizes.iter().map(|s| (s.as_int() != Some(1)).then_some(*s)).collect();
+    let mut cur: Vec<Option<Expr>> = sizes
+        .iter()
+        .map(|s| (s.as_int() != Some(1)).then_some(*s))
+        .collect();
     let mut members: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
     let (m1, m2) = (merge_tester(1)?, merge_tester(2)?);
     let m12 = m1.add(&m2)?;
@@ -1053,7 +1174,12 @@ pub fn simplify_loops(
             let (lhs, rhs) = (f.subs(&s3)?, f.subs(&s4)?);
             if lhs != rhs {
                 let mut ranges: Vec<(Expr, Expr)> = vec![(m1, size_a), (m2, size_b)];
-                ranges.extend(vars.iter().zip(sizes.iter()).filter(|(v, _)| **v != va && **v != vb).map(|(v, s)| (*v, *s)));
+                ranges.extend(
+                    vars.iter()
+                        .zip(sizes.iter())
+                        .filter(|(v, _)| **v != va && **v != vb)
+                        .map(|(v, s)| (*v, *s)),
+                );
                 let d = simplify_with_ranges(lhs.sub(&rhs)?, &ranges)?;
                 if !statically_known_equals(d, zero(), &ranges) {
                     return Ok(false);
@@ -1071,7 +1197,9 @@ pub fn simplify_loops(
                 if i == j {
                     continue;
                 }
-                let (Some(si), Some(sj)) = (cur[i], cur[j]) else { continue };
+                let (Some(si), Some(sj)) = (cur[i], cur[j]) else {
+                    continue;
+                };
                 if can_merge(i, j, si, sj).unwrap_or(false) {
                     changed = true;
                     cur[i] = Some(si.mul(&sj)?);
@@ -1093,5 +1221,10 @@ pub fn simplify_loops(
             groups.push(std::mem::take(&mut members[i]));
         }
     }
-    Ok(LoopSimplification { new_sizes, old_to_new, groups, old_sizes: sizes.to_vec() })
+    Ok(LoopSimplification {
+        new_sizes,
+        old_to_new,
+        groups,
+        old_sizes: sizes.to_vec(),
+    })
 }

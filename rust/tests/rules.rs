@@ -26,18 +26,30 @@ fn baseline_construction_table() {
     let (x0, x1, x2) = (s("x0"), s("x1"), s("x2"));
     let (s0, s1) = (s("s0"), s("s1"));
     // C1
-    assert_eq!(fd(lin(0, &[(x0, 1), (x1, 128)]), i(16)), lin(0, &[(x1, 8), (fd(x0, i(16)), 1)]));
+    assert_eq!(
+        fd(lin(0, &[(x0, 1), (x1, 128)]), i(16)),
+        lin(0, &[(x1, 8), (fd(x0, i(16)), 1)])
+    );
     // C2
-    assert_eq!(mi(lin(0, &[(x0, 1), (x1, 4096)]), i(64), i(64)), mi(x0, i(64), i(64)));
+    assert_eq!(
+        mi(lin(0, &[(x0, 1), (x1, 4096)]), i(64), i(64)),
+        mi(x0, i(64), i(64))
+    );
     // C4: the inner FloorDiv splits first (as torch does)
     let c4 = mi(fd(lin(0, &[(x0, 1), (x1, 64)]), i(8)), i(1), i(16));
     assert_eq!(c4, mi(lin(0, &[(x1, 8), (fd(x0, i(8)), 1)]), i(1), i(16)));
     // C5: nested pair folds
     assert_eq!(mi(mi(x0, i(1), i(4096)), i(1), i(64)), mi(x0, i(1), i(64)));
     // C6
-    assert_eq!(fd(lin(0, &[(x1, 128), (x0, 16)]), i(16)), lin(0, &[(x0, 1), (x1, 8)]));
+    assert_eq!(
+        fd(lin(0, &[(x1, 128), (x0, 16)]), i(16)),
+        lin(0, &[(x0, 1), (x1, 8)])
+    );
     // C7
-    assert_eq!(mi(lin(0, &[(x1, 128), (x0, 1)]), i(1), i(64)), mi(x0, i(1), i(64)));
+    assert_eq!(
+        mi(lin(0, &[(x1, 128), (x0, 1)]), i(1), i(64)),
+        mi(x0, i(1), i(64))
+    );
     // C8
     assert_eq!(fd(x0, i(1)), x0);
     // C9
@@ -46,18 +58,34 @@ fn baseline_construction_table() {
         mi(lin(0, &[(x0, 1), (x1, 64)]), i(64), i(64))
     );
     // C10 (symbolic split, sound for positive s0)
-    assert_eq!(fd(lin(0, &[(x0, 1), (s0.mul(&x1).unwrap(), 1)]), s0), x1.add(&fd(x0, s0)).unwrap());
+    assert_eq!(
+        fd(lin(0, &[(x0, 1), (s0.mul(&x1).unwrap(), 1)]), s0),
+        x1.add(&fd(x0, s0)).unwrap()
+    );
     // C11
     let s0s1 = s0.mul(&s1).unwrap();
-    assert_eq!(mi(lin(0, &[(x0, 1), (s0s1.mul(&x1).unwrap(), 1)]), s0, s1), mi(x0, s0, s1));
+    assert_eq!(
+        mi(lin(0, &[(x0, 1), (s0s1.mul(&x1).unwrap(), 1)]), s0, s1),
+        mi(x0, s0, s1)
+    );
     // K5
     assert_eq!(fd(s0s1, s1), s0);
     // gcd
     assert_eq!(fd(lin(4, &[(x0, 2)]), i(6)), fd(lin(2, &[(x0, 1)]), i(3)));
-    assert_eq!(mi(lin(0, &[(s0.mul(&x0).unwrap(), 1), (s0s1.mul(&x1).unwrap(), 1)]), s0, s1), mi(lin(0, &[(x0, 1), (s1.mul(&x1).unwrap(), 1)]), i(1), s1));
+    assert_eq!(
+        mi(
+            lin(0, &[(s0.mul(&x0).unwrap(), 1), (s0s1.mul(&x1).unwrap(), 1)]),
+            s0,
+            s1
+        ),
+        mi(lin(0, &[(x0, 1), (s1.mul(&x1).unwrap(), 1)]), i(1), s1)
+    );
     // negative constant dropped only when the surviving base is non-negative
     assert_eq!(mi(lin(-8, &[(x0, 1)]), i(2), i(4)), mi(x0, i(2), i(4)));
-    assert_eq!(fd(lin(-8, &[(x0, 1)]), i(4)), fd(x0, i(4)).add_int(-2).unwrap());
+    assert_eq!(
+        fd(lin(-8, &[(x0, 1)]), i(4)),
+        fd(x0, i(4)).add_int(-2).unwrap()
+    );
     let not_split = fd(lin(8, &[(x0, 1), (x1, -2)]), i(4));
     assert!(matches!(not_split.node(), tilefuse::Node::FloorDiv(..)));
     // integers
@@ -66,7 +94,10 @@ fn baseline_construction_table() {
     assert_eq!(fd(x0, i(-1)), x0.neg().unwrap());
     // CeilDiv
     assert_eq!(x0.ceil_div(&i(4)).unwrap(), fd(lin(3, &[(x0, 1)]), i(4)));
-    assert_eq!(x0.scale(4).unwrap().ceil_div(&i(2)).unwrap(), x0.scale(2).unwrap());
+    assert_eq!(
+        x0.scale(4).unwrap().ceil_div(&i(2)).unwrap(),
+        x0.scale(2).unwrap()
+    );
     // CleanDiv
     assert_eq!(x0.scale(4).unwrap().clean_div(&i(4)).unwrap(), x0);
     assert_eq!(s0s1.clean_div(&s1).unwrap(), s0);
@@ -79,13 +110,31 @@ fn baseline_construction_table() {
 fn errors_are_values_not_panics() {
     let x0 = s("x0");
     assert!(matches!(x0.floordiv(&i(0)), Err(SymError::ZeroDivision(_))));
-    assert!(matches!(x0.modular_indexing(&i(0), &i(3)), Err(SymError::ZeroDivision(_))));
-    assert!(matches!(x0.modular_indexing(&i(1), &i(0)), Err(SymError::Value(_))));
-    assert!(matches!(x0.modular_indexing(&i(1), &i(-3)), Err(SymError::Value(_))));
+    assert!(matches!(
+        x0.modular_indexing(&i(0), &i(3)),
+        Err(SymError::ZeroDivision(_))
+    ));
+    assert!(matches!(
+        x0.modular_indexing(&i(1), &i(0)),
+        Err(SymError::Value(_))
+    ));
+    assert!(matches!(
+        x0.modular_indexing(&i(1), &i(-3)),
+        Err(SymError::Value(_))
+    ));
     assert!(matches!(i(i64::MAX).add(&i(1)), Err(SymError::Overflow(_))));
-    assert!(matches!(x0.scale(i64::MAX).unwrap().scale(2), Err(SymError::Overflow(_))));
-    assert!(matches!(i(i64::MIN).floordiv(&i(-1)), Err(SymError::Overflow(_))));
-    assert!(matches!(x0.evaluate(&|_| None), Err(SymError::UnknownSymbol(_))));
+    assert!(matches!(
+        x0.scale(i64::MAX).unwrap().scale(2),
+        Err(SymError::Overflow(_))
+    ));
+    assert!(matches!(
+        i(i64::MIN).floordiv(&i(-1)),
+        Err(SymError::Overflow(_))
+    ));
+    assert!(matches!(
+        x0.evaluate(&|_| None),
+        Err(SymError::UnknownSymbol(_))
+    ));
     assert!(matches!(Expr::symbol("1bad"), Err(SymError::Value(_))));
 }
 
@@ -99,7 +148,13 @@ fn canonical_and_interned() {
     let e1 = s0.add(&s1).unwrap().mul(&s0.sub(&s1).unwrap()).unwrap();
     let e2 = s0.mul(&s0).unwrap().sub(&s1.mul(&s1).unwrap()).unwrap();
     assert_eq!(e1, e2);
-    assert_eq!(format!("{}", lin(0, &[(s("x2"), 4096), (s("x0"), 1), (s("x1"), 64)])), "x0 + 64*x1 + 4096*x2");
+    assert_eq!(
+        format!(
+            "{}",
+            lin(0, &[(s("x2"), 4096), (s("x0"), 1), (s("x1"), 64)])
+        ),
+        "x0 + 64*x1 + 4096*x2"
+    );
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -121,9 +176,9 @@ mod props {
         Add(Box<T>, Box<T>),
         Sub(Box<T>, Box<T>),
         Mul(Box<T>, Box<T>),
-        Fd(Box<T>, Box<T>),       // divisor: positive
+        Fd(Box<T>, Box<T>),         // divisor: positive
         Mi(Box<T>, Box<T>, Box<T>), // divisor, modulus: positive
-        Clean(Box<T>, Box<T>),    // (a*d) clean/ d
+        Clean(Box<T>, Box<T>),      // (a*d) clean/ d
         Ceil(Box<T>, Box<T>),
         Mod(Box<T>, Box<T>),
         Min(Box<T>, Box<T>),
@@ -186,7 +241,9 @@ mod props {
             T::Sub(a, b) => eval(a, p)?.checked_sub(eval(b, p)?)?,
             T::Mul(a, b) => eval(a, p)?.checked_mul(eval(b, p)?)?,
             T::Fd(a, b) => floor_div(eval(a, p)?, eval(b, p)?).ok()?,
-            T::Mi(a, b, c) => floor_mod(floor_div(eval(a, p)?, eval(b, p)?).ok()?, eval(c, p)?).ok()?,
+            T::Mi(a, b, c) => {
+                floor_mod(floor_div(eval(a, p)?, eval(b, p)?).ok()?, eval(c, p)?).ok()?
+            }
             T::Clean(a, b) => {
                 let d = eval(b, p)?;
                 floor_div(eval(a, p)?.checked_mul(d)?, d).ok()?
@@ -202,9 +259,17 @@ mod props {
     }
 
     pub fn syms() -> (Vec<Expr>, Vec<Expr>, Expr) {
-        let idx = (0..4).map(|i| Expr::symbol_with(&format!("x{i}"), None, None, Some(63)).unwrap()).collect();
-        let size = (0..2).map(|i| Expr::symbol_with(&format!("s{i}"), None, None, Some(40)).unwrap()).collect();
-        (idx, size, Expr::symbol_with("a", None, Some(-60), Some(60)).unwrap())
+        let idx = (0..4)
+            .map(|i| Expr::symbol_with(&format!("x{i}"), None, None, Some(63)).unwrap())
+            .collect();
+        let size = (0..2)
+            .map(|i| Expr::symbol_with(&format!("s{i}"), None, None, Some(40)).unwrap())
+            .collect();
+        (
+            idx,
+            size,
+            Expr::symbol_with("a", None, Some(-60), Some(60)).unwrap(),
+        )
     }
 
     pub fn build(t: &T, s: &(Vec<Expr>, Vec<Expr>, Expr)) -> tilefuse::SymResult<Expr> {
@@ -230,7 +295,11 @@ mod props {
     }
 
     pub fn point() -> impl Strategy<Value = Point> {
-        (prop::array::uniform4(0i64..64), prop::array::uniform2(1i64..=40), -60i64..=60)
+        (
+            prop::array::uniform4(0i64..64),
+            prop::array::uniform2(1i64..=40),
+            -60i64..=60,
+        )
             .prop_map(|(idx, size, any)| Point { idx, size, any })
     }
 
@@ -241,7 +310,11 @@ mod props {
             // a constructor may only refuse with an error (never panic) — overflow of huge
             // intermediate coefficients is legitimate; anything else is a bug
             Err(tilefuse::SymError::Overflow(_)) => return Ok(()),
-            Err(e) => return Err(TestCaseError::fail(format!("constructor failed: {e} for {t:?}"))),
+            Err(e) => {
+                return Err(TestCaseError::fail(format!(
+                    "constructor failed: {e} for {t:?}"
+                )))
+            }
         };
         for p in points {
             let Some(want) = eval(t, p) else { continue };
@@ -258,7 +331,11 @@ mod props {
             match got {
                 Ok(v) => prop_assert_eq!(v, want, "tree {:?}\nbuilt {}", t, built),
                 Err(tilefuse::SymError::Overflow(_)) => {}
-                Err(e) => return Err(TestCaseError::fail(format!("eval error {e}: {t:?} -> {built}"))),
+                Err(e) => {
+                    return Err(TestCaseError::fail(format!(
+                        "eval error {e}: {t:?} -> {built}"
+                    )))
+                }
             }
         }
         Ok(())
@@ -268,7 +345,8 @@ mod props {
         (tree(3), divisor()).prop_map(|(a, b)| T::Fd(Box::new(a), Box::new(b)))
     }
     fn mi_tree() -> impl Strategy<Value = T> {
-        (tree(3), divisor(), divisor()).prop_map(|(a, b, c)| T::Mi(Box::new(a), Box::new(b), Box::new(c)))
+        (tree(3), divisor(), divisor())
+            .prop_map(|(a, b, c)| T::Mi(Box::new(a), Box::new(b), Box::new(c)))
     }
     fn clean_ceil_tree() -> impl Strategy<Value = T> {
         prop_oneof![
@@ -360,7 +438,11 @@ mod per_rule {
                             e.as_symbol().map(|_| 3)
                         }
                     };
-                    assert_eq!(a.evaluate(&f).unwrap(), b.evaluate(&f).unwrap(), "{a} vs {b}");
+                    assert_eq!(
+                        a.evaluate(&f).unwrap(),
+                        b.evaluate(&f).unwrap(),
+                        "{a} vs {b}"
+                    );
                 }
             }
         }
@@ -368,7 +450,10 @@ mod per_rule {
     fn fd_node(a: Expr, b: Expr) -> Expr {
         // the unevaluated definition, for value comparison: (a - a % b) / b computed through Mod
         // is itself rewritten, so compare against evaluation of the parts instead
-        a.sub(&a.floor_mod(&b).unwrap()).unwrap().floordiv(&b).unwrap()
+        a.sub(&a.floor_mod(&b).unwrap())
+            .unwrap()
+            .floordiv(&b)
+            .unwrap()
     }
 
     #[test]
@@ -379,7 +464,9 @@ mod per_rule {
         assert_eq!(r, Expr::symbol("a").unwrap().floordiv(&i(12)).unwrap());
         // divisor not provably positive: does not fire
         let y = Expr::symbol("a").unwrap();
-        assert!(rule_nested_floordiv(x0.floordiv(&i(3)).unwrap(), y).unwrap().is_none());
+        assert!(rule_nested_floordiv(x0.floordiv(&i(3)).unwrap(), y)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -404,38 +491,63 @@ mod per_rule {
         // symbolic monomial divisor
         let s1 = Expr::symbol("s1").unwrap();
         let b2 = x0.add(&s1.mul(&x1).unwrap()).unwrap();
-        assert_eq!(rule_split_exact_terms(b2, s1).unwrap().unwrap(), x1.add(&fd(x0, s1)).unwrap());
+        assert_eq!(
+            rule_split_exact_terms(b2, s1).unwrap().unwrap(),
+            x1.add(&fd(x0, s1)).unwrap()
+        );
     }
 
     #[test]
     fn floordiv_gcd() {
         let x0 = x("x0", 1000);
         let any = Expr::symbol("a").unwrap();
-        let r = rule_floordiv_gcd(lin(4, &[(any, 6)]), i(10)).unwrap().unwrap();
+        let r = rule_floordiv_gcd(lin(4, &[(any, 6)]), i(10))
+            .unwrap()
+            .unwrap();
         assert_eq!(r, fd(lin(2, &[(any, 3)]), i(5)));
         same(r, fd_node(lin(4, &[(any, 6)]), i(10)));
-        assert!(rule_floordiv_gcd(lin(1, &[(x0, 2)]), i(4)).unwrap().is_none());
+        assert!(rule_floordiv_gcd(lin(1, &[(x0, 2)]), i(4))
+            .unwrap()
+            .is_none());
         // common factor that may be zero (an index variable) is not cancelled
         let x1 = x("x1", 1000);
-        assert!(rule_floordiv_gcd(x0.mul(&x1).unwrap(), x1).unwrap().is_none());
+        assert!(rule_floordiv_gcd(x0.mul(&x1).unwrap(), x1)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
     fn mi_of_floordiv_and_mi_of_mi() {
         let x0 = x("x0", 1000);
-        let r = rule_mi_of_floordiv(fd(x0, i(4)), i(2), i(8)).unwrap().unwrap();
+        let r = rule_mi_of_floordiv(fd(x0, i(4)), i(2), i(8))
+            .unwrap()
+            .unwrap();
         assert_eq!(r, mi(x0, i(8), i(8)));
-        let r2 = rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(8)).unwrap().unwrap();
+        let r2 = rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(8))
+            .unwrap()
+            .unwrap();
         assert_eq!(r2, mi(x0, i(4), i(8)));
-        same(r2, x0.floor_mod(&i(64)).unwrap().floordiv(&i(4)).unwrap().floor_mod(&i(8)).unwrap());
+        same(
+            r2,
+            x0.floor_mod(&i(64))
+                .unwrap()
+                .floordiv(&i(4))
+                .unwrap()
+                .floor_mod(&i(8))
+                .unwrap(),
+        );
         // 64 is not a multiple of 4*24: does not fire
-        assert!(rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(24)).unwrap().is_none());
+        assert!(rule_mi_of_mi(mi(x0, i(1), i(64)), i(4), i(24))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
     fn mi_gcd_and_drop_multiples() {
         let (x0, x1) = (x("x0", 1000), x("x1", 1000));
-        let r = rule_mi_gcd(lin(0, &[(x0, 4), (x1, 8)]), i(4), i(5)).unwrap().unwrap();
+        let r = rule_mi_gcd(lin(0, &[(x0, 4), (x1, 8)]), i(4), i(5))
+            .unwrap()
+            .unwrap();
         assert_eq!(r, mi(lin(0, &[(x0, 1), (x1, 2)]), i(1), i(5)));
         assert!(rule_mi_gcd(x0, i(1), i(5)).unwrap().is_none());
         let base = lin(-24, &[(x0, 1), (x1, 32)]);
@@ -449,7 +561,10 @@ mod per_rule {
     #[test]
     fn mi_no_wrap() {
         let x0 = x("x0", 63);
-        assert_eq!(rule_mi_no_wrap(x0, i(2), i(32)).unwrap(), Some(fd(x0, i(2))));
+        assert_eq!(
+            rule_mi_no_wrap(x0, i(2), i(32)).unwrap(),
+            Some(fd(x0, i(2)))
+        );
         assert!(rule_mi_no_wrap(x0, i(2), i(31)).unwrap().is_none());
     }
 
@@ -458,7 +573,10 @@ mod per_rule {
         let any = Expr::symbol("a").unwrap();
         let x0 = x("x0", 1000);
         assert_eq!(any.floor_mod(&i(8)).unwrap(), mi(any, i(1), i(8)));
-        assert!(matches!(x0.floor_mod(&any).unwrap().node(), tilefuse::Node::Mod(..)));
+        assert!(matches!(
+            x0.floor_mod(&any).unwrap().node(),
+            tilefuse::Node::Mod(..)
+        ));
         assert_eq!(Expr::max_of(&[x0, i(-3)]).unwrap(), x0); // x0 >= 0 > -3
         assert_eq!(Expr::min_of(&[x0, x0.add_int(1).unwrap()]).unwrap(), x0);
         assert_eq!(Expr::min_of(&[i(3), i(-2), i(7)]).unwrap(), i(-2));

@@ -80,8 +80,14 @@ fn s5_unchanged() {
 #[test]
 fn s6_join_mi_floordiv() {
     let (x0, x1) = (s("x0"), s("x1"));
-    let e = lin(0, &[(x0, 1), (mi(x1, i(1), i(128)), 64), (fd(x1, i(128)), 8192)]);
-    assert_eq!(swr(e, &[(x0, i(64)), (x1, i(16384))]), lin(0, &[(x0, 1), (x1, 64)]));
+    let e = lin(
+        0,
+        &[(x0, 1), (mi(x1, i(1), i(128)), 64), (fd(x1, i(128)), 8192)],
+    );
+    assert_eq!(
+        swr(e, &[(x0, i(64)), (x1, i(16384))]),
+        lin(0, &[(x0, 1), (x1, 64)])
+    );
 }
 
 #[test]
@@ -94,8 +100,22 @@ fn s7_unchanged() {
 #[test]
 fn s8_permuted_digits() {
     let x0 = s("x0");
-    let e = lin(0, &[(mi(x0, i(1), i(48)), 1), (mi(x0, i(1536), i(64)), 48), (mi(x0, i(48), i(32)), 3072)]);
-    let want = lin(0, &[(fd(x0, i(1536)), 48), (mi(x0, i(1), i(48)), 1), (mi(x0, i(48), i(32)), 3072)]);
+    let e = lin(
+        0,
+        &[
+            (mi(x0, i(1), i(48)), 1),
+            (mi(x0, i(1536), i(64)), 48),
+            (mi(x0, i(48), i(32)), 3072),
+        ],
+    );
+    let want = lin(
+        0,
+        &[
+            (fd(x0, i(1536)), 48),
+            (mi(x0, i(1), i(48)), 1),
+            (mi(x0, i(48), i(32)), 3072),
+        ],
+    );
     assert_eq!(swr(e, &[(x0, i(98304))]), want);
 }
 
@@ -133,7 +153,11 @@ fn k3_equals_unknown_false() {
 #[test]
 fn k4_equals_zero_term() {
     let (s0, s1, s2) = (sb("s0"), sb("s1"), sb("s2"));
-    assert!(statically_known_equals(lin(0, &[(s0, 1), (s1, 1)]), lin(0, &[(s1, 1), (s0, 1), (s2, 0)]), NR));
+    assert!(statically_known_equals(
+        lin(0, &[(s0, 1), (s1, 1)]),
+        lin(0, &[(s1, 1), (s0, 1), (s2, 0)]),
+        NR
+    ));
 }
 #[test]
 fn k5_equals_floordiv_cancel() {
@@ -176,13 +200,24 @@ fn k11_gt_product() {
 #[test]
 fn k12_lt_without_ranges_false() {
     let (x0, x1) = (s("x0"), s("x1"));
-    assert!(!statically_known_lt(lin(0, &[(x0, 1), (x1, 64)]), i(4096), NR));
+    assert!(!statically_known_lt(
+        lin(0, &[(x0, 1), (x1, 64)]),
+        i(4096),
+        NR
+    ));
     // with ranges it holds
-    assert!(statically_known_lt(lin(0, &[(x0, 1), (x1, 64)]), i(4096), &[(x0, i(64)), (x1, i(64))]));
+    assert!(statically_known_lt(
+        lin(0, &[(x0, 1), (x1, 64)]),
+        i(4096),
+        &[(x0, i(64)), (x1, i(64))]
+    ));
 }
 #[test]
 fn k13_multiple_of_scaled() {
-    assert!(statically_known_multiple_of(sb("s0").scale(64).unwrap(), i(16)));
+    assert!(statically_known_multiple_of(
+        sb("s0").scale(64).unwrap(),
+        i(16)
+    ));
 }
 #[test]
 fn k14_multiple_of_false() {
@@ -215,14 +250,24 @@ fn t2_strides_permuted() {
 #[test]
 fn t3_strides_div_mod() {
     let v = [s("x0"), s("x1")];
-    let e = lin(0, &[(v[0], 1), (mi(v[1], i(1), i(128)), 64), (fd(v[1], i(128)), 8192)]);
+    let e = lin(
+        0,
+        &[
+            (v[0], 1),
+            (mi(v[1], i(1), i(128)), 64),
+            (fd(v[1], i(128)), 8192),
+        ],
+    );
     assert_eq!(stride_vars(e, &v).unwrap(), vec![i(1), i(64)]);
 }
 #[test]
 fn t4_strides_symbolic() {
     let v = [s("x0"), s("x1"), s("x2")];
     let (s0, s1) = (s("s0"), s("s1"));
-    let e = lin(0, &[(v[0], 1), (mul(s0, v[1]), 1), (mul(mul(s0, s1), v[2]), 1)]);
+    let e = lin(
+        0,
+        &[(v[0], 1), (mul(s0, v[1]), 1), (mul(mul(s0, s1), v[2]), 1)],
+    );
     assert_eq!(stride_vars(e, &v).unwrap(), vec![i(1), s0, mul(s0, s1)]);
 }
 fn hints(e: Expr) -> i64 {
@@ -244,7 +289,10 @@ fn t5_stride_hints() {
 fn t6_stride_hints_symbolic() {
     let v = [s("x0"), s("x1"), s("x2")];
     let (s0, s1) = (s("s0"), s("s1"));
-    let e = lin(0, &[(v[0], 1), (mul(s0, v[1]), 1), (mul(mul(s0, s1), v[2]), 1)]);
+    let e = lin(
+        0,
+        &[(v[0], 1), (mul(s0, v[1]), 1), (mul(mul(s0, s1), v[2]), 1)],
+    );
     let h: Vec<i64> = stride_vars(e, &v).unwrap().into_iter().map(hints).collect();
     assert_eq!(h, vec![1, 8192, 8388608]);
 }
@@ -261,7 +309,10 @@ fn offset_var_zeroes_vars() {
 fn m1_combine_modular_indexing_pairs() {
     let x0 = s("x0");
     let e = mi(mi(x0, i(1), i(4096)), i(1), i(64));
-    assert_eq!(combine_modular_indexing_pairs(e).unwrap(), mi(x0, i(1), i(64)));
+    assert_eq!(
+        combine_modular_indexing_pairs(e).unwrap(),
+        mi(x0, i(1), i(64))
+    );
     // anything else is returned unchanged
     let f = mi(x0, i(2), i(64));
     assert_eq!(combine_modular_indexing_pairs(f).unwrap(), f);
@@ -273,7 +324,10 @@ fn m1_combine_modular_indexing_pairs() {
 fn m2_expand_floor_div() {
     let (x0, x1) = (s("x0"), s("x1"));
     let e = lin(0, &[(x1, 128), (fd(x0, i(2)), 1)]);
-    assert_eq!(expand_floor_div(e), Some((lin(0, &[(x0, 1), (x1, 256)]), i(2))));
+    assert_eq!(
+        expand_floor_div(e),
+        Some((lin(0, &[(x0, 1), (x1, 256)]), i(2)))
+    );
 }
 
 #[test]
@@ -287,19 +341,28 @@ fn expand_floor_div_exclusions() {
     // three-factor product
     assert_eq!(expand_floor_div(lin(0, &[(mul(s1, x1), 2), (f, 1)])), None);
     // two FloorDivs
-    assert_eq!(expand_floor_div(lin(0, &[(x1, 4), (f, 1), (fd(x2, i(3)), 1)])), None);
+    assert_eq!(
+        expand_floor_div(lin(0, &[(x1, 4), (f, 1), (fd(x2, i(3)), 1)])),
+        None
+    );
     // scaled FloorDiv
     assert_eq!(expand_floor_div(lin(0, &[(x1, 4), (f, 2)])), None);
     // no FloorDiv
     assert_eq!(expand_floor_div(lin(0, &[(x1, 4), (x2, 2)])), None);
     // FloorDiv of a non-symbol
-    assert_eq!(expand_floor_div(lin(0, &[(x1, 4), (fd(lin(1, &[(x2, 1)]), i(3)), 1)])), None);
+    assert_eq!(
+        expand_floor_div(lin(0, &[(x1, 4), (fd(lin(1, &[(x2, 1)]), i(3)), 1)])),
+        None
+    );
     // symbolic divisor
     assert_eq!(expand_floor_div(lin(0, &[(x1, 4), (fd(x0, s1), 1)])), None);
     // a symbol of unknown sign
     assert_eq!(expand_floor_div(lin(0, &[(s("a"), 4), (f, 1)])), None);
     // negative coefficient is fine
-    assert_eq!(expand_floor_div(lin(0, &[(x1, -1), (f, 1)])), Some((lin(0, &[(x0, 1), (x1, -2)]), i(2))));
+    assert_eq!(
+        expand_floor_div(lin(0, &[(x1, -1), (f, 1)])),
+        Some((lin(0, &[(x0, 1), (x1, -2)]), i(2)))
+    );
 }
 
 fn vars3() -> [Expr; 3] {
@@ -315,7 +378,10 @@ fn m5_simplify_loops_contiguous() {
     assert_eq!(r.reindex(&[v[0]]).unwrap(), vec![i(0), i(0), v[0]]);
     assert_eq!(r.prune(&v), vec![v[2]]);
     let y = s("y0");
-    assert_eq!(r.old_index_exprs(&[y]).unwrap(), vec![fd(y, i(4096)), mi(y, i(64), i(64)), mi(y, i(1), i(64))]);
+    assert_eq!(
+        r.old_index_exprs(&[y]).unwrap(),
+        vec![fd(y, i(4096)), mi(y, i(64), i(64)), mi(y, i(1), i(64))]
+    );
 }
 
 #[test]
@@ -350,13 +416,19 @@ fn simplify_loops_size_one_and_reordering() {
     let r2 = simplify_loops(&v, &[i(4), i(1), i(5)], &[f], true).unwrap();
     assert_eq!(r2.new_sizes, vec![i(4), i(5)]);
     assert_eq!(r2.prune(&["a", "b", "c"]), vec!["a", "c"]);
-    assert_eq!(r2.reindex(&[s("y0"), s("y1")]).unwrap(), vec![s("y0"), i(0), s("y1")]);
+    assert_eq!(
+        r2.reindex(&[s("y0"), s("y1")]).unwrap(),
+        vec![s("y0"), i(0), s("y1")]
+    );
 }
 
 #[test]
 fn simplify_loops_errors() {
     let v = vars3();
-    assert!(matches!(simplify_loops(&v, &[i(2)], &[], false), Err(SymError::Value(_))));
+    assert!(matches!(
+        simplify_loops(&v, &[i(2)], &[], false),
+        Err(SymError::Value(_))
+    ));
     let r = simplify_loops(&v, &[i(2), i(3), i(4)], &[], false).unwrap();
     assert!(matches!(r.reindex(&[]), Err(SymError::Value(_))));
     assert!(matches!(r.old_index_exprs(&[]), Err(SymError::Value(_))));
@@ -392,12 +464,32 @@ fn errors_and_edge_cases_do_not_panic() {
 fn join_dimensions_symbolic_scale() {
     // C14: x0 + s2*MI(x1, 1, s1) + s1*s2*FD(x1, s1) → x0 + s2*x1
     let (x0, x1, s1, s2) = (s("x0"), s("x1"), s("s1"), s("s2"));
-    let e = lin(0, &[(x0, 1), (mul(s2, mi(x1, i(1), s1)), 1), (mul(mul(s1, s2), fd(x1, s1)), 1)]);
-    assert_eq!(join_dimensions(e).unwrap(), lin(0, &[(x0, 1), (mul(s2, x1), 1)]));
+    let e = lin(
+        0,
+        &[
+            (x0, 1),
+            (mul(s2, mi(x1, i(1), s1)), 1),
+            (mul(mul(s1, s2), fd(x1, s1)), 1),
+        ],
+    );
+    assert_eq!(
+        join_dimensions(e).unwrap(),
+        lin(0, &[(x0, 1), (mul(s2, x1), 1)])
+    );
     // negative scale, three digits
     let x = s("x0");
-    let e = lin(5, &[(mi(x, i(2), i(3)), -1), (mi(x, i(6), i(4)), -3), (mi(x, i(24), i(5)), -12)]);
-    assert_eq!(join_dimensions(e).unwrap(), lin(5, &[(mi(x, i(2), i(60)), -1)]));
+    let e = lin(
+        5,
+        &[
+            (mi(x, i(2), i(3)), -1),
+            (mi(x, i(6), i(4)), -3),
+            (mi(x, i(24), i(5)), -12),
+        ],
+    );
+    assert_eq!(
+        join_dimensions(e).unwrap(),
+        lin(5, &[(mi(x, i(2), i(60)), -1)])
+    );
     // not a sum: unchanged
     assert_eq!(join_dimensions(x).unwrap(), x);
 }
@@ -406,10 +498,16 @@ fn join_dimensions_symbolic_scale() {
 fn bound_uses_ranges() {
     let (x0, x1, s0) = (s("x0"), s("x1"), s("s0"));
     let e = lin(3, &[(x0, 1), (x1, 64)]);
-    assert_eq!(bound(e, &[(x0, i(64)), (x1, i(4))]), Interval::new(3, 3 + 63 + 192));
+    assert_eq!(
+        bound(e, &[(x0, i(64)), (x1, i(4))]),
+        Interval::new(3, 3 + 63 + 192)
+    );
     assert_eq!(bound(x0, &[(x0, s0)]).lo, 0);
     assert!(!bound(x0, &[(x0, s0)]).hi_finite());
-    assert_eq!(bound(mi(x1, i(1), i(8)), &[(x1, i(4))]), Interval::new(0, 3));
+    assert_eq!(
+        bound(mi(x1, i(1), i(8)), &[(x1, i(4))]),
+        Interval::new(0, 3)
+    );
 }
 
 #[test]
@@ -587,7 +685,12 @@ fn gen_env(d: &mut Dec) -> Env {
             _ => L::Free,
         };
     }
-    Env { lens, svals: [d.int(1, 40), d.int(1, 40)], aval: d.int(-20, 20), seed: d.u64() }
+    Env {
+        lens,
+        svals: [d.int(1, 40), d.int(1, 40)],
+        aval: d.int(-20, 20),
+        seed: d.u64(),
+    }
 }
 
 impl Env {
@@ -648,7 +751,10 @@ impl Env {
 }
 
 fn cfg() -> ProptestConfig {
-    ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(10_000) }
+    ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(10_000)
+    }
 }
 
 proptest! {
@@ -853,14 +959,26 @@ struct Nest {
 /// A formula: permuted contiguous strides (some zeroed) plus an offset, or a grammar expression.
 #[derive(Clone, Debug)]
 enum F {
-    Strided { perm_keys: Vec<u8>, zero: Vec<bool>, offset: i64 },
+    Strided {
+        perm_keys: Vec<u8>,
+        zero: Vec<bool>,
+        offset: i64,
+    },
     Expr(G),
 }
 
 fn gen_nest(d: &mut Dec) -> Nest {
     let n = d.int(1, 4) as usize;
     let maxs = if n == 4 { 3 } else { 4 };
-    let sizes = (0..n).map(|_| if d.byte() % 9 == 8 { None } else { Some(d.int(1, maxs)) }).collect();
+    let sizes = (0..n)
+        .map(|_| {
+            if d.byte() % 9 == 8 {
+                None
+            } else {
+                Some(d.int(1, maxs))
+            }
+        })
+        .collect();
     let s0 = d.int(1, maxs);
     let nf = d.int(1, 2);
     let formulas = (0..nf)
@@ -870,11 +988,20 @@ fn gen_nest(d: &mut Dec) -> Nest {
             } else {
                 let perm_keys = (0..n).map(|_| d.byte()).collect();
                 let zero = (0..n).map(|_| d.byte() % 7 == 6).collect();
-                F::Strided { perm_keys, zero, offset: d.int(0, 5) }
+                F::Strided {
+                    perm_keys,
+                    zero,
+                    offset: d.int(0, 5),
+                }
             }
         })
         .collect();
-    Nest { sizes, s0, formulas, prevent_reordering: d.flag(2) }
+    Nest {
+        sizes,
+        s0,
+        formulas,
+        prevent_reordering: d.flag(2),
+    }
 }
 
 fn row_major(sizes: &[i64]) -> Vec<Vec<i64>> {
@@ -902,7 +1029,11 @@ fn check_nest(nest: &Nest) -> Result<(), TestCaseError> {
     let mut formulas = Vec::new();
     for f in &nest.formulas {
         match f {
-            F::Strided { perm_keys, zero, offset } => {
+            F::Strided {
+                perm_keys,
+                zero,
+                offset,
+            } => {
                 let mut order: Vec<usize> = (0..n).collect();
                 order.sort_by_key(|&k| (perm_keys[k], k));
                 // contiguous strides in the permuted order
@@ -923,7 +1054,9 @@ fn check_nest(nest: &Nest) -> Result<(), TestCaseError> {
         }
     }
     let r = simplify_loops(v, &sizes, &formulas, nest.prevent_reordering).unwrap();
-    let ny: Vec<Expr> = (0..r.new_sizes.len()).map(|k| s(&format!("y{k}"))).collect();
+    let ny: Vec<Expr> = (0..r.new_sizes.len())
+        .map(|k| s(&format!("y{k}")))
+        .collect();
     let re = r.reindex(&ny).unwrap();
     let oe = r.old_index_exprs(&ny).unwrap();
     let s1 = size_names()[1];
@@ -941,14 +1074,23 @@ fn check_nest(nest: &Nest) -> Result<(), TestCaseError> {
             syms.iter().position(|y| y == x).map(|k| vals[k])
         })
     };
-    let new_vals: Vec<i64> = r.new_sizes.iter().map(|e| eval_at(*e, &[], &[]).unwrap()).collect();
-    prop_assert_eq!(new_vals.iter().product::<i64>(), svals.iter().product::<i64>());
+    let new_vals: Vec<i64> = r
+        .new_sizes
+        .iter()
+        .map(|e| eval_at(*e, &[], &[]).unwrap())
+        .collect();
+    prop_assert_eq!(
+        new_vals.iter().product::<i64>(),
+        svals.iter().product::<i64>()
+    );
     let old_pts = row_major(&svals);
     let new_pts = row_major(&new_vals);
     // old variables through old_index_exprs: a bijection onto the old domain (in order when
     // reordering is prevented)
-    let mapped: Vec<Vec<i64>> =
-        new_pts.iter().map(|w| oe.iter().map(|e| eval_at(*e, &ny, w).unwrap()).collect()).collect();
+    let mapped: Vec<Vec<i64>> = new_pts
+        .iter()
+        .map(|w| oe.iter().map(|e| eval_at(*e, &ny, w).unwrap()).collect())
+        .collect();
     if nest.prevent_reordering {
         prop_assert_eq!(&mapped, &old_pts, "sizes {:?} -> {:?}", sizes, r.new_sizes);
     } else {
@@ -962,13 +1104,28 @@ fn check_nest(nest: &Nest) -> Result<(), TestCaseError> {
     }
     for f in &formulas {
         let g = f.subs(&m).unwrap();
-        let Ok(old_addr) = old_pts.iter().map(|p| eval_at(*f, v, p)).collect::<Result<Vec<i64>, _>>() else {
+        let Ok(old_addr) = old_pts
+            .iter()
+            .map(|p| eval_at(*f, v, p))
+            .collect::<Result<Vec<i64>, _>>()
+        else {
             continue;
         };
-        let new_addr: Vec<i64> = new_pts.iter().map(|w| eval_at(g, &ny, w).unwrap()).collect();
+        let new_addr: Vec<i64> = new_pts
+            .iter()
+            .map(|w| eval_at(g, &ny, w).unwrap())
+            .collect();
         // Inductor's reindex gives, pointwise, the address of the exact old point
         let exact: Vec<i64> = mapped.iter().map(|p| eval_at(*f, v, p).unwrap()).collect();
-        prop_assert_eq!(&new_addr, &exact, "f = {}, reindexed = {}, sizes {:?} -> {:?}", f, g, sizes, r.new_sizes);
+        prop_assert_eq!(
+            &new_addr,
+            &exact,
+            "f = {}, reindexed = {}, sizes {:?} -> {:?}",
+            f,
+            g,
+            sizes,
+            r.new_sizes
+        );
         if nest.prevent_reordering {
             prop_assert_eq!(&new_addr, &old_addr, "f = {}", f);
         } else {
@@ -995,7 +1152,14 @@ proptest! {
 fn node_shapes_are_canonical() {
     // the S8 result keeps its three digit terms
     let x0 = s("x0");
-    let e = lin(0, &[(mi(x0, i(1), i(48)), 1), (mi(x0, i(1536), i(64)), 48), (mi(x0, i(48), i(32)), 3072)]);
+    let e = lin(
+        0,
+        &[
+            (mi(x0, i(1), i(48)), 1),
+            (mi(x0, i(1536), i(64)), 48),
+            (mi(x0, i(48), i(32)), 3072),
+        ],
+    );
     let out = swr(e, &[(x0, i(98304))]);
     assert!(matches!(out.node(), Node::Add { terms, .. } if terms.len() == 3));
 }
@@ -1014,11 +1178,21 @@ fn sr1_gcd_drops_a_var_below_the_gcd_of_the_rest() {
         0,
         &[
             (mi(i1, i(1), i(8192)), 1),
-            (mi(lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)]), i(8388608), i(8)), 8388608),
+            (
+                mi(
+                    lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)]),
+                    i(8388608),
+                    i(8),
+                ),
+                8388608,
+            ),
             (mi(lin(0, &[(i1, 1), (r0, 8192)]), i(8192), i(1024)), 8192),
         ],
     );
-    assert_eq!(swr(idx, &ranges), lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)]));
+    assert_eq!(
+        swr(idx, &ranges),
+        lin(0, &[(i0, 16777216), (i1, 1), (r0, 8192)])
+    );
     // not when the variable can reach the gcd: i1 < 8193 may carry into the next multiple
     let e = fd(lin(0, &[(i1, 1), (r0, 8192)]), i(8388608));
     assert_ne!(swr(e, &[(i1, i(8193)), (r0, i(2048))]), fd(r0, i(1024)));

@@ -106,8 +106,11 @@ def select_tiling(group: KernelGroup) -> Tiling | None:
     sv = SV.current()
     best: tuple[tuple[int, int], Tiling] | None = None
     for x in _candidates(group):
-        y = group.numel // x if isinstance(group.numel, int) and isinstance(x, int) else \
-            SV.static_or_expr(S.CleanDiv(group.numel, x))
+        y = (
+            group.numel // x
+            if isinstance(group.numel, int) and isinstance(x, int)
+            else SV.static_or_expr(S.CleanDiv(group.numel, x))
+        )
         tiling = Tiling(y, x)
         ranges = {YINDEX: tiling.ynumel, XINDEX: tiling.xnumel}
         score = 0

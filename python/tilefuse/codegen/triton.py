@@ -43,9 +43,16 @@ from ..scheduler import RINDEX, XINDEX, KernelGroup, node_reduction_hint
 from .simd import YINDEX, select_tiling, tiled_var_map
 
 TL_DTYPE = {
-    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
-    torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16", torch.int32: "tl.int32",
-    torch.int64: "tl.int64", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+    torch.float32: "tl.float32",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64",
+    torch.int8: "tl.int8",
+    torch.int16: "tl.int16",
+    torch.int32: "tl.int32",
+    torch.int64: "tl.int64",
+    torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1",
 }
 
 
@@ -100,8 +107,12 @@ def _const_literal(value: Any, dtype: torch.dtype) -> str:
     return str(v)
 
 
-_SAME_WIDTH_INT = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-                   torch.bfloat16: torch.int16}
+_SAME_WIDTH_INT = {
+    torch.float64: torch.int64,
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+}
 
 
 def _negative_zero_or_nan(value: Any, dtype: torch.dtype) -> torch.Tensor | None:
@@ -122,8 +133,8 @@ def _negative_zero_or_nan(value: Any, dtype: torch.dtype) -> torch.Tensor | None
     return t if bool(torch.signbit(t)) else None
 
 
-_EP_MARK = "\x00ep\x00"        # a load's eviction-policy slot (see _resolve_eviction)
-_EP_SHARED = "\x00eps\x00"     # the same, for a load every row-program of a reduction reads
+_EP_MARK = "\x00ep\x00"  # a load's eviction-policy slot (see _resolve_eviction)
+_EP_SHARED = "\x00eps\x00"  # the same, for a load every row-program of a reduction reads
 _LOAD_PTR = re.compile(r"tl\.load\((\w+) \+")
 
 
@@ -190,7 +201,7 @@ class GeneratedKernel:
 
     name: str
     source: str
-    arg_names: list[str]          # buffer names, in parameter order
+    arg_names: list[str]  # buffer names, in parameter order
     numel: int
     rnumel: int
     # launch grid: one (block constexpr, extent) per grid axis, e.g. [("XBLOCK", numel)];
@@ -199,7 +210,7 @@ class GeneratedKernel:
     # candidate launch configs, the heuristic's choice first: block constexprs (XBLOCK, YBLOCK,
     # RBLOCK as the kernel declares them) plus "num_warps" (and optionally "num_stages")
     configs: list[dict[str, int]]
-    removed: set[str]             # buffers this kernel made unnecessary
+    removed: set[str]  # buffers this kernel made unnecessary
     index_dtype: str
     # symbolic sizes (dynamic shapes): the kernel's integer parameters after the pointers, as
     # Exprs over the graph's size symbols the wrapper evaluates at each call (xnumel, rnumel when
@@ -218,8 +229,23 @@ class GeneratedKernel:
 
 
 # body ops that say nothing about what a kernel computes (left out of its name)
-_NAME_SKIP = frozenset({"load", "store", "constant", "index_expr", "to_dtype", "indirect_indexing", "masked",
-                        "where", "broadcast", "reduction", "scan", "store_reduction", "bucketize"})
+_NAME_SKIP = frozenset(
+    {
+        "load",
+        "store",
+        "constant",
+        "index_expr",
+        "to_dtype",
+        "indirect_indexing",
+        "masked",
+        "where",
+        "broadcast",
+        "reduction",
+        "scan",
+        "store_reduction",
+        "bucketize",
+    }
+)
 # at most this many op names in a kernel's name (Inductor's kernel_name_max_ops is 10)
 KERNEL_NAME_MAX_OPS = 6
 
@@ -266,7 +292,7 @@ def _index_values_fit_int32(group: KernelGroup) -> bool:
                 continue  # a constant is emitted as a typed constant (tl.full), not in the index dtype
             if ranges is None:
                 ranges = {v: (r if isinstance(r, int) else 2**31 - 1) for v, r in body.var_ranges.items()}
-            if not (S.statically_known_lt(e, 2**31 - 1, ranges) and S.statically_known_lt(-2**31, e, ranges)):
+            if not (S.statically_known_lt(e, 2**31 - 1, ranges) and S.statically_known_lt(-(2**31), e, ranges)):
                 return False
     return True
 
@@ -302,8 +328,9 @@ def _storages_fit_int32(group: KernelGroup, sv: SV.SizeVars) -> bool:
 class TritonKernelCodegen:
     """Generates the source of one kernel for a KernelGroup."""
 
-    def __init__(self, group: KernelGroup, name: str, device: torch.device, keep: set[str],
-                 inplace: dict[str, str] | None = None):
+    def __init__(
+        self, group: KernelGroup, name: str, device: torch.device, keep: set[str], inplace: dict[str, str] | None = None
+    ):
         self.g, self.name, self.device = group, name, device
         self.interpret = device.type != "cuda"
         # buffers read or returned outside this kernel, and buffers updated in place
@@ -320,7 +347,7 @@ class TritonKernelCodegen:
         self.dyn_numel = not isinstance(group.numel, int)
         self.dyn_rnumel = not isinstance(group.rnumel, int)
         self.size_symbols: dict = {}  # graph size symbol -> kernel parameter symbol (ks<i>)
-        self.precomputed: dict = {}   # compound size expression over ks<i> -> parameter ps<i>
+        self.precomputed: dict = {}  # compound size expression over ks<i> -> parameter ps<i>
         # Inductor's reduction hint, from the group's reduction nodes (LoopBody.reduction_hint)
         hints = [node_reduction_hint(n) for n in group.nodes if n.is_reduction()]
         self.hint = "inner" if "inner" in hints else ("outer" if "outer" in hints else "default")
@@ -330,13 +357,17 @@ class TritonKernelCodegen:
         # A symbolic row length is persistent only when its proven upper bound is small enough.
         rmax = self.sv.upper_bound(group.rnumel) if self.reduction else 1
         self.rnumel_max = rmax
-        self.persistent = self.reduction and rmax is not None and (
-            rmax <= config.persistent_reduction_threshold and (has_scan or self.hint != "outer"
-                                                               or rmax <= OUTER_PERSISTENT_MAX))
+        self.persistent = (
+            self.reduction
+            and rmax is not None
+            and (
+                rmax <= config.persistent_reduction_threshold
+                and (has_scan or self.hint != "outer" or rmax <= OUTER_PERSISTENT_MAX)
+            )
+        )
         # a reduction kernel storing only per-row results: no pointwise node inside its loop
         # ('xr'), so each element is read once, for the reductions (configs, eviction hints, sumexp)
-        self.reduce_only = self.reduction and not has_scan and not any(
-            kind == "xr" for kind, *_ in group.maps.values())
+        self.reduce_only = self.reduction and not has_scan and not any(kind == "xr" for kind, *_ in group.maps.values())
         self.kscope = _Scope()
         self.scope = self.kscope
         self.in_loop = False
@@ -362,15 +393,22 @@ class TritonKernelCodegen:
         # 2**31 - 1: static, proven, or guarded (a guard: Dynamo recompiles for inputs that make
         # it false)
         total = group.numel * group.rnumel
-        self.index_dtype = "tl.int32" if (self.sv.evaluate_lt(total, 2**31 - 1)
-                                          and _storages_fit_int32(group, self.sv)
-                                          and _index_values_fit_int32(group)) else "tl.int64"
+        self.index_dtype = (
+            "tl.int32"
+            if (
+                self.sv.evaluate_lt(total, 2**31 - 1)
+                and _storages_fit_int32(group, self.sv)
+                and _index_values_fit_int32(group)
+            )
+            else "tl.int64"
+        )
         # 2-D tile [YBLOCK, XBLOCK] for pointwise kernels with transposed access (codegen/simd.py);
         # not for symbolic extents (the candidates are static dimension boundaries)
         self.tiling = select_tiling(group) if (not self.reduction and config.tiling) else None
         # a tile's extents: kernel parameters when symbolic
-        self.dyn_tile = self.tiling is not None and not (isinstance(self.tiling.ynumel, int)
-                                                         and isinstance(self.tiling.xnumel, int))
+        self.dyn_tile = self.tiling is not None and not (
+            isinstance(self.tiling.ynumel, int) and isinstance(self.tiling.xnumel, int)
+        )
         if self.dyn_tile:
             # the smaller extent goes on grid axis 1 (at most 65535 programs): guarded to fit with
             # blocks of one element, else no tile
@@ -420,8 +458,12 @@ class TritonKernelCodegen:
             return expr
         for f in sorted(fs, key=lambda f: f.name):
             if f not in self.size_symbols:
-                self.size_symbols[f] = S.sym(f"ks{len(self.size_symbols)}", kind=f.symbol_kind,
-                                             lower=f.assumed_range[0], upper=f.assumed_range[1])
+                self.size_symbols[f] = S.sym(
+                    f"ks{len(self.size_symbols)}",
+                    kind=f.symbol_kind,
+                    lower=f.assumed_range[0],
+                    upper=f.assumed_range[1],
+                )
         return self._precompute(expr.subs({f: self.size_symbols[f] for f in fs}))
 
     _DIVISIONS = {"FloorDiv": slice(1, 2), "CleanDiv": slice(1, 2), "ModularIndexing": slice(1, 3)}
@@ -441,8 +483,12 @@ class TritonKernelCodegen:
             which = self._DIVISIONS.get(e.kind)
             if which is not None:
                 for a in args[which]:
-                    if (not a.is_number and not a.is_symbol and a not in found
-                            and all(f.symbol_kind == "size" and f in self.size_symbols.values() for f in a.free_symbols)):
+                    if (
+                        not a.is_number
+                        and not a.is_symbol
+                        and a not in found
+                        and all(f.symbol_kind == "size" and f in self.size_symbols.values() for f in a.free_symbols)
+                    ):
                         found.append(a)
             stack.extend(args)
         if not found:
@@ -558,8 +604,10 @@ class TritonKernelCodegen:
         deco = "@_jit" if not size_params or self.interpret else f"@_jit_dynamic({tuple(size_params)!r})"
         src = [deco, f"def {self.name}({sig}):"] + body
         if self.tiling is not None:
-            axes = {"YBLOCK": "ynumel" if self.dyn_tile else self.tiling.ynumel,
-                    "XBLOCK": "xnumel" if self.dyn_tile else self.tiling.xnumel}
+            axes = {
+                "YBLOCK": "ynumel" if self.dyn_tile else self.tiling.ynumel,
+                "XBLOCK": "xnumel" if self.dyn_tile else self.tiling.xnumel,
+            }
             ypid, xpid = self.tile_grid_order()
             grid_axes = [("YBLOCK", axes["YBLOCK"]), ("XBLOCK", axes["XBLOCK"])]
             if ypid == 1:
@@ -567,9 +615,20 @@ class TritonKernelCodegen:
         else:
             grid_axes = [("XBLOCK", "xnumel" if self.dyn_numel else g.numel)]
         inplace = {o: i for o, i in self.args.inplace.items() if o not in removed and o in self.produced}
-        return GeneratedKernel(self.name, "\n".join(src) + "\n", arg_names, g.numel, g.rnumel,
-                               grid_axes, configs, removed, self.index_dtype, size_args, size_params,
-                               inplace=inplace)
+        return GeneratedKernel(
+            self.name,
+            "\n".join(src) + "\n",
+            arg_names,
+            g.numel,
+            g.rnumel,
+            grid_axes,
+            configs,
+            removed,
+            self.index_dtype,
+            size_args,
+            size_params,
+            inplace=inplace,
+        )
 
     def _resolve_eviction(self, lines: list[str]) -> list[str]:
         """Cache eviction hints on loads (Inductor's rule, a named heuristic):
@@ -908,8 +967,9 @@ class TritonKernelCodegen:
                 # the interpreter cannot build bf16 constants: round in Python (RNE, as torch), build
                 # the exactly representable value in fp32 and convert (exact)
                 v = float(torch.tensor(float(value), dtype=torch.bfloat16))
-                return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(v, torch.float32)}, tl.float32)"
-                                f".to(tl.bfloat16)")
+                return self.cse(
+                    f"tl.full({self.shape(kind)}, {_const_literal(v, torch.float32)}, tl.float32).to(tl.bfloat16)"
+                )
             return self.cse(f"tl.full({self.shape(kind)}, {_const_literal(value, dt)}, {tl_dtype(dt)})")
         if op == "index_expr":
             expr, dt = a
@@ -962,7 +1022,7 @@ class TritonKernelCodegen:
         mode = a[3] if op == "store" and len(a) > 3 else None
         if mode == "atomic_add":
             # accumulates into a buffer other kernels initialized: never forwarded or removed
-            self.emit(f"tl.atomic_add({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask}, sem=\"relaxed\")")
+            self.emit(f'tl.atomic_add({ptr} + ({istr}), {self.cast(vv, src, dt)}, {mask}, sem="relaxed")')
             return None
         if mode in ("atomic_max", "atomic_min"):
             self._emit_atomic_extremum(mode == "atomic_max", ptr, istr, self.cast(vv, src, dt), dt, mask)
@@ -985,8 +1045,7 @@ class TritonKernelCodegen:
             need.append(RINDEX)
         return all(n in syms for n in need)
 
-    def _emit_atomic_extremum(self, is_max: bool, ptr: str, istr: str, v: str, dt: torch.dtype,
-                              mask: str) -> None:
+    def _emit_atomic_extremum(self, is_max: bool, ptr: str, istr: str, v: str, dt: torch.dtype, mask: str) -> None:
         """``ptr[istr] = max(ptr[istr], v)`` (``min`` unless ``is_max``) atomically. Integers use
         Triton's atomic max/min directly. A float is combined on its bits: where the sign bit is
         clear the bits order as the values do (signed integer max/min), where it is set they
@@ -998,24 +1057,28 @@ class TritonKernelCodegen:
         sign bit can be displaced: the lowering restores those from its input."""
         if dt not in (torch.float32, torch.float64):
             fn = "tl.atomic_max" if is_max else "tl.atomic_min"
-            self.emit(f"{fn}({ptr} + ({istr}), {v}, {mask}, sem=\"relaxed\")")
+            self.emit(f'{fn}({ptr} + ({istr}), {v}, {mask}, sem="relaxed")')
             return
         wide = dt == torch.float64
         it, ut = ("tl.int64", "tl.uint64") if wide else ("tl.int32", "tl.uint32")
         magnitude = "0x7FFFFFFFFFFFFFFF" if wide else "0x7FFFFFFF"
         inf_bits = "0x7FF0000000000000" if wide else "0x7F800000"
         # quiet NaN bit patterns, the negative one as a signed literal of the integer type
-        nan_bits = ("0x7FF8000000000000" if wide else "0x7FC00000") if is_max else (
-            str(-(1 << 51)) if wide else str(-(1 << 22)))
+        nan_bits = (
+            ("0x7FF8000000000000" if wide else "0x7FC00000")
+            if is_max
+            else (str(-(1 << 51)) if wide else str(-(1 << 22)))
+        )
         bits = self.cse(f"{v}.to({it}, bitcast=True)")
         is_nan = self.cse(f"({bits} & {magnitude}) > {inf_bits}")
         bits = self.cse(f"tl.where({is_nan}, {nan_bits}, {bits})")
         neg = self.cse(f"{bits} < 0")
         signed_fn, unsigned_fn = ("tl.atomic_max", "tl.atomic_min") if is_max else ("tl.atomic_min", "tl.atomic_max")
-        self.emit(f"{signed_fn}({ptr}.to(tl.pointer_type({it})) + ({istr}), {bits}, ({mask}) & ~{neg}, "
-                  f"sem=\"relaxed\")")
-        self.emit(f"{unsigned_fn}({ptr}.to(tl.pointer_type({ut})) + ({istr}), {bits}.to({ut}, bitcast=True), "
-                  f"({mask}) & {neg}, sem=\"relaxed\")")
+        self.emit(f'{signed_fn}({ptr}.to(tl.pointer_type({it})) + ({istr}), {bits}, ({mask}) & ~{neg}, sem="relaxed")')
+        self.emit(
+            f"{unsigned_fn}({ptr}.to(tl.pointer_type({ut})) + ({istr}), {bits}.to({ut}, bitcast=True), "
+            f'({mask}) & {neg}, sem="relaxed")'
+        )
 
     def codegen_indirect(self, a, vals, kind) -> None:
         """Define the indirect index symbol as a variable of the same name: the loaded value,
@@ -1030,9 +1093,11 @@ class TritonKernelCodegen:
         size = self.size_str(size)
         self.emit(f"{name} = tl.where({v} < 0, {v} + {size}, {v})" if wrap else f"{name} = {v}")
         if check:
-            self.emit(f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
-                      f"\"index out of bounds: a value of an index tensor (gather, index, scatter, embedding or "
-                      f"a loss's class targets) lies outside [0, {size}) (check 0 <= {name} < {size})\")")
+            self.emit(
+                f"tl.device_assert(((0 <= {name}) & ({name} < {size})) | ~({mask}), "
+                f'"index out of bounds: a value of an index tensor (gather, index, scatter, embedding or '
+                f"a loss's class targets) lies outside [0, {size}) (check 0 <= {name} < {size})\")"
+            )
         self.indirect_masks[symbol] = mask
         return None
 
@@ -1053,8 +1118,7 @@ class TritonKernelCodegen:
             bits = f"{x}.to(tl.float32).to(tl.uint32, bitcast=True)"
             rounded = f"(({bits} + (0x7FFF + (({bits} >> 16) & 1))) & 0xFFFF0000)"
             nan = f"({x} != {x})"
-            return (f"tl.where({nan}, {x}.to(tl.float32), {rounded}.to(tl.float32, bitcast=True))"
-                    f".to(tl.bfloat16)")
+            return f"tl.where({nan}, {x}.to(tl.float32), {rounded}.to(tl.float32, bitcast=True)).to(tl.bfloat16)"
         return f"{x}.to({tl_dtype(dst)})"
 
     def bitcast(self, x: str, src: torch.dtype, dst: torch.dtype) -> str:
@@ -1077,8 +1141,10 @@ class TritonKernelCodegen:
         for ``|v| < 1e-8``): a few ulp; ``v`` itself where ``u`` rounds to 1 (-0.0 kept), -1 where
         ``u - 1`` does, inf where ``u`` overflows, NaN for NaN."""
         u = self.cse(f"tl.exp({v})")
-        return (f"tl.where({u} == 1.0, {v}, tl.where({u} - 1.0 == -1.0, -1.0, "
-                f"tl.where({u} == float(\"inf\"), {u}, ({u} - 1.0) * ({v} / tl.log({u})))))")
+        return (
+            f"tl.where({u} == 1.0, {v}, tl.where({u} - 1.0 == -1.0, -1.0, "
+            f'tl.where({u} == float("inf"), {u}, ({u} - 1.0) * ({v} / tl.log({u})))))'
+        )
 
     def _floor_divide_float(self, a: str, b: str) -> str:
         """Source of torch's floor division of floats (``a // b``, ``div(rounding_mode='floor')``)
@@ -1102,8 +1168,20 @@ class TritonKernelCodegen:
         is_float = dtype is not None and dtype.is_floating_point
         in_float = isinstance(raw[0], BodyValue) and raw[0].dtype.is_floating_point
         lib = not self.interpret
-        binary = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
-                  "gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        binary = {
+            "add": "+",
+            "sub": "-",
+            "mul": "*",
+            "eq": "==",
+            "ne": "!=",
+            "lt": "<",
+            "le": "<=",
+            "gt": ">",
+            "ge": ">=",
+            "bitwise_and": "&",
+            "bitwise_or": "|",
+            "bitwise_xor": "^",
+        }
         if op == "rand":
             return f"tl.rand({x[0]}, {x[1]})"
         if op == "randn":
@@ -1198,8 +1276,10 @@ class TritonKernelCodegen:
             # without libdevice: log1p = log(u) * x / (u - 1), u = 1 + x (Goldberg), exact to a few
             # ulp where log(1 + x) loses every digit for |x| < 1e-8; x where u rounds to 1, inf at inf
             u = self.cse(f"1.0 + {x[0]}")
-            return (f"tl.where({u} == 1.0, {x[0]}, tl.where({u} == float(\"inf\"), {u}, "
-                    f"tl.log({u}) * ({x[0]} / ({u} - 1.0))))")
+            return (
+                f'tl.where({u} == 1.0, {x[0]}, tl.where({u} == float("inf"), {u}, '
+                f"tl.log({u}) * ({x[0]} / ({u} - 1.0))))"
+            )
         if op == "tanh":
             if lib:
                 return f"libdevice.tanh({x[0]})"
@@ -1241,8 +1321,8 @@ class TritonKernelCodegen:
             whole = self.cse(f"tl.floor({b}) == {b}")
             odd = self.cse(f"{whole} & ((tl.abs({b}) % 2) == 1)")
             aneg = self.cse(f"({a} < 0) | (({a} == 0) & (1.0 / {a} < 0))")
-            signed = f"tl.where({aneg} & {odd}, {mag} * -1.0, tl.where(({a} < 0) & ({a} != -float(\"inf\")) & ~{whole}, float(\"nan\"), {mag}))"
-            one = f"({b} == 0) | ({a} == 1) | (({a} == -1) & (tl.abs({b}) == float(\"inf\")))"
+            signed = f'tl.where({aneg} & {odd}, {mag} * -1.0, tl.where(({a} < 0) & ({a} != -float("inf")) & ~{whole}, float("nan"), {mag}))'
+            one = f'({b} == 0) | ({a} == 1) | (({a} == -1) & (tl.abs({b}) == float("inf")))'
             return f"tl.where({one}, 1.0, {signed}).to({tl_dtype(dtype)})"
         if op in ("logical_and", "logical_or", "logical_xor"):
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
@@ -1261,7 +1341,7 @@ class TritonKernelCodegen:
         if op == "isnan":
             return f"{x[0]} != {x[0]}"
         if op == "isinf":
-            return f"tl.abs({x[0]}) == float(\"inf\")"
+            return f'tl.abs({x[0]}) == float("inf")'
         raise NotImplementedError(f"no Triton codegen for ops.{op}")
 
     # ------------------------------------------------------------------ scans
@@ -1352,7 +1432,9 @@ class TritonKernelCodegen:
         acci = None
         if rtype in ("argmax", "argmin"):
             acci = self.newvar()
-            self.lines.insert(init_at + 1, "    " * (self.indent - 1) + f"{acci} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int64)")
+            self.lines.insert(
+                init_at + 1, "    " * (self.indent - 1) + f"{acci} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int64)"
+            )
             self._shift_stores(init_at + 1)
         vv = f"{vb}.to({tdt})"
         if rtype == "sum":
@@ -1364,8 +1446,10 @@ class TritonKernelCodegen:
         elif rtype in ("max", "min"):
             if is_float:  # NaN-propagating (torch: a NaN is the extreme); one max.NaN instruction
                 fn = "maximum" if rtype == "max" else "minimum"
-                self.emit(f"{accv} = tl.where(xmask & rmask, tl.{fn}({accv}, {vv}, "
-                          f"propagate_nan=tl.PropagateNan.ALL), {accv})")
+                self.emit(
+                    f"{accv} = tl.where(xmask & rmask, tl.{fn}({accv}, {vv}, "
+                    f"propagate_nan=tl.PropagateNan.ALL), {accv})"
+                )
                 if rtype == "max":
                     # a sumexp of the same value later in this loop takes this maximum over
                     # (_codegen_sumexp): it drops the lane accumulator and finishes from its own
@@ -1417,16 +1501,19 @@ class TritonKernelCodegen:
 
         def finish_from(mv: str, terms: str) -> None:
             self.emit(f"{out} = tl.sum({terms}, 1)[:, None]")
-            self.emit(f"{out} = tl.where({mv} == float(\"inf\"), float(\"nan\"), {out})")
+            self.emit(f'{out} = tl.where({mv} == float("inf"), float("nan"), {out})')
 
         if self.persistent and self.reduce_only:
             # no per-element output shares the exp: the exponent against the maximum with -inf
             # replaced by 0, no per-element guard (a row of only -inf sums to 0, as looped). H200,
             # 65536 rows of 4000 bf16: 145.8 -> 133.3 µs against the guarded form below
-            mx = self.cse(self.final_reduce("max", self.cse(f"tl.where(xmask & rmask, {vb0}, float(\"-inf\"))"),
-                                            "rindex", True, tdt))
+            mx = self.cse(
+                self.final_reduce(
+                    "max", self.cse(f'tl.where(xmask & rmask, {vb0}, float("-inf"))'), "rindex", True, tdt
+                )
+            )
             mx = self.cse(f"{mx}.to({tdt})")
-            base = self.cse(f"tl.where({mx} == float(\"-inf\"), 0.0, {mx})")
+            base = self.cse(f'tl.where({mx} == float("-inf"), 0.0, {mx})')
             finish_from(mx, f"tl.where(xmask & rmask, tl.exp({vb} - {base}), 0.0)")
             return out
         if self.persistent:
@@ -1436,27 +1523,29 @@ class TritonKernelCodegen:
             # compiler shares that exp between the sum and the output (one exp per element; a
             # different form here cost a 32768 x 4096 softmax 0.136 -> 0.149 ms on the H200); a
             # row of only -inf then counts 1 per element (exp(-inf + inf) is taken as 1)
-            mx = self.cse(self.final_reduce("max", self.cse(f"tl.where(xmask & rmask, {vb0}, float(\"-inf\"))"),
-                                            "rindex", True, tdt))
+            mx = self.cse(
+                self.final_reduce(
+                    "max", self.cse(f'tl.where(xmask & rmask, {vb0}, float("-inf"))'), "rindex", True, tdt
+                )
+            )
             mx = self.cse(f"{mx}.to({tdt})")
             finish_from(mx, f"tl.where(xmask & rmask, tl.where({vb} == {mx}, 1.0, tl.exp({vb} - {mx})), 0.0)")
             return out
         # the masked value (-inf off the row), shared with a max reduction of the same value
-        m = self.cse(f"tl.where(xmask & rmask, {vb}, float(\"-inf\"))")
+        m = self.cse(f'tl.where(xmask & rmask, {vb}, float("-inf"))')
         # the running maximum is per row ([XBLOCK, 1], one block reduction per iteration) and the
         # sums per lane, rescaled by the row's exp(m_old - m_new): one exp per element (a per-lane
         # maximum needs two, which made long rows ALU-bound)
         accm, accs, nm = self.newvar(), self.newvar(), self.newvar()
         init_at = self.loop_start
         pad = "    " * (self.indent - 1)
-        self.lines.insert(init_at, pad + f"{accm} = tl.full([XBLOCK, 1], float(\"-inf\"), {tdt})")
+        self.lines.insert(init_at, pad + f'{accm} = tl.full([XBLOCK, 1], float("-inf"), {tdt})')
         self._shift_stores(init_at)
         self.lines.insert(init_at + 1, pad + f"{accs} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
         self._shift_stores(init_at + 1)
-        self.emit(f"{nm} = tl.maximum({accm}, {self._nan_extreme(m, 'max')}, "
-                  "propagate_nan=tl.PropagateNan.ALL)")
+        self.emit(f"{nm} = tl.maximum({accm}, {self._nan_extreme(m, 'max')}, propagate_nan=tl.PropagateNan.ALL)")
         base = self.newvar()
-        self.emit(f"{base} = tl.where({nm} == float(\"-inf\"), 0.0, {nm})")
+        self.emit(f'{base} = tl.where({nm} == float("-inf"), 0.0, {nm})')
         self.emit(f"{accs} = {accs} * tl.exp({accm} - {base}) + tl.exp({m} - {base})")
         self.emit(f"{accm} = {nm}")
         # a max reduction of the same value: emitted earlier in this loop, its lane accumulator
@@ -1491,8 +1580,9 @@ class TritonKernelCodegen:
         tdt = tl_dtype(dtype)
         vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")
         if self.persistent:
-            total = self.cse(self.final_reduce("sum", self.cse(f"tl.where(xmask & rmask, {vb}, 0)"), "rindex",
-                                               True, tdt))
+            total = self.cse(
+                self.final_reduce("sum", self.cse(f"tl.where(xmask & rmask, {vb}, 0)"), "rindex", True, tdt)
+            )
             mean = self.cse(f"{total} / rnumel")
             dev = self.cse(f"tl.where(xmask & rmask, {vb} - {mean}, 0.0)")
             return self.cse(f"tl.sum({dev} * {dev}, 1)[:, None]")
@@ -1503,8 +1593,11 @@ class TritonKernelCodegen:
         self.looped_of[("sqdev", vb, tdt)] = out
         init_at = self.loop_start
         pad = "    " * (self.indent - 1)
-        inits = (f"{shift} = tl.full([XBLOCK, 1], 0, {tdt})", f"{accmean} = tl.full([XBLOCK, RBLOCK], 0, {tdt})",
-                 f"{accm2} = tl.full([XBLOCK, RBLOCK], 0, {tdt})")
+        inits = (
+            f"{shift} = tl.full([XBLOCK, 1], 0, {tdt})",
+            f"{accmean} = tl.full([XBLOCK, RBLOCK], 0, {tdt})",
+            f"{accm2} = tl.full([XBLOCK, RBLOCK], 0, {tdt})",
+        )
         for k, line in enumerate(inits):
             self.lines.insert(init_at + k, pad + line)
             self._shift_stores(init_at + k)
@@ -1543,8 +1636,7 @@ class TritonKernelCodegen:
         (``max.NaN``); under the interpreter, which runs a custom combine element by element in
         Python, NumPy's own max/min plus an is-NaN max (two vectorized reductions)."""
         if self.interpret:
-            return (f"tl.where(tl.max(({m} != {m}).to(tl.int8), 1) > 0, float(\"nan\"), "
-                    f"tl.{rtype}({m}, 1))[:, None]")
+            return f'tl.where(tl.max(({m} != {m}).to(tl.int8), 1) > 0, float("nan"), tl.{rtype}({m}, 1))[:, None]'
         return f"tl.reduce({m}, 1, _{rtype}_nan_combine)[:, None]"
 
     def final_reduce(self, rtype: str, m: str, idx: str | None, is_float: bool, tdt: str) -> str:
@@ -1593,8 +1685,10 @@ def _atan2_f64(c, y: str, x: str) -> str:
     """atan2 from atan of |y|/|x| (both infinite: pi/4, both zero: 0), reflected for a negative
     (or -0.0) x and signed as y (signed zeros as C's atan2)."""
     ay, ax = c(f"tl.abs({y})"), c(f"tl.abs({x})")
-    ratio = c(f"tl.where(({ay} == float('inf')) & ({ax} == float('inf')), 1.0, "
-              f"tl.where(({ay} == 0) & ({ax} == 0), 0.0, {ay} / {ax}))")
+    ratio = c(
+        f"tl.where(({ay} == float('inf')) & ({ax} == float('inf')), 1.0, "
+        f"tl.where(({ay} == 0) & ({ax} == 0), 0.0, {ay} / {ax}))"
+    )
     r = c(_atan_f64(c, ratio))
     xneg = c(f"({x} < 0) | (({x} == 0) & (1.0 / {x} < 0))")
     yneg = c(f"({y} < 0) | (({y} == 0) & (1.0 / {y} < 0))")
@@ -1611,8 +1705,10 @@ def _asin_f64(c, x: str) -> str:
 # but a kernel without any libdevice call skips linking libdevice into its LLVM module, which
 # Triton does per compile by parsing the whole libdevice bitcode: 0.04-0.08 s of each compile of a
 # normalization kernel (measured on sm_90 targets; 0.115 -> 0.072 s for a one-line kernel).
-_PTX_RSQRT = ('tl.inline_asm_elementwise("rsqrt.approx.ftz.f32 $0, $1;", "=f,f", [({}).to(tl.float32)], '
-              'dtype=tl.float32, is_pure=True, pack=1)')
+_PTX_RSQRT = (
+    'tl.inline_asm_elementwise("rsqrt.approx.ftz.f32 $0, $1;", "=f,f", [({}).to(tl.float32)], '
+    "dtype=tl.float32, is_pure=True, pack=1)"
+)
 
 # ops with a libdevice function on the GPU and a float64 formula under the interpreter; each takes
 # the CSE function and its operands' names
@@ -1621,14 +1717,18 @@ _F64_MATH = {
     "atan2": _atan2_f64,
     "asin": _asin_f64,
     "acos": lambda c, x: f"1.5707963267948966 - {c(_asin_f64(c, x))}",
-    "sinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 6.0, "
-                         f"0.5 * (tl.exp({x}) - tl.exp(-{x})))",
+    "sinh": lambda c, x: (
+        f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 6.0, 0.5 * (tl.exp({x}) - tl.exp(-{x})))"
+    ),
     "cosh": lambda c, x: f"0.5 * (tl.exp({x}) + tl.exp(-{x}))",
-    "asinh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} - {x} * {x} * {x} / 6.0, "
-                          f"tl.where({x} < 0, -1.0, 1.0) * tl.log(tl.abs({x}) + tl.sqrt({x} * {x} + 1.0)))",
+    "asinh": lambda c, x: (
+        f"tl.where(tl.abs({x}) < 1e-5, {x} - {x} * {x} * {x} / 6.0, "
+        f"tl.where({x} < 0, -1.0, 1.0) * tl.log(tl.abs({x}) + tl.sqrt({x} * {x} + 1.0)))"
+    ),
     "acosh": lambda c, x: f"tl.where({x} < 1.0, float('nan'), tl.log({x} + tl.sqrt({x} * {x} - 1.0)))",
-    "atanh": lambda c, x: f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 3.0, "
-                          f"0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))",
+    "atanh": lambda c, x: (
+        f"tl.where(tl.abs({x}) < 1e-5, {x} + {x} * {x} * {x} / 3.0, 0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))"
+    ),
     "hypot": lambda c, a, b: f"tl.sqrt({a} * {a} + {b} * {b})",
 }
 

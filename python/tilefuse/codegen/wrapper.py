@@ -93,8 +93,13 @@ def _free_inputs_after_last_use(body: list[str], inputs: list[str], returned: st
 def _same_layout(a: Any, b: Any) -> bool:
     """Whether two layouts are the same static view: size, stride and offset (0 for both)."""
     vals = (*a.size, *a.stride, *b.size, *b.stride, a.offset, b.offset)
-    return (all(isinstance(v, int) for v in vals) and a.offset == 0 and b.offset == 0
-            and tuple(a.size) == tuple(b.size) and tuple(a.stride) == tuple(b.stride))
+    return (
+        all(isinstance(v, int) for v in vals)
+        and a.offset == 0
+        and b.offset == 0
+        and tuple(a.size) == tuple(b.size)
+        and tuple(a.stride) == tuple(b.stride)
+    )
 
 
 def _contiguous(L: Any) -> bool:
@@ -166,8 +171,10 @@ class WrapperCodegen:
         dtypes = [str(self.graph.get_dtype(a)) for a in gk.arg_names] + ["int"] * len(gk.size_args)
         dtypes_src = "(" + ", ".join(dtypes) + ("," if len(dtypes) == 1 else "") + ")"
         mutated = tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args))
-        return (f"{gk.name}_launcher = make_launcher({gk.name}, {grid!r}, {configs!r}, {dtypes_src}, {mutated!r}, "
-                f"_device.type)")
+        return (
+            f"{gk.name}_launcher = make_launcher({gk.name}, {grid!r}, {configs!r}, {dtypes_src}, {mutated!r}, "
+            f"_device.type)"
+        )
 
     def generate(self) -> tuple[str, dict[str, Any]]:
         g = self.graph
@@ -198,8 +205,9 @@ class WrapperCodegen:
         def safe_readers(name: str) -> bool:
             for j in readers.get(name, ()):
                 it = self.items[j]
-                if not isinstance(it, KernelGroup) and (not isinstance(it.buf, ir.ExternKernel)
-                                                        or isinstance(it.buf, ir.FallbackKernel)):
+                if not isinstance(it, KernelGroup) and (
+                    not isinstance(it.buf, ir.ExternKernel) or isinstance(it.buf, ir.FallbackKernel)
+                ):
                     return False
             return True
 
@@ -210,8 +218,11 @@ class WrapperCodegen:
                 old = free.pop()
                 body[del_line.pop(old)] = ""
                 same = key[3:] == reusable[old][3:]
-                body.append(f"{name} = {old}" if same else
-                            f"{name} = reinterpret_tensor({old}, {_shape(L.size)}, {_shape(L.stride)}, 0)")
+                body.append(
+                    f"{name} = {old}"
+                    if same
+                    else f"{name} = reinterpret_tensor({old}, {_shape(L.size)}, {_shape(L.stride)}, 0)"
+                )
                 body.append(f"del {old}  # reused")
             elif self.device.type == "cuda":
                 # torch's C entry point for a CUDA allocation on the current device (the call runs
@@ -219,8 +230,10 @@ class WrapperCodegen:
                 # parsing or dispatch (512 allocations per step of a 12-layer GPT training step)
                 body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
             else:
-                body.append(f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
-                            f"dtype={L.dtype}, device=_device)")
+                body.append(
+                    f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
+                    f"dtype={L.dtype}, device=_device)"
+                )
             if key is not None and name not in out_names and safe_readers(name):
                 reusable[name] = key
 
@@ -250,8 +263,15 @@ class WrapperCodegen:
                 if len(stores) != 1:
                     continue
                 for x, idx in loads:
-                    if (x in pairs.values() or x in consumed or x not in reusable or x in out_names
-                            or last_use.get(x) != i or reusable[x][:3] != key[:3] or x in readers_in):
+                    if (
+                        x in pairs.values()
+                        or x in consumed
+                        or x not in reusable
+                        or x in out_names
+                        or last_use.get(x) != i
+                        or reusable[x][:3] != key[:3]
+                        or x in readers_in
+                    ):
                         continue
                     if any(x in r for m, r in readers_in.items() if m != n.name):
                         continue
@@ -279,8 +299,12 @@ class WrapperCodegen:
                 # identical kernels (the same layer repeated in a model) are defined, compiled and
                 # autotuned once: the key is the source with the kernel's name taken out, plus
                 # everything the launcher is built from
-                key = (gk.source.replace(f"def {kname}(", "def _(", 1), tuple(map(str, gk.grid_axes)), repr(gk.configs),
-                       tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args)))
+                key = (
+                    gk.source.replace(f"def {kname}(", "def _(", 1),
+                    tuple(map(str, gk.grid_axes)),
+                    repr(gk.configs),
+                    tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args)),
+                )
                 first = unique.get(key)
                 if first is None:
                     unique[key] = gk
@@ -302,8 +326,10 @@ class WrapperCodegen:
                         if own == reusable[src]:
                             body.append(f"{n.name} = {src}  # in place")
                         else:
-                            body.append(f"{n.name} = reinterpret_tensor({src}, {_shape(L.size)}, "
-                                        f"{_shape(L.stride)}, 0)  # in place")
+                            body.append(
+                                f"{n.name} = reinterpret_tensor({src}, {_shape(L.size)}, "
+                                f"{_shape(L.stride)}, 0)  # in place"
+                            )
                         if n.name not in out_names and safe_readers(n.name):
                             reusable[n.name] = own
                     else:
@@ -328,8 +354,12 @@ class WrapperCodegen:
                     a = ", ".join(self._extern_arg(x, buf.inputs) for x in buf.args)
                     kw = ", ".join(f"{k}={self._extern_arg(v, buf.inputs)}" for k, v in buf.kwargs.items())
                     out_fn = _OUT_VARIANTS.get(op) if not isinstance(buf, ir.FallbackKernel) else None
-                    if (out_fn is not None and buf.layout is not None and _contiguous(buf.layout)
-                            and set(buf.kwargs) <= {"beta", "alpha"}):
+                    if (
+                        out_fn is not None
+                        and buf.layout is not None
+                        and _contiguous(buf.layout)
+                        and set(buf.kwargs) <= {"beta", "alpha"}
+                    ):
                         allocate(buf.name, buf.layout)
                         body.append(f"{out_fn}({a}{', ' if a and kw else ''}{kw}, out={buf.name})  # {op}")
                     else:

@@ -18,9 +18,7 @@ from .. import symbolic as S
 from ..sizevars import SymbolicFloat
 from ..virtualized import set_ops_handler
 
-_BOOL_OPS = frozenset(
-    "eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf signbit".split()
-)
+_BOOL_OPS = frozenset("eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf signbit".split())
 
 
 @dataclass(eq=False)
@@ -58,8 +56,13 @@ class LoopBody:
     nodes: list[BodyNode] = field(default_factory=list)
 
     @staticmethod
-    def trace(fn: Callable[..., Any], iter_vars: Sequence, reduce_vars: Sequence, var_ranges: dict,
-              dtype_of: Callable[[str], torch.dtype]) -> "LoopBody":
+    def trace(
+        fn: Callable[..., Any],
+        iter_vars: Sequence,
+        reduce_vars: Sequence,
+        var_ranges: dict,
+        dtype_of: Callable[[str], torch.dtype],
+    ) -> "LoopBody":
         body = LoopBody(list(iter_vars), list(reduce_vars), dict(var_ranges))
         with set_ops_handler(_Tracer(body, dtype_of)):
             if reduce_vars:
@@ -111,8 +114,11 @@ class LoopBody:
         return "inner" if inner else "default"
 
     def op_count(self) -> int:
-        return sum(1 for n in self.nodes if n.op not in ("load", "store", "store_reduction", "constant", "index_expr",
-                                                          "indirect_indexing"))
+        return sum(
+            1
+            for n in self.nodes
+            if n.op not in ("load", "store", "store_reduction", "constant", "index_expr", "indirect_indexing")
+        )
 
 
 _indirect_ids = itertools.count()

@@ -260,8 +260,9 @@ class Reduction(Loops):
         return fn
 
     @staticmethod
-    def create(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
-               allow_split: bool = True) -> "TensorBox":
+    def create(
+        device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, allow_split: bool = True
+    ) -> "TensorBox":
         """A realized reduction. An empty reduction (rnumel 0) gives the identity as a Pointwise;
         rnumel 1 gives the single element. ``allow_split=False`` keeps it one reduction whatever
         ``num_splits`` says (the max beside a sumexp of the same rows, which is never split: split,
@@ -292,20 +293,33 @@ class Reduction(Loops):
 
         def trace():
             if not traced:
-                traced.append(Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                               src_dtype))
+                traced.append(
+                    Reduction._trace(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+                )
             return traced[0]
 
-        if allow_split and Reduction.gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges,
-                                                             reduction_type, src_dtype, trace):
+        if allow_split and Reduction.gathers_for_few_outputs(
+            device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, trace
+        ):
             vals = Reduction.realize_gathered_values(device, inner_fn, ranges, reduction_ranges, src_dtype)
-            return Reduction.create(device, dtype, lambda idx, ridx: vals(list(idx) + list(ridx)), ranges,
-                                    reduction_ranges, reduction_type, src_dtype)
-        split = Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                     src_dtype, trace) if allow_split else 1
+            return Reduction.create(
+                device,
+                dtype,
+                lambda idx, ridx: vals(list(idx) + list(ridx)),
+                ranges,
+                reduction_ranges,
+                reduction_type,
+                src_dtype,
+            )
+        split = (
+            Reduction.num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, trace)
+            if allow_split
+            else 1
+        )
         if split > 1:
-            return Reduction.create_split(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                          src_dtype, split)
+            return Reduction.create_split(
+                device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, split
+            )
         box = TensorBox.create(Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
         box.realize()
         return box
@@ -336,16 +350,22 @@ class Reduction(Loops):
         rv = [S.sym(f"r{k}") for k in range(len(reduction_ranges))]
         var_ranges = dict(zip(iv, ranges)) | dict(zip(rv, reduction_ranges))
         probe = Reduction(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
-        return LoopBody.trace(probe.store_fn("split_probe", lambda idx: S.Integer(0)), iv, rv, var_ranges,
-                              lambda name: dtype if name == "split_probe" else G.dtype_of(name))
+        return LoopBody.trace(
+            probe.store_fn("split_probe", lambda idx: S.Integer(0)),
+            iv,
+            rv,
+            var_ranges,
+            lambda name: dtype if name == "split_probe" else G.dtype_of(name),
+        )
 
     @staticmethod
     def _programs(numel, outer: bool) -> int:
         return -(-numel // (SPLIT_OUTER_ROWS if outer else 1))
 
     @staticmethod
-    def gathers_for_few_outputs(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type,
-                                src_dtype, trace: Callable) -> bool:
+    def gathers_for_few_outputs(
+        device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, trace: Callable
+    ) -> bool:
         """Whether the values this reduction combines are gathered (an ``indirect_indexing`` in its
         body: one random access per element, e.g. cross-entropy's target logits, 8192 gathers from
         8192 rows of 32000) while it produces too few outputs to fill the GPU (fewer than
@@ -375,14 +395,19 @@ class Reduction(Loops):
         split 32 × 256 it still cost two kernels beside the count of targets, 5 in all). Costs
         one write and one read of ``numel × rnumel`` elements, small beside the gathers."""
         nk = len(ranges)
-        vals = Pointwise.create(device, src_dtype, lambda idx: inner_fn(list(idx[:nk]), list(idx[nk:])),
-                                list(ranges) + list(reduction_ranges))
+        vals = Pointwise.create(
+            device,
+            src_dtype,
+            lambda idx: inner_fn(list(idx[:nk]), list(idx[nk:])),
+            list(ranges) + list(reduction_ranges),
+        )
         vals.realize()
         return vals.make_loader()
 
     @staticmethod
-    def num_splits(device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
-                   trace: Callable) -> int:
+    def num_splits(
+        device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, trace: Callable
+    ) -> int:
         """How many chunks to split the reduction into (1: no split), after Inductor's split
         reductions. A reduction whose kernel would run on fewer than ``SPLIT_TARGET_PROGRAMS``
         programs leaves most of the GPU idle (a full sum of a large tensor runs on one): it is
@@ -439,15 +464,23 @@ class Reduction(Loops):
             ident = _combine_identity(reduction_type, src_dtype)
 
             def part_fn(idx, ridx):
-                return masked_tail(lambda pos: inner_fn(list(idx[1:]), digits(pos, list(reduction_ranges))),
-                                   idx[0] * chunk + ridx[0], rnumel, ident)
+                return masked_tail(
+                    lambda pos: inner_fn(list(idx[1:]), digits(pos, list(reduction_ranges))),
+                    idx[0] * chunk + ridx[0],
+                    rnumel,
+                    ident,
+                )
 
-        part = TensorBox.create(Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type,
-                                          src_dtype))
+        part = TensorBox.create(
+            Reduction(device, dtype, part_fn, [split] + list(ranges), [chunk], reduction_type, src_dtype)
+        )
         part.realize()
         load = part.make_loader()
-        box = TensorBox.create(Reduction(device, dtype, lambda idx, ridx: load([ridx[0]] + list(idx)), ranges,
-                                         [split], reduction_type, dtype))
+        box = TensorBox.create(
+            Reduction(
+                device, dtype, lambda idx, ridx: load([ridx[0]] + list(idx)), ranges, [split], reduction_type, dtype
+            )
+        )
         box.realize()
         return box
 
@@ -578,11 +611,18 @@ class MutationBuffer(ComputedBuffer):
     and before any later reader; with ``config.reorder_for_peak_memory`` such kernels also keep
     their graph order among themselves."""
 
-    def __init__(self, name: str, target: "ComputedBuffer", data: "Pointwise", index_fn: Callable,
-                 mode: str | None = "atomic_add"):
+    def __init__(
+        self,
+        name: str,
+        target: "ComputedBuffer",
+        data: "Pointwise",
+        index_fn: Callable,
+        mode: str | None = "atomic_add",
+    ):
         size = list(data.get_size())
-        super().__init__(name, FixedLayout(target.get_device(), target.get_dtype(), size,
-                                           contiguous_strides(size)), data)
+        super().__init__(
+            name, FixedLayout(target.get_device(), target.get_dtype(), size, contiguous_strides(size)), data
+        )
         # mode "atomic_add" accumulates; "atomic_max"/"atomic_min" keep the larger/smaller value
         # (floats: a NaN from data wins, scatter_reduce's amax/amin); None stores (index_put/scatter
         # without accumulation, where torch leaves the winner among duplicate indices undefined)
@@ -604,8 +644,16 @@ class ExternKernel(Buffer):
     ReinterpretViews; ``args``/``kwargs`` are the call's arguments with those inputs in place of
     tensors (as ``TensorArg(i)`` markers)."""
 
-    def __init__(self, name: str, layout: Layout | None, op: Any, args: tuple, kwargs: dict, inputs: list,
-                 outputs_meta: Any = None):
+    def __init__(
+        self,
+        name: str,
+        layout: Layout | None,
+        op: Any,
+        args: tuple,
+        kwargs: dict,
+        inputs: list,
+        outputs_meta: Any = None,
+    ):
         super().__init__(name, layout)  # layout None for multi-output kernels
         self.op, self.args, self.kwargs, self.inputs, self.outputs_meta = op, args, kwargs, inputs, outputs_meta
 
@@ -655,6 +703,7 @@ class MultiOutput(Buffer):
 
 class BaseView(IRNode):
     """A view of another node: dtype and device are its input's; realizing realizes the input."""
+
     def __init__(self, data: IRNode):
         self.data = data
 
@@ -673,8 +722,13 @@ class GenericView(BaseView):
     is strided, maps the layout of its input (once stored) to the view's layout; it returns None
     when that input layout does not allow it (a reshape of non-contiguous storage)."""
 
-    def __init__(self, data: IRNode, size: list, reindex: Callable[[Index], Index],
-                 layout_fn: Callable[["Layout"], "Layout | None"] | None = None):
+    def __init__(
+        self,
+        data: IRNode,
+        size: list,
+        reindex: Callable[[Index], Index],
+        layout_fn: Callable[["Layout"], "Layout | None"] | None = None,
+    ):
         super().__init__(data)
         self.size, self.reindex = list(size), reindex
         self.layout_fn = layout_fn
@@ -815,8 +869,7 @@ def view_strides(old_size: Sequence[int], old_stride: Sequence[int], new_size: S
         # Symbolic sizes: every decision is taken on the hints without a guard, except the facts
         # the returned strides rely on (a chunk is contiguous; the view dims fill it exactly), which
         # are proven or guarded; a wrong "no" only leaves the reshape a lazy view, correct anyway.
-        chunk_ends = d == 0 or (old_size[d - 1] != 1
-                                and not sv.equals_or_false(old_stride[d - 1], chunk_numel * base))
+        chunk_ends = d == 0 or (old_size[d - 1] != 1 and not sv.equals_or_false(old_stride[d - 1], chunk_numel * base))
         if not chunk_ends:
             continue
         while v >= 0 and (new_size[v] == 1 or sv.hint(view_numel) < sv.hint(chunk_numel)):
@@ -960,7 +1013,7 @@ def slice_view(x: IRNode, dim: int, start: int, end: int, step: int = 1) -> "Ten
         new_n = SV.static_or_expr(S.FloorDiv(end - start + step - 1, step) if step != 1 else end - start)
     if start == 0 and end == n and step == 1:
         return x if isinstance(x, TensorBox) else TensorBox(x)
-    new_size = size[:dim] + [new_n] + size[dim + 1:]
+    new_size = size[:dim] + [new_n] + size[dim + 1 :]
 
     def reindex(index):
         out = list(index)
@@ -998,6 +1051,7 @@ def unsqueeze_view(x: IRNode, dim: int) -> "TensorBox":
 
 class MutableBox(IRNode):
     """A box whose content can be replaced (realized) while every holder sees the change."""
+
     def __init__(self, data: IRNode):
         self.data = data
 

@@ -35,8 +35,20 @@ prims = torch.ops.prims
 lowerings: dict[Any, Callable] = {}
 # dtypes generated kernels hold; an op reading or producing any other (complex, float8, uint16, ...)
 # runs as a FallbackKernel whatever its lowering
-KERNEL_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
-                           torch.int32, torch.int64, torch.uint8, torch.bool})
+KERNEL_DTYPES = frozenset(
+    {
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+    }
+)
 EXTERN_OPS: set = set()  # aten ops run as extern kernels (counted as extern, not fallback)
 
 DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
@@ -347,12 +359,23 @@ for _name, _op, _kind in [
 ]:
     register_lowering(_op)(_unary(_name, _kind))
 
-for _name, _op in [("eq", aten.eq), ("ne", aten.ne), ("lt", aten.lt), ("le", aten.le), ("gt", aten.gt), ("ge", aten.ge),
-                   ("logical_and", aten.logical_and), ("logical_or", aten.logical_or),
-                   ("logical_xor", aten.logical_xor)]:
+for _name, _op in [
+    ("eq", aten.eq),
+    ("ne", aten.ne),
+    ("lt", aten.lt),
+    ("le", aten.le),
+    ("gt", aten.gt),
+    ("ge", aten.ge),
+    ("logical_and", aten.logical_and),
+    ("logical_or", aten.logical_or),
+    ("logical_xor", aten.logical_xor),
+]:
     register_lowering(_op)(_binary(_name, ALWAYS_BOOL))
-for _name, _op in [("bitwise_and", aten.bitwise_and), ("bitwise_or", aten.bitwise_or),
-                   ("bitwise_xor", aten.bitwise_xor)]:
+for _name, _op in [
+    ("bitwise_and", aten.bitwise_and),
+    ("bitwise_or", aten.bitwise_or),
+    ("bitwise_xor", aten.bitwise_xor),
+]:
     register_lowering(_op)(_binary(_name))
 register_lowering(aten.logical_not)(_unary("logical_not", ALWAYS_BOOL))
 register_lowering(aten.isnan)(_unary("isnan", ALWAYS_BOOL))
@@ -371,6 +394,7 @@ def _signbit(x):
 @register_lowering(aten.copysign.Tensor, aten.copysign.Scalar)
 def _copysign(a, b):
     """``torch.copysign``: |a| with b's sign bit."""
+
     def f(x, y):
         ax = ops.abs(x)
         return ops.where(ops.signbit(y), ops.neg(ax), ax)
@@ -398,6 +422,7 @@ def _round_decimals(x, *, decimals=0):
 @register_lowering(aten.angle)
 def _angle(x):
     """``torch.angle`` of a real tensor: pi for negative values, 0 otherwise, NaN stays NaN."""
+
     def f(a):
         pi = ops.where(ops.lt(a, ops.constant(0, a.dtype)), ops.constant(math.pi, a.dtype), ops.constant(0.0, a.dtype))
         return ops.where(ops.ne(a, a), a, pi)
@@ -442,7 +467,6 @@ def _clamp(x, min=None, max=None):
 def _to_dtype_lowering(x, dtype):
     if dtype is None or dtype == x.get_dtype():
         return make_pointwise(lambda a: a, NO_OPMATH, out_dtype=x.get_dtype(), compute_dtype=x.get_dtype())(x)
-    src = x.get_dtype()
     loader = x.make_loader()
     return Pointwise.create(x.get_device(), dtype, lambda idx: ops.to_dtype(loader(idx), dtype), list(x.get_size()))
 
@@ -501,8 +525,13 @@ def _alias(x):
 
 def _full(size, value, dtype, device):
     # a float of symbolic sizes (``full((n,), s0 / 3)``) is a float fill as a Python float is
-    dtype = dtype or (torch.get_default_dtype() if isinstance(value, (float, SymbolicFloat)) else
-                      torch.bool if isinstance(value, bool) else torch.int64)
+    dtype = dtype or (
+        torch.get_default_dtype()
+        if isinstance(value, (float, SymbolicFloat))
+        else torch.bool
+        if isinstance(value, bool)
+        else torch.int64
+    )
     return Pointwise.create(_as_device(device), dtype, lambda idx: ops.constant(value, dtype), list(size))
 
 
@@ -552,15 +581,16 @@ def _zeros_ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 @register_lowering(prims.iota)
 def _iota(length, *, start, step, dtype, device, requires_grad=False):
-    return Pointwise.create(_as_device(device), dtype,
-                            lambda idx: ops.index_expr(idx[0] * step + start, dtype), [length])
+    return Pointwise.create(
+        _as_device(device), dtype, lambda idx: ops.index_expr(idx[0] * step + start, dtype), [length]
+    )
 
 
 # ---------------------------------------------------------------------------------- randomness
 
 
 # the largest value below 1 of each half type: float32 uniforms above it would round up to 1.0
-_BELOW_ONE = {torch.float16: 1 - 2.0 ** -11, torch.bfloat16: 1 - 2.0 ** -8}
+_BELOW_ONE = {torch.float16: 1 - 2.0**-11, torch.bfloat16: 1 - 2.0**-8}
 
 
 def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generator=None):
@@ -578,7 +608,7 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
             # aten raises its own error for bounds outside the dtype: let it, at run time
             raise NotImplementedError(f"randint bounds [{low}, {high}) outside {dtype}")  # -> fallback
     size = [int(n) for n in size]
-    if prod(size) >= 2 ** 31:
+    if prod(size) >= 2**31:
         raise NotImplementedError("random op with more than 2**31 elements")
     device = _as_device(device)
     g = G.graph()
@@ -586,8 +616,14 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
     if seeds is None or seeds.get_device() != device:
         from ..runtime import random_seeds
 
-        seeds = ir.RandomSeeds(g.new_buffer_name(), ir.FixedLayout(device, torch.int64, [0], [1]),
-                               random_seeds, (0,), {"device": device}, [])
+        seeds = ir.RandomSeeds(
+            g.new_buffer_name(),
+            ir.FixedLayout(device, torch.int64, [0], [1]),
+            random_seeds,
+            (0,),
+            {"device": device},
+            [],
+        )
         g.register_buffer(seeds)
         g.random_seeds = seeds
     slot = seeds.add_seed()
@@ -629,7 +665,7 @@ def _rand_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memo
 def _randint_range(low: int, high: int) -> None:
     if high <= low:
         raise ValueError(f"randint: low ({low}) must be below high ({high})")
-    if high - low >= 2 ** 31:
+    if high - low >= 2**31:
         raise NotImplementedError("randint over a range of 2**31 values or more")  # -> fallback
 
 
@@ -646,15 +682,17 @@ def _randint(high, size, *, dtype=None, layout=None, device=None, pin_memory=Non
 
 
 @register_lowering(aten.randint_like.low_dtype)
-def _randint_like_low(x, low, high, *, dtype=None, layout=None, device=None, pin_memory=None,
-                      memory_format=None, generator=None):
+def _randint_like_low(
+    x, low, high, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, generator=None
+):
     _randint_range(low, high)
     return _random(x.get_size(), dtype or x.get_dtype(), device or x.get_device(), "randint", low, high, generator)
 
 
 @register_lowering(aten.randint_like.default)
-def _randint_like(x, high, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None,
-                  generator=None):
+def _randint_like(
+    x, high, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, generator=None
+):
     _randint_range(0, high)
     return _random(x.get_size(), dtype or x.get_dtype(), device or x.get_device(), "randint", 0, high, generator)
 
@@ -665,9 +703,12 @@ def _bernoulli_p(x, p=0.5, *, generator=None):
     r = _random(x.get_size(), torch.float32, x.get_device(), "rand", generator=generator)
     ld = r.make_loader()
     dt = x.get_dtype()
-    return Pointwise.create(x.get_device(), dt,
-                            lambda idx: ops.to_dtype(ops.lt(ld(idx), ops.constant(float(p), torch.float32)), dt),
-                            list(x.get_size()))
+    return Pointwise.create(
+        x.get_device(),
+        dt,
+        lambda idx: ops.to_dtype(ops.lt(ld(idx), ops.constant(float(p), torch.float32)), dt),
+        list(x.get_size()),
+    )
 
 
 @register_lowering(aten.arange.start_step)
@@ -692,8 +733,7 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
         return Pointwise.create(_as_device(device), dtype, fvalue, [n])
     n = max(0, -(-(end - start) // step))
     dtype = dtype or torch.int64
-    return Pointwise.create(_as_device(device), dtype,
-                            lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
+    return Pointwise.create(_as_device(device), dtype, lambda idx: ops.index_expr(idx[0] * step + start, dtype), [n])
 
 
 def _arange_symbolic(start, end, step, dtype, device):
@@ -707,6 +747,7 @@ def _arange_symbolic(start, end, step, dtype, device):
     n = _sv().size(meta.shape[0])
     dtype = dtype or torch.int64
     if dtype.is_floating_point:
+
         def fvalue(idx):
             return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)
 
@@ -733,7 +774,7 @@ def _view_dtype(x, dtype: torch.dtype):
     src = x.get_dtype()
     if src == dtype:
         return x
-    if (src.itemsize != dtype.itemsize or torch.bool in (src, dtype) or src.is_complex or dtype.is_complex):
+    if src.itemsize != dtype.itemsize or torch.bool in (src, dtype) or src.is_complex or dtype.is_complex:
         raise NotImplementedError(f"view of {src} as {dtype} (another element size, bool or complex)")
     load = x.make_loader()
     return Pointwise.create(x.get_device(), dtype, lambda idx: ops.bitcast(load(idx), dtype), list(x.get_size()))
@@ -862,8 +903,10 @@ def _repeat(x, repeats):
 
     def reindex(index):
         # a size-1 dim reads index 0; so does an empty one (nothing is read, and % 0 is invalid)
-        return [S.ModularIndexing(index[lead + k], 1, n) if (n != 0 and n != 1) else S.Integer(0)
-                for k, n in enumerate(size)]
+        return [
+            S.ModularIndexing(index[lead + k], 1, n) if (n != 0 and n != 1) else S.Integer(0)
+            for k, n in enumerate(size)
+        ]
 
     return ir.TensorBox(ir.GenericView(x, out, reindex))
 
@@ -917,7 +960,7 @@ def _unfold(x, dimension, size, step):
         if metas is None or not isinstance(size, int) or not isinstance(step, int):
             raise NotImplementedError("unfold with symbolic sizes and no meta value, or a symbolic window")
         count = metas[0][d]
-    out = shape[:d] + [count] + shape[d + 1:] + [size]
+    out = shape[:d] + [count] + shape[d + 1 :] + [size]
 
     def reindex(index):
         src = list(index[:-1])
@@ -1010,8 +1053,16 @@ def make_reduction(reduction_type: str, allow_split: bool = True):
             val_dtype = acc
         inner = _reduction_inner(x, rdims, val_dtype)
         rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
-        res = Reduction.create(x.get_device(), {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
-                               inner, ranges, rranges, rtype, val_dtype, allow_split=allow_split)
+        res = Reduction.create(
+            x.get_device(),
+            {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
+            inner,
+            ranges,
+            rranges,
+            rtype,
+            val_dtype,
+            allow_split=allow_split,
+        )
         if res.get_dtype() != out:
             res = _to_dtype_lowering(res, out)
         if keepdim:
@@ -1049,8 +1100,12 @@ def _max_and_sumexp(x, dims):
         m, d = _chunked_max_and_sumexp(xs, size, rdims[0], chunks)
         return xs, m, d, acc
     # the max is not split for few long rows: the sumexp is never split, and the two share one pass
-    return (xs, make_reduction("amax", allow_split=False)(xs, rdims, True), make_reduction("sumexp")(xs, rdims, True),
-            acc)
+    return (
+        xs,
+        make_reduction("amax", allow_split=False)(xs, rdims, True),
+        make_reduction("sumexp")(xs, rdims, True),
+        acc,
+    )
 
 
 def _normalizer_chunks(size, rdims) -> int:
@@ -1115,8 +1170,9 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
         # a chunk whose maximum is -inf (every element -inf, or wholly past the row's end, as when
         # a short threshold cuts a 5-element row into 8 chunks of 1) adds nothing: its own s is
         # exp(-inf - (-inf)), NaN, which would otherwise make the row's S NaN
-        return ops.where(ops.eq(mv, ops.constant(ninf, acc)), ops.constant(0.0, acc),
-                         ops.mul(sv, ops.exp(ops.sub(mv, base))))
+        return ops.where(
+            ops.eq(mv, ops.constant(ninf, acc)), ops.constant(0.0, acc), ops.mul(sv, ops.exp(ops.sub(mv, base)))
+        )
 
     shares = Pointwise.create(xs.get_device(), acc, share, kept + [chunks])
     big_s = make_reduction("sum")(shares, [len(kept)], True)
@@ -1148,12 +1204,20 @@ def online_normalizers(gm) -> dict:
         if not (isinstance(e, torch.fx.Node) and e.target is aten.exp.default):
             continue
         d = e.args[0]
-        if not (isinstance(d, torch.fx.Node) and d.target is aten.sub.Tensor and d.kwargs.get("alpha", 1) == 1
-                and len(d.args) == 2):
+        if not (
+            isinstance(d, torch.fx.Node)
+            and d.target is aten.sub.Tensor
+            and d.kwargs.get("alpha", 1) == 1
+            and len(d.args) == 2
+        ):
             continue
         x, m = d.args
-        if not (isinstance(m, torch.fx.Node) and m.target is aten.amax.default and m.args[0] is x
-                and _node_arg(m, 2, "keepdim", False)):
+        if not (
+            isinstance(m, torch.fx.Node)
+            and m.target is aten.amax.default
+            and m.args[0] is x
+            and _node_arg(m, 2, "keepdim", False)
+        ):
             continue
         val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor) or val.dtype not in (torch.float32, torch.float64) or val.dim() == 0:
@@ -1177,8 +1241,12 @@ def max_and_sumexp_pair(x, dims):
     float64, of rank >= 1; declines (NotImplementedError) empty rows."""
     _xs, m, d, acc = _max_and_sumexp(x, dims)
     ninf = float("-inf")
-    d = make_pointwise(lambda mv, dv: ops.where(ops.eq(mv, ops.constant(ninf, acc)), ops.constant(float("nan"), acc),
-                                                dv), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(m, d)
+    d = make_pointwise(
+        lambda mv, dv: ops.where(ops.eq(mv, ops.constant(ninf, acc)), ops.constant(float("nan"), acc), dv),
+        NO_OPMATH,
+        out_dtype=acc,
+        compute_dtype=acc,
+    )(m, d)
     return m, d
 
 
@@ -1205,8 +1273,12 @@ def _softmax(x, dim, half_to_float):
     if _has_no_elements(x):
         return _empty_like(x, out)
     xs, m, d, acc = _max_and_sumexp(x, [dim])
-    return _same_rank(make_pointwise(lambda a, mv, dv: ops.truediv(ops.exp(ops.sub(a, mv)), dv), NO_OPMATH,
-                                     out_dtype=out, compute_dtype=acc)(xs, m, d), x)
+    return _same_rank(
+        make_pointwise(
+            lambda a, mv, dv: ops.truediv(ops.exp(ops.sub(a, mv)), dv), NO_OPMATH, out_dtype=out, compute_dtype=acc
+        )(xs, m, d),
+        x,
+    )
 
 
 @register_lowering(aten._log_softmax.default)
@@ -1216,8 +1288,12 @@ def _log_softmax(x, dim, half_to_float):
     if _has_no_elements(x):
         return _empty_like(x, out)
     xs, m, d, acc = _max_and_sumexp(x, [dim])
-    return _same_rank(make_pointwise(lambda a, mv, dv: ops.sub(ops.sub(a, mv), ops.log(dv)), NO_OPMATH,
-                                     out_dtype=out, compute_dtype=acc)(xs, m, d), x)
+    return _same_rank(
+        make_pointwise(
+            lambda a, mv, dv: ops.sub(ops.sub(a, mv), ops.log(dv)), NO_OPMATH, out_dtype=out, compute_dtype=acc
+        )(xs, m, d),
+        x,
+    )
 
 
 @register_lowering(aten.logsumexp.default)
@@ -1243,7 +1319,11 @@ def _logsumexp(x, dim, keepdim=False):
         rdims = _reduction_dims(x, dim)
         res = ir.reshape_view(res, [s for i, s in enumerate(size) if i not in rdims])
     return res
-register_lowering(aten.prod.dim_int)(lambda x, dim, keepdim=False, *, dtype=None: make_reduction("prod")(x, [dim], keepdim, dtype=dtype))
+
+
+register_lowering(aten.prod.dim_int)(
+    lambda x, dim, keepdim=False, *, dtype=None: make_reduction("prod")(x, [dim], keepdim, dtype=dtype)
+)
 register_lowering(aten.amax)(make_reduction("amax"))
 register_lowering(aten.amin)(make_reduction("amin"))
 register_lowering(aten.any.dim, aten.any.dims)(make_reduction("any"))
@@ -1282,16 +1362,22 @@ def _min_all(x):
 # (cuBLAS/cuDNN/flash) called from the wrapper; pointwise consumers of their outputs fuse into the
 # kernels after them. Their outputs are fresh tensors, never views of their inputs, so a pooled
 # buffer they read can be reused once they are done with it (wrapper: ``safe_readers``).
-for _op in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
-            aten.convolution.default, aten.convolution_backward.default,
-            aten._scaled_dot_product_flash_attention.default,
-            aten._scaled_dot_product_flash_attention_backward.default,
-            aten._scaled_dot_product_efficient_attention.default,
-            aten._scaled_dot_product_efficient_attention_backward.default,
-            aten._scaled_dot_product_cudnn_attention.default,
-            aten._scaled_dot_product_cudnn_attention_backward.default,
-            aten._scaled_dot_product_flash_attention_for_cpu.default,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward.default):
+for _op in (
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.baddbmm.default,
+    aten.convolution.default,
+    aten.convolution_backward.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_flash_attention_backward.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_efficient_attention_backward.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+    aten._scaled_dot_product_cudnn_attention_backward.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+):
     EXTERN_OPS.add(_op)
 
 
@@ -1379,8 +1465,7 @@ def _transposed_stored_base(x):
     r, c = lay.size
     if list(lay.stride) != [1, r] or c == 1:
         return None
-    return TensorBox(ir.ReinterpretView(inner.data, ir.FixedLayout(lay.device, lay.dtype, [c, r], [r, 1],
-                                                                    lay.offset)))
+    return TensorBox(ir.ReinterpretView(inner.data, ir.FixedLayout(lay.device, lay.dtype, [c, r], [r, 1], lay.offset)))
 
 
 def _view_key(x) -> tuple | None:
@@ -1418,7 +1503,7 @@ def _padded_matmul(op, a, b, bias, pads, kwargs: dict):
     from ..ir import graph_context as G
 
     pm, pk, pn = pads
-    (m, k), n = a.get_size(), b.get_size()[1]
+    m, n = a.get_size()[0], b.get_size()[1]
     # one padded copy per (operand, padding) in a graph: a weight used by two products is padded
     # once, and so is a gradient used as ``g`` by one product and as ``g.t()`` by another (the
     # transposed view's padding is the same padding of its base, viewed transposed)
@@ -1516,8 +1601,11 @@ def decompositions(training: bool = True) -> dict:
 def _decompositions(training: bool) -> dict:
     if not training:
         # the training table less the decompositions added back for the partitioner (below)
-        return {k: v for k, v in _decompositions(True).items()
-                if getattr(k, "overloadpacket", None) not in (aten._log_softmax, aten.native_layer_norm)}
+        return {
+            k: v
+            for k, v in _decompositions(True).items()
+            if getattr(k, "overloadpacket", None) not in (aten._log_softmax, aten.native_layer_norm)
+        }
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     try:
@@ -1526,33 +1614,85 @@ def _decompositions(training: bool) -> dict:
         table = dict(core_aten_decompositions())
     else:
         table = dict(_core_aten_decompositions_post_autograd())
-        table.update(get_decompositions([
-            aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d,
-            aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d, aten._upsample_nearest_exact3d]))
-    table.update(get_decompositions([
-        aten.native_layer_norm, aten.gelu, aten.gelu_backward,
-        aten.native_dropout,
-        aten.sigmoid_backward, aten.tanh_backward, aten.silu, aten.silu_backward, aten.hardtanh,
-        aten.leaky_relu, aten.native_group_norm, aten.native_batch_norm, aten.mish,
-        aten._softmax_backward_data, aten._log_softmax_backward_data, aten.native_layer_norm_backward,
-        aten.addcmul, aten.addcdiv, aten.lerp, aten.logit, aten.elu, aten.elu_backward,
-        aten.hardtanh_backward, aten.leaky_relu_backward, aten.threshold_backward,
-        aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
-        aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
-        aten._batch_norm_with_update, aten._batch_norm_with_update_functional, aten._adaptive_avg_pool2d,
-        aten.ldexp, aten.narrow_copy, aten.view_copy, aten.permute_copy,
-        aten.unbind_copy, aten.dist, aten.index_fill, aten.aminmax,
-    ]))
+        table.update(
+            get_decompositions(
+                [
+                    aten.upsample_nearest1d,
+                    aten.upsample_nearest2d,
+                    aten.upsample_nearest3d,
+                    aten._upsample_nearest_exact1d,
+                    aten._upsample_nearest_exact2d,
+                    aten._upsample_nearest_exact3d,
+                ]
+            )
+        )
+    table.update(
+        get_decompositions(
+            [
+                aten.native_layer_norm,
+                aten.gelu,
+                aten.gelu_backward,
+                aten.native_dropout,
+                aten.sigmoid_backward,
+                aten.tanh_backward,
+                aten.silu,
+                aten.silu_backward,
+                aten.hardtanh,
+                aten.leaky_relu,
+                aten.native_group_norm,
+                aten.native_batch_norm,
+                aten.mish,
+                aten._softmax_backward_data,
+                aten._log_softmax_backward_data,
+                aten.native_layer_norm_backward,
+                aten.addcmul,
+                aten.addcdiv,
+                aten.lerp,
+                aten.logit,
+                aten.elu,
+                aten.elu_backward,
+                aten.hardtanh_backward,
+                aten.leaky_relu_backward,
+                aten.threshold_backward,
+                aten._native_batch_norm_legit,
+                aten._native_batch_norm_legit_no_training,
+                aten._native_batch_norm_legit_functional,
+                aten.native_batch_norm_backward,
+                aten._batch_norm_with_update,
+                aten._batch_norm_with_update_functional,
+                aten._adaptive_avg_pool2d,
+                aten.ldexp,
+                aten.narrow_copy,
+                aten.view_copy,
+                aten.permute_copy,
+                aten.unbind_copy,
+                aten.dist,
+                aten.index_fill,
+                aten.aminmax,
+            ]
+        )
+    )
     # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
     # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
     # returns the probabilities where the aten backward expects the logsumexp)
-    keep = (aten.addmm, aten.mm, aten.bmm, aten.convolution, aten.var_mean, aten.var, aten.std,
-            aten._softmax, aten._log_softmax, aten.logsumexp,  # lowered with an online normalizer
-            # (log_softmax's own decomposition is put back below)
-            aten._scaled_dot_product_flash_attention_for_cpu,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward,
-            aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-            aten._scaled_dot_product_cudnn_attention)
+    keep = (
+        aten.addmm,
+        aten.mm,
+        aten.bmm,
+        aten.convolution,
+        aten.var_mean,
+        aten.var,
+        aten.std,
+        aten._softmax,
+        aten._log_softmax,
+        aten.logsumexp,  # lowered with an online normalizer
+        # (log_softmax's own decomposition is put back below)
+        aten._scaled_dot_product_flash_attention_for_cpu,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward,
+        aten._scaled_dot_product_flash_attention,
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_cudnn_attention,
+    )
     # ... and an op tilefuse lowers itself is not decomposed either (Inductor's rule): the core
     # table rewrites views (transpose, split, _unsafe_view, squeeze, …) through torch's Python
     # references, whose stride and contiguity reasoning is slow under symbolic sizes (about 0.5 s
@@ -1579,7 +1719,8 @@ def _decompositions(training: bool) -> dict:
     table[aten.gelu.default] = _gelu_polynomial_erfc
     if aten._adaptive_avg_pool2d.default in table:
         table[aten._adaptive_avg_pool2d.default] = functools.partial(
-            _in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default])
+            _in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default]
+        )
     # torch decompositions that are wrong in torch 2.11 (the aten op runs instead, a fallback
     # kernel): multilabel_margin_loss_forward gathers the positions after a target's -1 (the
     # documented end of its label list) as class 0, e.g. 3.25 for eager's 0.0163 (a fresh-user
@@ -1591,8 +1732,9 @@ def _decompositions(training: bool) -> dict:
     return table
 
 
-def _in_the_inputs_memory_format(decomposition: Callable[..., Any], x: torch.Tensor, *args: Any,
-                                 **kwargs: Any) -> torch.Tensor:
+def _in_the_inputs_memory_format(
+    decomposition: Callable[..., Any], x: torch.Tensor, *args: Any, **kwargs: Any
+) -> torch.Tensor:
     """``decomposition(x, ...)`` laid out in ``x``'s suggested memory format (channels-last for a
     channels-last ``x``), as the op's own kernel and meta function lay it out. torch's
     decomposition of ``_adaptive_avg_pool2d`` into gathers and a mean returns a contiguous result
@@ -1608,8 +1750,9 @@ def _in_the_inputs_memory_format(decomposition: Callable[..., Any], x: torch.Ten
     return out
 
 
-def _linspace_integers_in_float64(decomposition: Callable[..., Any], start: Any, end: Any, steps: int,
-                                  **kwargs: Any) -> torch.Tensor:
+def _linspace_integers_in_float64(
+    decomposition: Callable[..., Any], start: Any, end: Any, steps: int, **kwargs: Any
+) -> torch.Tensor:
     """Decomposition of ``aten.linspace`` (torch's ``decomposition``, a ``torch._refs.linspace``)
     that computes an integer result in float64 and converts it, as eager's kernel computes it in
     double: the reference multiplies its int64 positions by a Python-float step, which promotes
@@ -1625,9 +1768,18 @@ def _linspace_integers_in_float64(decomposition: Callable[..., Any], start: Any,
 # log2(erfc(u)) on [0, 4] as a degree-9 polynomial in u (least squares in float64, coefficients
 # rounded to float32), lowest degree first. Relative error of 2**p against erfc: <= 2.6e-6 on
 # [0, 4) (absolute <= 8.8e-7), far below a bfloat16 or float16 result's rounding (2**-8, 2**-11).
-_LOG2_ERFC_POLY = (1.2407712119966163e-06, -1.62797212600708, -0.9178803563117981, -0.15021033585071564,
-                   0.03099696896970272, -0.0031328804325312376, -0.0003821765712928027,
-                   0.00018794197239913046, -2.6785393856698647e-05, 1.430370616617438e-06)
+_LOG2_ERFC_POLY = (
+    1.2407712119966163e-06,
+    -1.62797212600708,
+    -0.9178803563117981,
+    -0.15021033585071564,
+    0.03099696896970272,
+    -0.0031328804325312376,
+    -0.0003821765712928027,
+    0.00018794197239913046,
+    -2.6785393856698647e-05,
+    1.430370616617438e-06,
+)
 
 
 def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -1665,8 +1817,9 @@ def _mean(x, dims=None, keepdim=False, *, dtype=None):
     out_dtype = dtype or x.get_dtype()
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     s = make_reduction("sum")(x, rdims if rdims else None, keepdim, dtype=acc)
-    return make_pointwise(lambda a: ops.truediv(a, _size_value(n, acc)), NO_OPMATH,
-                          out_dtype=out_dtype, compute_dtype=acc)(s)
+    return make_pointwise(
+        lambda a: ops.truediv(a, _size_value(n, acc)), NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc
+    )(s)
 
 
 def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
@@ -1688,12 +1841,14 @@ def _var_mean_impl(x, dims, correction, keepdim, sqrt=False):
     acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
     mean_k = _mean(x, rdims, True, dtype=acc)
     ranges = [s for i, s in enumerate(size) if i not in rdims]
-    if rdims and Reduction.stays_whole(x.get_device(), acc, _reduction_inner(x, rdims, acc), ranges,
-                                       [size[i] for i in rdims], acc):
+    if rdims and Reduction.stays_whole(
+        x.get_device(), acc, _reduction_inner(x, rdims, acc), ranges, [size[i] for i in rdims], acc
+    ):
         ssq = make_reduction("sqdev", allow_split=False)(x, rdims, keepdim, dtype=acc)
     else:
-        diff = make_pointwise(lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH,
-                              out_dtype=acc, compute_dtype=acc)(x, mean_k)
+        diff = make_pointwise(
+            lambda a, m: ops.mul(ops.sub(a, m), ops.sub(a, m)), NO_OPMATH, out_dtype=acc, compute_dtype=acc
+        )(x, mean_k)
         ssq = make_reduction("sum")(diff, rdims, keepdim, dtype=acc)
     if float(corr).is_integer():
         corr = int(corr)
@@ -1734,14 +1889,17 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     nd = len(normalized_shape)
     axis = len(size) - nd
     if nd < 1 or axis < 0 or [_sv().hint(s) for s in size[axis:]] != [_sv().hint(s) for s in normalized_shape]:
-        raise ValueError(f"native_layer_norm: normalized_shape {list(normalized_shape)} does not match the input's "
-                         f"trailing sizes {size}")
+        raise ValueError(
+            f"native_layer_norm: normalized_shape {list(normalized_shape)} does not match the input's "
+            f"trailing sizes {size}"
+        )
     dtype, dev = x.get_dtype(), x.get_device()
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     xa = _to_dtype_lowering(x, acc) if acc != dtype else x
     var, mean = _var_mean_impl(xa, list(range(axis, len(size))), 0, True)
-    rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(float(eps), acc))), NO_OPMATH,
-                          out_dtype=acc, compute_dtype=acc)(var)
+    rstd = make_pointwise(
+        lambda v: ops.rsqrt(ops.add(v, ops.constant(float(eps), acc))), NO_OPMATH, out_dtype=acc, compute_dtype=acc
+    )(var)
     xl, ml, rl = x.make_loader(), mean.make_loader(), rstd.make_loader()
     wl = None if weight is None else weight.make_loader()
     bl = None if bias is None else bias.make_loader()
@@ -1852,11 +2010,11 @@ def _index_select(x, dim, index):
         raise ValueError(f"index_select: index must be 0-d or 1-D, got shape {isize}")
     xl = x.make_loader()
     il = _index_loader(index, size[dim], wrap_negative=False)
-    out = size[:dim] + [prod(isize)] + size[dim + 1:]
+    out = size[:dim] + [prod(isize)] + size[dim + 1 :]
 
     def inner(idx):
         i = il([idx[dim]] if isize else [])
-        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1 :]))
 
     return Pointwise.create(x.get_device(), x.get_dtype(), inner, out)
 
@@ -1876,7 +2034,7 @@ def _gather(x, dim, index, *, sparse_grad=False):
 
     def inner(idx):
         i = il(idx)
-        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1:]))
+        return xl(list(idx[:dim]) + [i] + list(idx[dim + 1 :]))
 
     return Pointwise.create(x.get_device(), x.get_dtype(), inner, isize)
 
@@ -1927,8 +2085,7 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
         # pick's values are of x's dtype whatever the weight's
         total = _sum_all(Pointwise.create(dev, dtype, lambda idx: pick(idx, True), tsize))
     else:
-        valid = Pointwise.create(dev, torch.bool, lambda idx: ops.ne(tl_(idx), ops.constant(ignore_index, tdt)),
-                                 tsize)
+        valid = Pointwise.create(dev, torch.bool, lambda idx: ops.ne(tl_(idx), ops.constant(ignore_index, tdt)), tsize)
         total = _to_dtype_lowering(_sum_all(valid), dtype)
     if reduction == 2:
         result = _sum_all(result)
@@ -1938,9 +2095,19 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
             # eager's CUDA kernel for a single [C] row gives 0, not 0 / 0, when its target is
             # ignored (its CPU kernel gives NaN, as the division does)
             ml = result.make_loader()
-            result = Pointwise.create(dev, dtype, lambda idx: to_dtype_value(ops.where(
-                ops.ne(tl_([]), ops.constant(ignore_index, tdt)), to_dtype_value(ml([]), acc),
-                ops.constant(0, acc)), dtype), [])
+            result = Pointwise.create(
+                dev,
+                dtype,
+                lambda idx: to_dtype_value(
+                    ops.where(
+                        ops.ne(tl_([]), ops.constant(ignore_index, tdt)),
+                        to_dtype_value(ml([]), acc),
+                        ops.constant(0, acc),
+                    ),
+                    dtype,
+                ),
+                [],
+            )
     return result, total
 
 
@@ -1972,7 +2139,7 @@ def _index_tensor(x, indices):
         src = [None] * len(size)
         for j, k in enumerate(before):
             src[k] = idx[j]
-        bidx = idx[len(before):len(before) + nb]
+        bidx = idx[len(before) : len(before) + nb]
         for k, ld in loaders.items():
             src[k] = ld(bidx)
         for j, k in enumerate(after):
@@ -2022,7 +2189,7 @@ def _cat(tensors, dim=0):
         offsets.append(total)
         total += t.get_size()[dim]
     loaders = [t.make_loader() for t in tensors]
-    out = base[:dim] + [total] + base[dim + 1:]
+    out = base[:dim] + [total] + base[dim + 1 :]
 
     def inner(idx):
         result = None
@@ -2038,8 +2205,9 @@ def _cat(tensors, dim=0):
             if len(tensors) == 1:
                 result = load()
             else:
-                result = ops.masked(_in_range(idx[dim], offsets[k], offsets[k] + n), load,
-                                    0 if result is None else result)
+                result = ops.masked(
+                    _in_range(idx[dim], offsets[k], offsets[k] + n), load, 0 if result is None else result
+                )
         return result
 
     return Pointwise.create(tensors[0].get_device(), dtype, inner, out)
@@ -2128,8 +2296,9 @@ def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     def inner(idx):
         j = idx[d1] - r1
         v = to_dtype_value(sl([idx[k] for k in keep] + [_clamped(j, length)]), dtype)
-        on = ops.logical_and(ops.eq(ops.index_expr(j, torch.int64), ops.index_expr(idx[d2] - r2, torch.int64)),
-                             _in_range(j, 0, length))
+        on = ops.logical_and(
+            ops.eq(ops.index_expr(j, torch.int64), ops.index_expr(idx[d2] - r2, torch.int64)), _in_range(j, 0, length)
+        )
         return ops.where(on, v, xl(idx))
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
@@ -2210,8 +2379,12 @@ def _in_eager_layout(x: ir.TensorBox, meta: torch.Tensor, whole_storage: bool) -
         return x
     r = ir.realize_input(x)
     lay = getattr(r, "layout", None)
-    if (lay is not None and (isinstance(r, ir.Buffer) or not whole_storage) and (lay.offset == 0 or not whole_storage)
-            and _strides_match(list(lay.size), list(lay.stride), stride, sv)):
+    if (
+        lay is not None
+        and (isinstance(r, ir.Buffer) or not whole_storage)
+        and (lay.offset == 0 or not whole_storage)
+        and _strides_match(list(lay.size), list(lay.stride), stride, sv)
+    ):
         if isinstance(r, ir.Buffer):
             r.freeze_layout()
         return x
@@ -2247,8 +2420,10 @@ def _as_strided(x, size, stride, storage_offset=None):
     if not same_units:
         # the storage is the owner's past a dtype view of another element size: neither a view
         # nor the aten op on tilefuse's buffers is sure to read eager's bytes
-        raise RuntimeError("tilefuse cannot compile as_strided of a view(dtype) to another element size "
-                           f"({arg.name}); this graph runs eagerly")
+        raise RuntimeError(
+            "tilefuse cannot compile as_strided of a view(dtype) to another element size "
+            f"({arg.name}); this graph runs eagerly"
+        )
     base_meta = base_node.meta["val"]
     base = g.env.get(base_node) if base_node is not arg else x
     if not isinstance(base, ir.TensorBox):
@@ -2266,8 +2441,12 @@ def _as_strided(x, size, stride, storage_offset=None):
     if static and _dense_layout(list(base_meta.shape), list(base_meta.stride())):
         rel = storage_offset - base_meta.storage_offset()
         old = list(base.get_size())
-        if (rel >= 0 and len(size) == len(stride) and all(st >= 0 for st in stride)
-                and (prod(size) == 0 or rel + sum((s - 1) * st for s, st in zip(size, stride)) < prod(old))):
+        if (
+            rel >= 0
+            and len(size) == len(stride)
+            and all(st >= 0 for st in stride)
+            and (prod(size) == 0 or rel + sum((s - 1) * st for s, st in zip(size, stride)) < prod(old))
+        ):
             old_strides = [int(st) for st in base_meta.stride()]
 
             def reindex(index):
@@ -2290,8 +2469,9 @@ def _as_strided(x, size, stride, storage_offset=None):
         return g.fallback(aten.as_strided.default, (alias, size, stride, storage_offset), {})
     if base_meta.storage_offset() != 0:
         raise NotImplementedError("as_strided of a computed value with a storage offset")
-    return g.fallback(aten.as_strided.default,
-                      (_in_eager_layout(base_as, base_meta, True), size, stride, storage_offset), {})
+    return g.fallback(
+        aten.as_strided.default, (_in_eager_layout(base_as, base_meta, True), size, stride, storage_offset), {}
+    )
 
 
 @register_lowering(aten.as_strided_scatter.default)
@@ -2310,8 +2490,11 @@ def _as_strided_scatter(x, src, size, stride, storage_offset=None):
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
     if not isinstance(meta, torch.Tensor):
         raise NotImplementedError("as_strided_scatter of a value without a meta tensor")
-    return g.fallback(aten.as_strided_scatter.default,
-                      (_in_eager_layout(x, meta, False), src, list(size), list(stride), storage_offset), {})
+    return g.fallback(
+        aten.as_strided_scatter.default,
+        (_in_eager_layout(x, meta, False), src, list(size), list(stride), storage_offset),
+        {},
+    )
 
 
 @register_lowering(aten.select_scatter.default)
@@ -2334,7 +2517,11 @@ def _scatter_value(x, dim, index, value):
     if not size:
         raise NotImplementedError("scatter into a 0-d tensor")
     dim = dim % len(size)
-    if len(isize) != len(size) or isize[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
+    if (
+        len(isize) != len(size)
+        or isize[dim] != 1
+        or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim)
+    ):
         return _scatter_store(x, dim, index, lambda idx: ops.constant(value, x.get_dtype()))
     il = _index_loader(index, size[dim], wrap_negative=False)
     xl = x.make_loader()
@@ -2402,7 +2589,8 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if ord == 2:
         sq = make_pointwise(lambda a: ops.mul(a, a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
         r = make_pointwise(lambda a: ops.sqrt(a), NO_OPMATH, out_dtype=out_dtype, compute_dtype=acc)(
-            make_reduction("sum")(sq, dim, keepdim, dtype=acc))
+            make_reduction("sum")(sq, dim, keepdim, dtype=acc)
+        )
     elif ord == 1:
         ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
         r = make_reduction("sum")(ab, dim, keepdim, dtype=acc)
@@ -2410,16 +2598,22 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         ab = make_pointwise(lambda a: ops.abs(a), NO_OPMATH, out_dtype=acc, compute_dtype=acc)(x)
         r = make_reduction("amax" if ord > 0 else "amin")(ab, dim, keepdim)
     elif ord == 0:
-        nz = make_pointwise(lambda a: ops.to_dtype(ops.ne(a, ops.constant(0, a.dtype)), acc), NO_OPMATH,
-                            out_dtype=acc, compute_dtype=acc)(x)
+        nz = make_pointwise(
+            lambda a: ops.to_dtype(ops.ne(a, ops.constant(0, a.dtype)), acc),
+            NO_OPMATH,
+            out_dtype=acc,
+            compute_dtype=acc,
+        )(x)
         r = make_reduction("sum")(nz, dim, keepdim, dtype=acc)
     elif isinstance(ord, numbers.Real) and ord > 0 and math.isfinite(ord):
         # (sum |x|^p)^(1/p)
         p = float(ord)
-        powed = make_pointwise(lambda a: ops.pow(ops.abs(a), ops.constant(p, acc)), NO_OPMATH,
-                               out_dtype=acc, compute_dtype=acc)(x)
-        r = make_pointwise(lambda a: ops.pow(a, ops.constant(1.0 / p, acc)), NO_OPMATH, out_dtype=acc,
-                           compute_dtype=acc)(make_reduction("sum")(powed, dim, keepdim, dtype=acc))
+        powed = make_pointwise(
+            lambda a: ops.pow(ops.abs(a), ops.constant(p, acc)), NO_OPMATH, out_dtype=acc, compute_dtype=acc
+        )(x)
+        r = make_pointwise(
+            lambda a: ops.pow(a, ops.constant(1.0 / p, acc)), NO_OPMATH, out_dtype=acc, compute_dtype=acc
+        )(make_reduction("sum")(powed, dim, keepdim, dtype=acc))
     else:
         raise NotImplementedError(f"vector_norm with ord={ord}")
     return _to_dtype_lowering(r, out_dtype) if r.get_dtype() != out_dtype else r
@@ -2438,8 +2632,7 @@ def _mutable_copy(x, dtype=None):
     after every pass and the ComputedBuffer itself."""
     dtype = dtype or x.get_dtype()
     loader = x.make_loader()
-    copy = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype),
-                            list(x.get_size()))
+    copy = Pointwise.create(x.get_device(), dtype, lambda idx: to_dtype_value(loader(idx), dtype), list(x.get_size()))
     copy.realize()
     target = copy.data.data
     target.freeze_layout()
@@ -2498,8 +2691,11 @@ def _mask_put(x, indices, values, accumulate):
         raise NotImplementedError("index_put with values or mask on another device (a CPU scalar tensor)")
     k = len(mask.get_size())
     rest, vsize = size[k:], list(values.get_size())
-    if list(mask.get_size()) != size[:k] or len(vsize) > len(rest) + 1 or (
-            len(vsize) == len(rest) + 1 and vsize[0] != 1):
+    if (
+        list(mask.get_size()) != size[:k]
+        or len(vsize) > len(rest) + 1
+        or (len(vsize) == len(rest) + 1 and vsize[0] != 1)
+    ):
         raise NotImplementedError("boolean mask index_put whose values depend on the position")
     vview = ir.reshape_view(values, vsize[1:]) if len(vsize) == len(rest) + 1 else values
     vl = ir.expand_view(vview, rest).make_loader()
@@ -2540,15 +2736,14 @@ def _index_put(x, indices, values, accumulate=False):
     bshape = broadcast_shapes(*[t.get_size() for t in tensors])
     loaders = [_index_loader(t, size[k], bshape) for t, k in zip(tensors, pos)]
     first, nb = pos[0], len(bshape)
-    ranges = size[:first] + bshape + size[pos[-1] + 1:]
+    ranges = size[:first] + bshape + size[pos[-1] + 1 :]
     vl = ir.expand_view(values, ranges).make_loader()
 
     def index_fn(idx):
-        bidx = idx[first:first + nb]
-        return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb:])
+        bidx = idx[first : first + nb]
+        return list(idx[:first]) + [ld(bidx) for ld in loaders] + list(idx[first + nb :])
 
-    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype(),
-                                 "atomic_add" if accumulate else None)
+    return _accumulate_into_copy(x, ranges, index_fn, vl, values.get_dtype(), "atomic_add" if accumulate else None)
 
 
 @register_lowering(aten.index_add.default)
@@ -2630,14 +2825,16 @@ def _scatter_prod(x, dim, index, src, include_self):
     if prod(size) * isize[dim] > _SCATTER_PROD_MAX_WORK:
         raise NotImplementedError("scatter prod too large to gather")
     dtype, device = x.get_dtype(), x.get_device()
-    acc = (dtype if dtype in (torch.float32, torch.float64) else
-           torch.float32 if dtype.is_floating_point else torch.int64)
+    acc = (
+        dtype if dtype in (torch.float32, torch.float64) else torch.float32 if dtype.is_floating_point else torch.int64
+    )
     il = _index_loader(index, size[dim], wrap_negative=False)
     sl, xl = src.make_loader(), x.make_loader()
 
     def source(idx, ridx):
-        pos = [ridx[0] if k == dim else (i if isize[k] == size[k] else _clamped(i, isize[k]))
-               for k, i in enumerate(idx)]
+        pos = [
+            ridx[0] if k == dim else (i if isize[k] == size[k] else _clamped(i, isize[k])) for k, i in enumerate(idx)
+        ]
         hit = ops.eq(ops.index_expr(il(pos), torch.int64), ops.index_expr(idx[dim], torch.int64))
         for k, i in enumerate(idx):
             if k != dim and isize[k] < size[k]:
@@ -2650,8 +2847,9 @@ def _scatter_prod(x, dim, index, src, include_self):
 
     product = Reduction.create(device, acc, factor, size, [isize[dim]], "prod", acc).make_loader()
     if not include_self:
-        hits = Reduction.create(device, torch.bool, lambda idx, ridx: source(idx, ridx)[0], size,
-                                [isize[dim]], "any", torch.bool).make_loader()
+        hits = Reduction.create(
+            device, torch.bool, lambda idx, ridx: source(idx, ridx)[0], size, [isize[dim]], "any", torch.bool
+        ).make_loader()
 
     def out(idx):
         xv = to_dtype_value(xl(idx), acc)
@@ -2706,8 +2904,13 @@ def _scatter_reduce_two(x, dim, index, src, reduce, *, include_self=True):
     if reduce not in _SCATTER_REDUCE_MODE:
         raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
     if reduce in ("amax", "amin"):
-        acc = (torch.float32 if dtype in (torch.float16, torch.bfloat16) else
-               torch.int32 if dtype in (torch.bool, torch.int8, torch.int16, torch.uint8) else dtype)
+        acc = (
+            torch.float32
+            if dtype in (torch.float16, torch.bfloat16)
+            else torch.int32
+            if dtype in (torch.bool, torch.int8, torch.int16, torch.uint8)
+            else dtype
+        )
         if acc not in _ATOMIC_ADD_DTYPES:
             raise NotImplementedError(f"scatter_reduce {reduce} of {dtype}")
     else:
@@ -2766,6 +2969,7 @@ def _pool_params(x, kernel_size, stride, padding, dilation, ceil_mode):
     if k[0] * k[1] > 64:
         raise NotImplementedError("max_pool2d with a large window")  # unrolled: keep it small
     H, W = size[-2], size[-1]
+
     def out_size(n, k_, s_, p_, d_):
         span = n + 2 * p_ - d_ * (k_ - 1) - 1
         if not ceil_mode:
@@ -2852,8 +3056,10 @@ def _adaptive_max_pool2d(x, output_size):
             for kw in range(kw_max):
                 h, w = h0 + kh, w0 + kw
                 v = to_dtype_value(loader(list(idx[:-2]) + [_clamped(h, H), _clamped(w, W)]), acc)
-                inb = ops.logical_and(ops.lt(ops.index_expr(h, torch.int64), ops.index_expr(h1, torch.int64)),
-                                      ops.lt(ops.index_expr(w, torch.int64), ops.index_expr(w1, torch.int64)))
+                inb = ops.logical_and(
+                    ops.lt(ops.index_expr(h, torch.int64), ops.index_expr(h1, torch.int64)),
+                    ops.lt(ops.index_expr(w, torch.int64), ops.index_expr(w1, torch.int64)),
+                )
                 take = ops.logical_and(inb, ops.logical_or(ops.gt(v, best), ops.ne(v, v)))
                 best = ops.where(take, v, best)
                 bidx = ops.where(take, ops.index_expr(_clamped(h, H) * W + _clamped(w, W), torch.int64), bidx)
@@ -2879,7 +3085,7 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
         flat = ops.index_expr(h * W + w, torch.int64)
         total = ops.constant(0.0, acc)
         for kh in range(k[0]):
-            th = h + p[0] - kh * d[0]           # = oh * stride when this window row covers h
+            th = h + p[0] - kh * d[0]  # = oh * stride when this window row covers h
             for kw in range(k[1]):
                 tw = w + p[1] - kw * d[1]
                 oh = S.FloorDiv(S.Max(th, S.Integer(0)), s[0])
@@ -2887,11 +3093,21 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
                 src = list(idx[:-2]) + [_clamped(oh, OH), _clamped(ow, OW)]
                 ok = ops.logical_and(_in_range(th, 0, OH * s[0]), _in_range(tw, 0, OW * s[1]))
                 if s[0] != 1:
-                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(th + s[0] * (H + p[0] + 1), s[0]), torch.int64),
-                                                    ops.constant(0, torch.int64)))
+                    ok = ops.logical_and(
+                        ok,
+                        ops.eq(
+                            ops.index_expr(S.Mod(th + s[0] * (H + p[0] + 1), s[0]), torch.int64),
+                            ops.constant(0, torch.int64),
+                        ),
+                    )
                 if s[1] != 1:
-                    ok = ops.logical_and(ok, ops.eq(ops.index_expr(S.Mod(tw + s[1] * (W + p[1] + 1), s[1]), torch.int64),
-                                                    ops.constant(0, torch.int64)))
+                    ok = ops.logical_and(
+                        ok,
+                        ops.eq(
+                            ops.index_expr(S.Mod(tw + s[1] * (W + p[1] + 1), s[1]), torch.int64),
+                            ops.constant(0, torch.int64),
+                        ),
+                    )
                 hit = ops.logical_and(ok, ops.eq(il(src), flat))
                 total = ops.where(hit, ops.add(total, to_dtype_value(gl(src), acc)), total)
         return to_dtype_value(total, dtype)
@@ -2900,8 +3116,7 @@ def _max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding,
 
 
 @register_lowering(aten.avg_pool2d.default)
-def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
+def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     """``avg_pool2d`` as one pointwise kernel over the output, the window unrolled: the in-bounds
     elements summed in fp32 (for low precision) and divided by the window's size (padding counted
     when ``count_include_pad``, as torch), or by ``divisor_override``."""
@@ -2913,8 +3128,11 @@ def _avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_inc
     if dtype == torch.bool:
         raise NotImplementedError("avg_pool2d of a bool tensor")
     # integers: summed in int64 and divided truncating toward zero, as torch's CPU kernel
-    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else \
-        (dtype if dtype.is_floating_point else torch.int64)
+    acc = (
+        torch.float32
+        if dtype in (torch.float16, torch.bfloat16)
+        else (dtype if dtype.is_floating_point else torch.int64)
+    )
     divide = ops.truediv if acc.is_floating_point else ops.truncdiv
 
     def inner(idx):

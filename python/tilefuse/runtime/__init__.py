@@ -84,6 +84,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger("tilefuse")
 
+
 def _default_cache_dir() -> str:
     """``<tmp>/tilefuse_<uid>``: the cache directory when ``TILEFUSE_CACHE_DIR`` is unset."""
     return os.path.join(tempfile.gettempdir(), f"tilefuse_{os.getuid()}")
@@ -98,8 +99,10 @@ def user_stacklevel() -> int:
 
     from .. import config
 
-    skip = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-            os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    skip = (
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+        os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    )
     return config.stacklevel_outside(skip, "<", depth=2)
 
 
@@ -146,16 +149,23 @@ def _checked_cache_dir(path: str) -> str:
         if default:
             st = os.stat(path)
             if st.st_uid != os.getuid() or st.st_mode & 0o022:
-                raise RuntimeError(f"tilefuse: the default cache directory {path!r} is owned by another user or "
-                                   f"writable by others, so its contents cannot be trusted; set TILEFUSE_CACHE_DIR "
-                                   f"to a directory of your own")
+                raise RuntimeError(
+                    f"tilefuse: the default cache directory {path!r} is owned by another user or "
+                    f"writable by others, so its contents cannot be trusted; set TILEFUSE_CACHE_DIR "
+                    f"to a directory of your own"
+                )
         return path
     except RuntimeError as e:
         private = tempfile.mkdtemp(prefix="tilefuse_private_")
         atexit.register(_remove_private_dir, private, os.getpid())  # nothing else will reuse it
-        warnings.warn(f"{e}. Using {private} for this process instead: its compiled graphs will not be reused "
-                      f"by other processes.", RuntimeWarning, stacklevel=user_stacklevel())
+        warnings.warn(
+            f"{e}. Using {private} for this process instead: its compiled graphs will not be reused "
+            f"by other processes.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
         return private
+
 
 # triton.testing.do_bench's warm-up and repetition windows (ms) when timing one autotuning config
 # (each timed run follows an L2 flush of ~70 us, so 4 ms is still ~50 runs of a 10 us kernel)
@@ -177,13 +187,13 @@ def jit_for(device_type: str, do_not_specialize: Sequence[str] = ()) -> Callable
             return triton.jit(do_not_specialize=list(do_not_specialize))
         return triton.jit
     import triton
-    from triton.runtime.interpreter import InterpretedFunction
 
     if not triton.knobs.runtime.interpret:
         raise RuntimeError(
             "tilefuse runs kernels on CPU tensors through Triton's interpreter, which must be enabled "
             "before triton is imported: set TRITON_INTERPRET=1 in the environment before importing "
-            "torch (e.g. `TRITON_INTERPRET=1 python your_script.py`)")
+            "torch (e.g. `TRITON_INTERPRET=1 python your_script.py`)"
+        )
     return lambda fn: _CheckedInterpretedFunction(fn)
 
 
@@ -223,8 +233,9 @@ def _CheckedInterpretedFunction(fn):
     return _checked_cls(fn)
 
 
-def load_module(source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph",
-                wait: bool = True):
+def load_module(
+    source: str, constants: dict[str, Any], debug_dir: str | None = None, name_hint: str = "graph", wait: bool = True
+):
     """Write ``source`` under the cache dir (and ``debug_dir`` when given), import it, inject
     ``constants`` as module globals, and return the module. ``wait``: first join the warm-up
     threads (``start_warmup``), so that nothing here races them on Triton's lazily made driver;
@@ -275,14 +286,18 @@ def make_cache_dir(path: str, mode: int = 0o777) -> None:
     try:
         os.makedirs(path, mode=mode, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise RuntimeError(f"tilefuse: cache directory {path!r} (or a folder above it) exists and is not a "
-                           f"directory; point TILEFUSE_CACHE_DIR at a directory (or unset it)") from None
+        raise RuntimeError(
+            f"tilefuse: cache directory {path!r} (or a folder above it) exists and is not a "
+            f"directory; point TILEFUSE_CACHE_DIR at a directory (or unset it)"
+        ) from None
     except OSError as e:  # no permission, a read-only or pseudo file system, a name too long, ...
-        raise RuntimeError(f"tilefuse: cannot create cache directory {path!r} ({e}); point TILEFUSE_CACHE_DIR "
-                           f"at a writable directory") from None
+        raise RuntimeError(
+            f"tilefuse: cannot create cache directory {path!r} ({e}); point TILEFUSE_CACHE_DIR at a writable directory"
+        ) from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise RuntimeError(f"tilefuse: cache directory {path!r} is not writable; point TILEFUSE_CACHE_DIR at a "
-                           f"writable directory")
+        raise RuntimeError(
+            f"tilefuse: cache directory {path!r} is not writable; point TILEFUSE_CACHE_DIR at a writable directory"
+        )
 
 
 def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") -> str:
@@ -296,9 +311,11 @@ def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") ->
         with open(path, "w") as f:
             f.write(source)
     except OSError as e:
-        raise DebugDirError(f"tilefuse: cannot write the generated module to debug_dir {str(debug_dir)!r} "
-                            f"({type(e).__name__}: {e}); give debug_dir (TILEFUSE_DEBUG_DIR) a writable "
-                            f"directory path, or unset it") from None
+        raise DebugDirError(
+            f"tilefuse: cannot write the generated module to debug_dir {str(debug_dir)!r} "
+            f"({type(e).__name__}: {e}); give debug_dir (TILEFUSE_DEBUG_DIR) a writable "
+            f"directory path, or unset it"
+        ) from None
     return path
 
 
@@ -308,7 +325,7 @@ def random_seeds(n: int, device: Any = "cpu") -> Any:
     (``ir.RandomSeeds``)."""
     import torch
 
-    return torch.randint(0, 2 ** 62, (n,), dtype=torch.int64, device=device)
+    return torch.randint(0, 2**62, (n,), dtype=torch.int64, device=device)
 
 
 def _reinterpret_py(t: Any, size: tuple, stride: tuple, offset: int) -> Any:
@@ -390,8 +407,7 @@ def _time_config(kernel_call: Callable[[], Any], quantiles: Sequence[float]) -> 
         kernel_call()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
-        return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS,
-                                       quantiles=quantiles)
+        return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
     except (CompilationError, OutOfResources, PTXASError) as e:
         log.debug("tilefuse: autotuning skips a config: %s: %s", type(e).__name__, e)
         return [float("inf")] * len(quantiles)
@@ -451,9 +467,17 @@ def _static_launch(entry: tuple, grid: tuple, args: tuple, device: int) -> None:
     import torch
 
     _, (launch, function, num_warps, shared, tys, extra), keep, _ = entry
-    launch(function, grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, num_warps, shared,
-           tys, (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra),
-           torch._C._cuda_getCurrentRawStream(device))
+    launch(
+        function,
+        grid[0],
+        grid[1] if len(grid) > 1 else 1,
+        grid[2] if len(grid) > 2 else 1,
+        num_warps,
+        shared,
+        tys,
+        (*args, *extra) if keep is None else (*(args[i] for i in keep), *extra),
+        torch._C._cuda_getCurrentRawStream(device),
+    )
 
 
 class _StaticLaunchJIT:
@@ -539,8 +563,12 @@ def _direct_entry(kernel: Any, device: int, n_args: int, cache: dict | None = No
         record = _launcher_record(sk)
         static, keep = _static_from_loaded(sk, device, n_args)
     except Exception as e:  # noqa: BLE001 - Triton's own launcher works for every binary
-        log.debug("tilefuse: static launch of %s unavailable (%s: %s); Triton's launcher is used",
-                  getattr(kernel, "name", kernel), type(e).__name__, e)
+        log.debug(
+            "tilefuse: static launch of %s unavailable (%s: %s); Triton's launcher is used",
+            getattr(kernel, "name", kernel),
+            type(e).__name__,
+            e,
+        )
         static = keep = record = None
     entry = (kernel, static, keep, record)
     if cache is not None:
@@ -604,8 +632,15 @@ class KernelLauncher:
     (ms: median, 20th and 80th percentile) after autotuning.
     """
 
-    def __init__(self, fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
-                 arg_dtypes: Sequence[Any] = (), mutated: Iterable[int] = (), device_type: str = "cuda"):
+    def __init__(
+        self,
+        fn: Any,
+        grid_axes: Sequence[tuple[str, int]],
+        configs: Sequence[dict[str, int]],
+        arg_dtypes: Sequence[Any] = (),
+        mutated: Iterable[int] = (),
+        device_type: str = "cuda",
+    ):
         from .. import config
 
         if not configs:
@@ -638,9 +673,13 @@ class KernelLauncher:
         if self.cuda and len(self.configs) > 1:
             import triton
 
-            self.autotuner = triton.autotune(self._triton_configs, key=[], restore_value=self.mutated or None,
-                                             do_bench=_time_config, cache_results=True)(
-                                                 _StaticLaunchJIT(fn, self._entries))
+            self.autotuner = triton.autotune(
+                self._triton_configs,
+                key=[],
+                restore_value=self.mutated or None,
+                do_bench=_time_config,
+                cache_results=True,
+            )(_StaticLaunchJIT(fn, self._entries))
         else:
             self._use(0)
 
@@ -672,8 +711,10 @@ class KernelLauncher:
         grid = self._grid
         if self.dynamic_axes:
             cfg = self.best_config
-            grid = tuple(max(1, -(-int(args[p]) // int(cfg[b]))) if isinstance(n, str) else g
-                         for (b, n), g, p in zip(self.grid_axes, grid, self._axis_pos))
+            grid = tuple(
+                max(1, -(-int(args[p]) // int(cfg[b]))) if isinstance(n, str) else g
+                for (b, n), g, p in zip(self.grid_axes, grid, self._axis_pos)
+            )
         if self._direct is not None:
             self._launch(grid, args, kwargs)
         else:
@@ -682,7 +723,7 @@ class KernelLauncher:
     def _set_tail(self) -> None:
         """The constexpr values after the kernel's runtime arguments, in parameter order (Triton's
         launcher takes every parameter, constexprs included)."""
-        names = list(self.fn.arg_names)[len(self.arg_dtypes):]
+        names = list(self.fn.arg_names)[len(self.arg_dtypes) :]
         self._tail = tuple(self._kwargs[n] for n in names) if all(n in self._kwargs for n in names) else None
         if self._tail is None:
             self._direct = None
@@ -718,9 +759,19 @@ class KernelLauncher:
             _static_launch(entry, grid, args, dev)
             return
         k = entry[0]
-        k.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-              torch._C._cuda_getCurrentRawStream(dev), k.function, k.packed_metadata, None, None, None,
-              *args, *self._tail)
+        k.run(
+            grid[0],
+            grid[1] if len(grid) > 1 else 1,
+            grid[2] if len(grid) > 2 else 1,
+            torch._C._cuda_getCurrentRawStream(dev),
+            k.function,
+            k.packed_metadata,
+            None,
+            None,
+            None,
+            *args,
+            *self._tail,
+        )
 
     def _direct_key(self, args: tuple, dev: int, data_ptr: Callable[[Any], int]) -> tuple:
         """The specialization key of a launch on device ``dev`` (see ``_launch``); ``data_ptr``:
@@ -731,8 +782,11 @@ class KernelLauncher:
         for p in map(data_ptr, self._ptrs(args)):
             m |= p
         ptrs = True if m & 15 == 0 else tuple(args[i].data_ptr() & 15 == 0 for i in self._ptr_pos)
-        ints = tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648)
-                     for v in (args[i] for i in self._int_pos)) if self._int_pos else ()
+        ints = (
+            tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648) for v in (args[i] for i in self._int_pos))
+            if self._int_pos
+            else ()
+        )
         return (dev, ptrs, ints)
 
     def _add_entry(self, key: tuple, grid: tuple, args: tuple, kwargs: dict) -> tuple | None:
@@ -900,9 +954,14 @@ def unbuildable_kernels(launchers: Iterable[KernelLauncher], failures: Sequence[
     return out
 
 
-def make_launcher(fn: Any, grid_axes: Sequence[tuple[str, int]], configs: Sequence[dict[str, int]],
-                  arg_dtypes: Sequence[Any] = (), mutated: Iterable[int] = (),
-                  device_type: str = "cuda") -> KernelLauncher:
+def make_launcher(
+    fn: Any,
+    grid_axes: Sequence[tuple[str, int]],
+    configs: Sequence[dict[str, int]],
+    arg_dtypes: Sequence[Any] = (),
+    mutated: Iterable[int] = (),
+    device_type: str = "cuda",
+) -> KernelLauncher:
     """The ``KernelLauncher`` of one generated kernel (what generated modules call)."""
     return KernelLauncher(fn, grid_axes, configs, arg_dtypes, mutated, device_type)
 
@@ -984,8 +1043,9 @@ def triton_install_fingerprint(root: str | None = None) -> str:
     racy_after = time.time_ns() - 2_000_000_000
     for f in files:
         st = os.stat(f)
-        h.update(f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
-                 .encode())
+        h.update(
+            f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode()
+        )
         if max(st.st_mtime_ns, st.st_ctime_ns) > racy_after:
             # written in the last 2 s: a same-size rewrite inside the file system's timestamp
             # granularity would keep every field above, so its contents count too (git's
@@ -1150,8 +1210,7 @@ def _start_threads(works: list[Callable[[], None]]) -> None:
     ``wait_warmup``), with the switch interval lowered while any of them runs."""
     restore = _SwitchIntervalLowered(len(works))
     for work in works:
-        t = threading.Thread(target=restore.wrap(work), name=f"tilefuse-triton-warmup-{len(_WARMUP)}",
-                             daemon=True)
+        t = threading.Thread(target=restore.wrap(work), name=f"tilefuse-triton-warmup-{len(_WARMUP)}", daemon=True)
         _WARMUP.append(t)
         t.start()
 
@@ -1224,8 +1283,10 @@ def _warm_compiler(target: Any = None) -> None:
     fn = JITFunction(_warmup_kernel)  # not triton.jit: that gives an interpreted function under TRITON_INTERPRET
     with triton.knobs.compilation.scope():
         triton.knobs.compilation.always_compile = True  # a cache hit would skip the set-up
-        triton.compile(ASTSource(fn, {"x_ptr": "*fp32"}, {}),
-                       target=target if target is not None else driver.active.get_current_target())
+        triton.compile(
+            ASTSource(fn, {"x_ptr": "*fp32"}, {}),
+            target=target if target is not None else driver.active.get_current_target(),
+        )
 
 
 def wait_warmup() -> None:
@@ -1274,10 +1335,13 @@ def _forked_worker(task_r: int, res_w: int) -> None:
         os.write(res_w, f"{i}\t{time.perf_counter() - t0:.4f}\t{msg}\n".encode())
 
 
-def compile_in_forked_workers(jobs: Sequence[Callable[[], Any]], workers: int,
-                              timeout: float = FORKED_COMPILE_TIMEOUT_S,
-                              on_result: Callable[[int, str | None], None] | None = None,
-                              labels: Sequence[str] | None = None) -> dict[int, str]:
+def compile_in_forked_workers(
+    jobs: Sequence[Callable[[], Any]],
+    workers: int,
+    timeout: float = FORKED_COMPILE_TIMEOUT_S,
+    on_result: Callable[[int, str | None], None] | None = None,
+    labels: Sequence[str] | None = None,
+) -> dict[int, str]:
     """Run the compile ``jobs`` (callables without arguments) in ``workers`` forked processes,
     for their side effect on Triton's on-disk cache, and wait for them: ``ForkedBatch(jobs,
     workers, labels)`` started and collected at once. Returns ``{job index: error}`` for the jobs
@@ -1305,8 +1369,13 @@ class ForkedBatch:
     ``metrics.precompile_job_labels``. A batch started and never collected is stopped at exit
     (its workers killed, so no compile outlives this process)."""
 
-    def __init__(self, jobs: Sequence[Callable[[], Any]], workers: int, labels: Sequence[str] | None = None,
-                 costs: Sequence[float] | None = None):
+    def __init__(
+        self,
+        jobs: Sequence[Callable[[], Any]],
+        workers: int,
+        labels: Sequence[str] | None = None,
+        costs: Sequence[float] | None = None,
+    ):
         self.jobs = list(jobs)
         self.workers = workers
         self.labels = labels
@@ -1369,16 +1438,18 @@ class ForkedBatch:
             self.res_r, res_r = res_r, -1
             _STARTED_BATCHES.add(self)
         except OSError as e:  # no fork / pipe: the caller compiles everything
-            log.debug("tilefuse: forked compile workers failed (%s: %s); compiling in this process",
-                      type(e).__name__, e)
+            log.debug(
+                "tilefuse: forked compile workers failed (%s: %s); compiling in this process", type(e).__name__, e
+            )
         finally:
             _FORKED_JOBS = None  # the workers have their copies
             for fd in (task_r, task_w, res_r, res_w):
                 if fd >= 0:
                     os.close(fd)
 
-    def collect(self, timeout: float = FORKED_COMPILE_TIMEOUT_S,
-                on_result: Callable[[int, str | None], None] | None = None) -> dict[int, str]:
+    def collect(
+        self, timeout: float = FORKED_COMPILE_TIMEOUT_S, on_result: Callable[[int, str | None], None] | None = None
+    ) -> dict[int, str]:
         """Wait for the workers' reports (``on_result(index, error or None)`` called for each as
         it arrives), then reap the workers; returns ``{job index: error}`` for the jobs that
         raised. When none reports for ``timeout`` seconds, every worker is killed and the jobs not
@@ -1401,8 +1472,11 @@ class ForkedBatch:
             while self.res_r >= 0 and self.reported < n:
                 ready, _, _ = select.select([self.res_r], [], [], timeout)
                 if not ready:
-                    log.debug("tilefuse: forked compile workers gave no result for %.0f s; compiling the rest "
-                              "in this process", timeout)
+                    log.debug(
+                        "tilefuse: forked compile workers gave no result for %.0f s; compiling the rest "
+                        "in this process",
+                        timeout,
+                    )
                     break
                 chunk = os.read(self.res_r, 65536)
                 if not chunk:  # every worker has exited
@@ -1545,8 +1619,9 @@ class PendingPrecompile:
     on it (submitting the jobs and forking, then waiting and loading the binaries), not the time
     the workers ran alongside other work."""
 
-    def __init__(self, seconds: float = 0.0, executor: ForkedCompileExecutor | None = None,
-                 context: Any = None, mode: Any = None):
+    def __init__(
+        self, seconds: float = 0.0, executor: ForkedCompileExecutor | None = None, context: Any = None, mode: Any = None
+    ):
         self.seconds = seconds
         self._executor, self._context, self._mode = executor, context, mode
         # (job label "<kernel> <config>", error) of the compiles that failed, once waited for
@@ -1623,8 +1698,9 @@ def precompile(launchers: Iterable[KernelLauncher], workers: int | None = None, 
     return pending.seconds
 
 
-def start_precompile(launchers: Iterable[KernelLauncher], workers: int | None = None,
-                     pool: str | None = None) -> PendingPrecompile:
+def start_precompile(
+    launchers: Iterable[KernelLauncher], workers: int | None = None, pool: str | None = None
+) -> PendingPrecompile:
     """``precompile`` without the wait, where it can: with the process pool and more than one
     worker, the compile jobs are submitted and the workers forked, and the returned
     ``PendingPrecompile`` (also in ``finish_pending``'s list) is waited for later, so this process

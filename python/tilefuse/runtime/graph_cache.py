@@ -58,10 +58,19 @@ from typing import Any
 log = logging.getLogger("tilefuse")
 
 # options that do not change the generated module
-_KEY_EXCLUDED_OPTIONS = ("debug_dir", "compile_workers", "compile_pool", "precompile_overlap",
-                         "precompile_wait_all", "graph_cache",
-                         "fallback_on_error", "warmup", "triton_key_from_stat", "pause_gc",
-                         "eager_backward")
+_KEY_EXCLUDED_OPTIONS = (
+    "debug_dir",
+    "compile_workers",
+    "compile_pool",
+    "precompile_overlap",
+    "precompile_wait_all",
+    "graph_cache",
+    "fallback_on_error",
+    "warmup",
+    "triton_key_from_stat",
+    "pause_gc",
+    "eager_backward",
+)
 _MAX_HASHED_CONSTANT_BYTES = 64 << 20
 
 _memory: dict[str, "CacheEntry"] = {}
@@ -159,8 +168,9 @@ def _nan_signs(args: Any) -> list:
     from torch.fx.node import map_aggregate
 
     out: list = []
-    map_aggregate(args, lambda a: out.append(math.copysign(1.0, a) < 0) if isinstance(a, float) and math.isnan(a)
-                  else None)
+    map_aggregate(
+        args, lambda a: out.append(math.copysign(1.0, a) < 0) if isinstance(a, float) and math.isnan(a) else None
+    )
     return out
 
 
@@ -245,9 +255,15 @@ def _input_part(a: Any, env: Any) -> tuple:
     if isinstance(a, torch.Tensor):
         if a.is_sparse or a.layout != torch.strided or a.is_nested:
             raise Uncacheable("a non-strided tensor input")
-        return ("T", str(a.dtype), str(a.device), tuple(_size_key(s, env) for s in a.shape),
-                tuple(_size_key(s, env) for s in a.stride()), _size_key(a.storage_offset(), env),
-                bool(a.requires_grad))
+        return (
+            "T",
+            str(a.dtype),
+            str(a.device),
+            tuple(_size_key(s, env) for s in a.shape),
+            tuple(_size_key(s, env) for s in a.stride()),
+            _size_key(a.storage_offset(), env),
+            bool(a.requires_grad),
+        )
     if isinstance(a, torch.SymInt):
         return ("S", _size_key(a, env))
     if a is None or isinstance(a, (bool, int, float)):
@@ -269,8 +285,13 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
     # promotion leave it implicit in the graph: ``i / 3``, ``torch.ones(3)``), whether Triton's
     # interpreter runs the kernels (a module made for it does not load without it) and the current
     # CUDA device (``device="cuda"`` without an index is that one; the module names it)
-    parts.append((str(torch.get_default_dtype()), _interpreting(),
-                  torch.cuda.current_device() if torch.cuda.is_initialized() else 0))
+    parts.append(
+        (
+            str(torch.get_default_dtype()),
+            _interpreting(),
+            torch.cuda.current_device() if torch.cuda.is_initialized() else 0,
+        )
+    )
     from .. import lowering
 
     # module-level switches of the lowering that change generated code (set by tests and
@@ -521,4 +542,3 @@ def clear(disk: bool = False) -> None:
                         os.remove(os.path.join(d, fn))
                     except OSError:
                         pass
-

@@ -57,9 +57,9 @@ from .. import config, metrics
 # device the samples are made on: "cpu" (Triton interpreter) or "cuda"; TILEFUSE_TEST_DEVICE (empty or
 # unset: cpu), also read by tests/test_backend_ops.py and scripts/op_coverage.py
 DEVICE = (os.environ.get("TILEFUSE_TEST_DEVICE") or "").strip() or "cpu"
-MAX_SAMPLES = 3              # samples compared per op and dtype (the first that are small enough)
-MAX_SAMPLE_NUMEL = 4096      # a sample whose tensors hold more elements in all is passed over
-SAMPLE_TIMEOUT_S = 90        # one sample (compile + run) taking longer counts as a failure
+MAX_SAMPLES = 3  # samples compared per op and dtype (the first that are small enough)
+MAX_SAMPLE_NUMEL = 4096  # a sample whose tensors hold more elements in all is passed over
+SAMPLE_TIMEOUT_S = 90  # one sample (compile + run) taking longer counts as a failure
 
 FAMILIES_EXCLUDED = ("linalg", "fft", "sparse", "special")  # may fall back: not in the native share
 
@@ -67,11 +67,31 @@ FAMILIES_EXCLUDED = ("linalg", "fft", "sparse", "special")  # may fall back: not
 # or results that depend on the order of parallel writes. (Sampling ops are also caught by running
 # eager twice with different seeds; these are listed because that check cannot see them all.)
 NONDETERMINISTIC = {
-    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
-    "bernoulli", "multinomial", "normal", "rand_like", "randn_like", "randint_like", "randint",
-    "uniform", "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu",
-    "nn.functional.gumbel_softmax", "cauchy", "exponential", "geometric", "log_normal",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "empty_permuted",
+    "new_empty",
+    "new_empty_strided",
+    "bernoulli",
+    "multinomial",
+    "normal",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "randint",
+    "uniform",
+    "nn.functional.dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+    "nn.functional.gumbel_softmax",
+    "cauchy",
+    "exponential",
+    "geometric",
+    "log_normal",
     "torch._C._nn._test_ambiguous_defaults",
 }
 
@@ -79,11 +99,48 @@ NONDETERMINISTIC = {
 _SPECIAL_NAMES = {"lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "erfinv", "i0"}
 # Matrix products and factorizations outside the ``linalg.`` namespace.
 _LINALG_NAMES = {
-    "mm", "matmul", "bmm", "addmm", "addmv", "addr", "addbmm", "baddbmm", "mv", "dot", "vdot", "inner",
-    "outer", "ger", "tensordot", "einsum", "kron", "chain_matmul", "cholesky", "cholesky_inverse",
-    "cholesky_solve", "lu", "lu_solve", "lu_unpack", "qr", "svd", "svd_lowrank", "pca_lowrank", "det",
-    "logdet", "inverse", "pinverse", "triangular_solve", "geqrf", "ormqr", "matrix_exp", "cross",
-    "__rmatmul__", "linalg.det", "trapz", "cumulative_trapezoid", "trapezoid",
+    "mm",
+    "matmul",
+    "bmm",
+    "addmm",
+    "addmv",
+    "addr",
+    "addbmm",
+    "baddbmm",
+    "mv",
+    "dot",
+    "vdot",
+    "inner",
+    "outer",
+    "ger",
+    "tensordot",
+    "einsum",
+    "kron",
+    "chain_matmul",
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "lu",
+    "lu_solve",
+    "lu_unpack",
+    "qr",
+    "svd",
+    "svd_lowrank",
+    "pca_lowrank",
+    "det",
+    "logdet",
+    "inverse",
+    "pinverse",
+    "triangular_solve",
+    "geqrf",
+    "ormqr",
+    "matrix_exp",
+    "cross",
+    "__rmatmul__",
+    "linalg.det",
+    "trapz",
+    "cumulative_trapezoid",
+    "trapezoid",
 }
 _LINALG_NAMES -= {"trapz", "cumulative_trapezoid", "trapezoid"}  # reductions, not linear algebra
 
@@ -92,12 +149,12 @@ _LINALG_NAMES -= {"trapz", "cumulative_trapezoid", "trapezoid"}  # reductions, n
 class OpResult:
     """The sweep's verdict on one OpInfo (see the module docstring for the statuses)."""
 
-    name: str                       # OpInfo name, ``.variant`` appended when it has one
+    name: str  # OpInfo name, ``.variant`` appended when it has one
     family: str
-    status: str = "skip"            # native | fallback | fail | skip
+    status: str = "skip"  # native | fallback | fail | skip
     note: str = ""
-    dtypes: list[str] = dataclasses.field(default_factory=list)   # dtypes with a compared sample
-    samples: int = 0                # samples compared (matched or failed)
+    dtypes: list[str] = dataclasses.field(default_factory=list)  # dtypes with a compared sample
+    samples: int = 0  # samples compared (matched or failed)
     fallback_ops: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
@@ -142,8 +199,7 @@ def _family_sets() -> dict[str, set[int]]:
         from torch.testing._internal.opinfo.definitions import fft, linalg, signal as sig, sparse, special
 
         _FAMILY_SETS = {}
-        for fam, mod in (("linalg", linalg), ("fft", fft), ("special", special), ("signal", sig),
-                         ("sparse", sparse)):
+        for fam, mod in (("linalg", linalg), ("fft", fft), ("special", special), ("signal", sig), ("sparse", sparse)):
             _FAMILY_SETS[fam] = {id(o) for o in getattr(mod, "op_db", [])}
     return _FAMILY_SETS
 
@@ -205,12 +261,16 @@ def select_dtypes(op) -> list[torch.dtype]:
 # skips only from Inductor's OpInfo test and eager's own consistency test (a skip of, say,
 # TestCommon.test_compare_cpu is about comparing devices, not about this sweep)
 _TOLERANCE_TESTS = {
-    ("TestInductorOpInfo", "test_comprehensive"), ("TestInductorOpInfo", None),
-    ("TestCommon", "test_variant_consistency_eager"), ("TestCommon", "test_compare_cpu"),
-    ("TestCommon", "test_noncontiguous_samples"), ("TestCommon", None),
+    ("TestInductorOpInfo", "test_comprehensive"),
+    ("TestInductorOpInfo", None),
+    ("TestCommon", "test_variant_consistency_eager"),
+    ("TestCommon", "test_compare_cpu"),
+    ("TestCommon", "test_noncontiguous_samples"),
+    ("TestCommon", None),
 }
 _SKIP_TESTS = {
-    ("TestInductorOpInfo", "test_comprehensive"), ("TestInductorOpInfo", None),
+    ("TestInductorOpInfo", "test_comprehensive"),
+    ("TestInductorOpInfo", None),
     ("TestCommon", "test_variant_consistency_eager"),
 }
 
@@ -242,8 +302,12 @@ def _decorate_infos(op) -> Iterable:
 
 
 # torch.testing.assert_close's default (atol, rtol) per dtype
-_DEFAULT_TOL = {torch.float16: (1e-5, 1e-3), torch.bfloat16: (1e-5, 1.6e-2), torch.float32: (1e-5, 1.3e-6),
-                torch.float64: (1e-7, 1e-7)}
+_DEFAULT_TOL = {
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.float64: (1e-7, 1e-7),
+}
 
 
 def tolerances(op, dtype: torch.dtype) -> tuple[float, float]:
@@ -397,8 +461,13 @@ def _float_outputs_ok(got, want, ref, atol, rtol) -> bool:
             if a != b:
                 return False
             continue
-        if not isinstance(b, torch.Tensor) or not isinstance(c, torch.Tensor) or a.shape != b.shape or \
-                a.dtype != b.dtype or c.shape != a.shape:
+        if (
+            not isinstance(b, torch.Tensor)
+            or not isinstance(c, torch.Tensor)
+            or a.shape != b.shape
+            or a.dtype != b.dtype
+            or c.shape != a.shape
+        ):
             return False
         if not a.dtype.is_floating_point:
             if not torch.equal(a, b):
@@ -444,8 +513,10 @@ def run_sample(op, sample, dtype: torch.dtype) -> tuple[str, str, list[str]]:
         torch.testing.assert_close(again, want, atol=0, rtol=0, equal_nan=True)
     except Exception:  # noqa: BLE001
         return "skip", "nondeterministic or random in eager", []
-    if any(isinstance(v, torch.Tensor) and (v.is_complex() or v.layout != torch.strided)
-           for v in pytree.tree_leaves((want, inp, args, kwargs))):
+    if any(
+        isinstance(v, torch.Tensor) and (v.is_complex() or v.layout != torch.strided)
+        for v in pytree.tree_leaves((want, inp, args, kwargs))
+    ):
         return "skip", "complex or non-strided tensors", []
 
     torch._dynamo.reset()
@@ -526,8 +597,9 @@ def run_op(op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None 
         res.seconds = time.perf_counter() - t0
         return res
     # the per-sample time limit needs SIGALRM, which only the main thread can handle
-    use_alarm = hasattr(signal, "SIGALRM") and SAMPLE_TIMEOUT_S > 0 and \
-        threading.current_thread() is threading.main_thread()
+    use_alarm = (
+        hasattr(signal, "SIGALRM") and SAMPLE_TIMEOUT_S > 0 and threading.current_thread() is threading.main_thread()
+    )
     dts = dtypes if dtypes is not None else select_dtypes(op)
     if not dts:
         skips.append("no float32/bfloat16/float16/integer/bool dtype on the CPU")
