@@ -3,7 +3,8 @@
 measured it, the winner, and how much faster the winner is than the heuristic's first config.
 
 Pointwise kernels are given their autotuning candidates too (``config.autotune_pointwise`` on
-while compiling), so the report also says whether one config suffices for them. Results of 2026-12-01 (H200) are in docs/benchmarks.md, fifth session.
+while compiling), so the report also says whether one config suffices for them. Results are in
+docs/benchmarks.md (benches/autotune_report.py).
 
     python benches/autotune_report.py                       # every memory-bound workload and the blocks
     python benches/autotune_report.py --only softmax,block_fwd_bwd

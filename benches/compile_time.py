@@ -45,7 +45,7 @@ measured one (with ``--profile``, one before the profiled process). A normal ins
 the ``.pyc`` files of torch, Triton and sympy (pip writes them); the GPU host has none and sets
 ``PYTHONDONTWRITEBYTECODE``, so there each process compiles every module it imports from source. That cost is not the backend's, and it is not the same for
 each: tilefuse's cold-start threads import Triton's compiler while Dynamo traces (rmsnorm with
-``dynamic=True``: tilefuse backend 0.85 s without the cache, twenty-fifth session).
+``dynamic=True``: docs/benchmarks.md has its row with and without the cache).
 
 Workloads: those of ``benches/runtime.py`` (bf16) plus ``gpt12_train``, a 12-layer GPT-2 small
 training step (forward + backward of the LM loss, bf16, batch 8 x 512).

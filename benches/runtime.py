@@ -383,12 +383,10 @@ def event_bench(fn: Callable[[], Any], flush: str, warmup: int = 25, rep: int = 
     does (it leaves the L2 cache full of dirty lines, which the next kernel writes back to DRAM
     while it runs); ``"read"`` sums the same buffer instead (the cache is left holding clean lines,
     evicted for free). A read-only kernel such as the column sum (268 MB read, 16 KB written) pays
-    for the zeroing flush's write-backs in full: 8.5 of 75.8 µs in the fifteenth session's study
-    (medians of 200 event-timed calls), where the read flush measured 67.3 µs; the H200 means of
-    this loop: 76 and 67 µs (docs/benchmarks.md, twenty-first session). Otherwise do_bench's
-    procedure: ``fn`` once, five flushed calls to estimate its time, ``warmup`` ms of unflushed
-    calls, then ``rep`` ms of timed calls (at least one each). Raises ValueError for an unknown
-    ``flush``."""
+    for the zeroing flush's write-backs in full (docs/benchmarks.md: the runtime table under two
+    flushes, and the L2 flush study). Otherwise do_bench's procedure: ``fn`` once, five flushed
+    calls to estimate its time, ``warmup`` ms of unflushed calls, then ``rep`` ms of timed calls
+    (at least one each). Raises ValueError for an unknown ``flush``."""
     if flush not in ("zero", "read"):
         raise ValueError(f"flush must be 'zero' or 'read', got {flush!r}")
     buf = torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
@@ -438,9 +436,9 @@ def side_by_side(
     (``triton.testing.do_bench`` or ``event_bench``'s flushed timer: ms per call, ``warmup=25``,
     ``rep`` ms of timing); return their
     median times (ms) and each round's ratio ``b / a``. Interleaving makes a host or device whose
-    speed drifts during the run weigh on both alike: a host-bound step (the 12-layer GPT's, ~10 ms
-    of GPU work issued in ~15 ms) moved by ±15% from one timing to the next on the H200 host, more
-    than the difference between the backends. Raises ValueError for ``rounds`` < 1."""
+    speed drifts during the run weigh on both alike: a host-bound step (the 12-layer GPT's) moves
+    by more from one timing to the next than the difference between the backends
+    (docs/benchmarks.md, gpt12_train's host side). Raises ValueError for ``rounds`` < 1."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     ta, tb = [], []

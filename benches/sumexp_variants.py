@@ -5,9 +5,9 @@ device-to-device copy bandwidth.
 A = the structure tilefuse generates (the row max updated once per loop iteration by a block
 reduction, the running sum rescaled by it); B = per-lane running max and sum, one exp per element
 (``exp(-|x - m|)``), lanes combined after the loop; C = per-lane, two exps per element. Each also
-keeps the per-lane amax accumulator the fused kernel has. Results (H200, 2026-12-01) are in
-docs/benchmarks.md, fifth session: A at RBLOCK 2048 / 4 warps was fastest (62.8% of copy
-bandwidth), which made that config the first candidate of looped inner reductions.
+keeps the per-lane amax accumulator the fused kernel has. Results are in docs/benchmarks.md
+(kernel studies): A at RBLOCK 2048 / 4 warps was fastest, which made that config the first
+candidate of looped inner reductions.
 
     python benches/sumexp_variants.py        # needs a CUDA GPU
 """

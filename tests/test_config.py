@@ -63,9 +63,8 @@ def test_set_values_are_read(reload_config, var, opt, value, parsed):
 
 
 def test_surrounding_blanks_are_dropped_and_the_pool_name_takes_any_case(reload_config, tmp_path):
-    """Every value is read without surrounding blanks (a debug folder `` /x `` wrote under a folder
-    named with a leading blank, found by a fresh-user trial), and the pool's name, like the
-    booleans, in any case."""
+    """Every value is read without surrounding blanks (otherwise a debug folder `` /x `` writes under
+    a folder named with a leading blank), and the pool's name, like the booleans, in any case."""
     cfg = reload_config(TILEFUSE_DEBUG_DIR=f"  {tmp_path}  ", TILEFUSE_COMPILE_POOL=" Thread ")
     assert cfg.debug_dir == str(tmp_path) and cfg.compile_pool == "thread"
 
@@ -110,8 +109,8 @@ def test_blank_debug_dir_option_means_off():
 
 def test_debug_dir_that_is_a_file_is_refused(tmp_path, reload_config):
     """A debug_dir naming an existing file is a ValueError when given (option or environment
-    variable), not a compile failure later (a fresh-user report: it used to discard a good graph
-    cache entry)."""
+    variable), not a compile failure later (which would also discard a good graph cache
+    entry)."""
     f = tmp_path / "afile"
     f.write_text("x")
     with pytest.raises(ValueError, match="'debug_dir' must be a directory"):

@@ -243,7 +243,7 @@ def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
     """``t.view(6, 4)`` of a permuted ``[s0, s1, 4]`` input: the lowered sizes are the literal
     ``[6, 4]``, the FX meta value's ``[s0*s1, 4]``, equal only by Dynamo's guard
     ``s0*s1 == 6`` (``SizeVars.known_equal`` asks the ShapeEnv). Unproven, the output was
-    stored contiguously: strides ``(4, 1)`` for eager's ``(1, 6)`` (a fresh-user trial)."""
+    stored contiguously: strides ``(4, 1)`` for eager's ``(1, 6)``."""
     fns = {
         "view_then_mul": lambda t: t.view(6, 4) * 2,
         "mul_then_view": lambda t: (t * 2).view(6, 4),
@@ -262,7 +262,7 @@ def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
 def test_adaptive_avg_pool_of_a_channels_last_input_stays_channels_last(size):
     """torch's decomposition of ``_adaptive_avg_pool2d`` (gathers and a mean) made a contiguous
     result for windows that do not divide the input; eager and the op's meta function keep
-    channels-last (``lowering._in_the_inputs_memory_format``; a fresh-user trial)."""
+    channels-last (``lowering._in_the_inputs_memory_format``)."""
     x = torch.randn(2, 4, 7, 9).contiguous(memory_format=torch.channels_last)
     compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x)
     compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x.contiguous())
@@ -319,8 +319,8 @@ def test_batch_norm_of_a_transposed_input_keeps_torchs_meta_strides_and_views_of
     it), also where eager's kernel picks contiguous (a ``BatchNorm1d`` of a transposed
     ``[N, C, L]`` view). AOTAutograd regenerates returned views from those strides: returning the
     output with ``y.transpose(1, 2).reshape(N, -1)`` (a view under the meta strides) must work in
-    grad mode. Giving the output eager's contiguous layout instead (tried in the twenty-sixth
-    session) made that call raise ("view size is not compatible")."""
+    grad mode. Giving the output eager's contiguous layout instead makes that call raise ("view
+    size is not compatible")."""
     torch.manual_seed(0)
     bn_c, bn_e = torch.nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)
     x = torch.randn(3, 7, 4).transpose(1, 2)
@@ -336,7 +336,7 @@ def test_batch_norm_of_a_transposed_input_keeps_torchs_meta_strides_and_views_of
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
     # torch's meta strides, which AOTAutograd's fake tensors carry: on the CPU the input's layout
     # (28, 1, 4); on CUDA, where an affine batch norm is cuDNN's (its weight decides), eager's
-    # kernel and the H200 run gave contiguous (28, 7, 1)
+    # kernel gives contiguous (28, 7, 1)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():

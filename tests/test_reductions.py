@@ -307,7 +307,8 @@ def test_tiny_kernels_launch_with_the_first_config_only(fn, shape, tiny, tiled):
     candidate."""
     assert config.tiny_kernel_numel == 65536
     x = torch.randn(*shape)
-    # tiles have candidates only with autotune_pointwise (their shape barely matters: H200, 2026-12-04)
+    # tiles have candidates only with autotune_pointwise (their shape barely matters on the GPU:
+    # docs/benchmarks.md, autotune_report.py)
     full = _cuda_configs(fn, x, tiny_kernel_numel=0, autotune_pointwise=True)
     got = _cuda_configs(fn, x, autotune_pointwise=True)
     assert len(got) == len(full) >= 1
@@ -334,8 +335,9 @@ def test_tiny_kernel_rule_needs_static_extents():
 
 
 def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
-    """The H200 timing of an online log-sum-exp over 32000-wide rows (docs/backend.md): 2048 /
-    4 warps beat every other chunk and warp count, so it is the heuristic's first choice."""
+    """On the GPU an online log-sum-exp over 32000-wide rows ran fastest at 2048 elements / 4 warps
+    among the chunk and warp counts timed (benches/sumexp_variants.py, docs/benchmarks.md), so it is
+    the heuristic's first choice."""
     with config.patch(split_long_normalizers=False):
         gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(1024, 8192))
     with G.set_graph(graph):
@@ -353,8 +355,8 @@ def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
 
 def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunks():
     """Rows of LONG_ROW_MIN (16384) elements or more swap the 1024-element candidate for 4096 (on
-    the H200, 32000-wide rows: 4096/4 warps 150 µs, 2048/4 154, 1024/4 168); the candidate count
-    stays four, so compiling ahead costs the same."""
+    32000-wide rows 4096 / 4 warps beat 2048 and 1024 on the GPU: docs/benchmarks.md, kernel
+    studies); the candidate count stays four, so compiling ahead costs the same."""
     from tilefuse.codegen.triton import LONG_ROW_MIN
 
     for cols, second in ((32000, 4096), (LONG_ROW_MIN, 4096), (LONG_ROW_MIN - 1, 1024)):
@@ -723,7 +725,8 @@ def test_any_all_of_uint8_are_uint8_as_eager():
 def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
     """A 1-D pointwise kernel of at least ALU_HEAVY_POINTWISE_OPS arithmetic ops per element
     (bias + exact GELU in bf16, with the polynomial erf) launches 2048 elements per program at 4
-    warps; a light one (SiLU x mul) keeps 1024 (H200 timings in the constant's comment)."""
+    warps; a light one (SiLU x mul) keeps 1024 (GPU timings in docs/benchmarks.md, kernel
+    studies)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse.codegen.triton import ALU_HEAVY_POINTWISE_OPS, alu_ops
@@ -930,8 +933,8 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
     """An inference graph's ``native_layer_norm`` reaches ``_native_layer_norm`` whole: output,
     mean and rstd (their dtype too: the computation dtype, or ``x``'s on the CPU) match eager
     with and without weight and bias, over one and two trailing dims, and of a transposed input,
-    static and symbolic; a half input with float32 weight and bias too (a fresh-user trial found
-    its mean and rstd converted to the half dtype)."""
+    static and symbolic; a half input with float32 weight and bias too (its mean and rstd stay
+    float32, not converted to the half dtype)."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(4, 6, 48, generator=g, dtype=torch.float64) * 2 + 3).to(dtype).to(DEVICE)
     w, b = [torch.randn(48, generator=g, dtype=torch.float64).to(dtype).to(DEVICE) for _ in range(2)]
@@ -957,9 +960,9 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
 def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
     """A looped sqdev takes the values relative to the row's first one. Unshifted, float32 lanes
     whose running means sat near 1e4 lost up to 2e-4 of the variance of rows with spread 1 (a
-    fresh-user trial: a ``dynamic=True`` graph first compiled for rows of 17, so later rows of
-    3000 ran in 32-element chunks; the two-pass form had 7e-7). Shifted, the error is at float32
-    rounding, and a looped constant row's variance is exactly 0."""
+    ``dynamic=True`` graph first compiled for rows of 17, so later rows of 3000 run in 32-element
+    chunks; the two-pass form had 7e-7). Shifted, the error is at float32 rounding, and a looped
+    constant row's variance is exactly 0."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(64, 3000, generator=g, dtype=torch.float64) + 1e4).float().to(DEVICE)
     x[5] = 10000.1
@@ -985,9 +988,9 @@ def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
 def test_variance_and_layer_norm_of_rows_with_a_first_element_outlier_match_eager(mode):
     """A row whose first element is far from the rest (a large activation in channel 0) keeps
     float32's accuracy: mean, variance and layer norm within a few 1e-7 of float64, as eager. A
-    mean taken relative to the first element (x0 + Σ(x - x0) / n, tried in the twenty-fifth
-    session for exact constant rows) summed n values of about -x0: layer norm errors of 1e-2
-    relative, var_mean's mean off by 1e-3 relative (a fresh-user trial). Values near float32's
+    mean taken relative to the first element (x0 + Σ(x - x0) / n, which would make constant rows
+    exact) sums n values of about -x0 and gives layer norm errors of 1e-2 relative and var_mean's
+    mean off by 1e-3 relative, which is why the mean is not shifted. Values near float32's
     largest, whose differences overflow, give the CPU kernel's var inf and mean 0."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 3000, generator=g, dtype=torch.float64).float()

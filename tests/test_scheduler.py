@@ -263,7 +263,7 @@ def test_no_reorder_that_would_raise_the_peak_when_the_caller_holds_the_inputs()
     """Freeing a graph input early saves memory only if the caller holds no other reference. Here
     the greedy order would run ``p`` first (the last use of ``x``) and keep its result alive across
     the [512, 512] temporaries: lower if ``x`` is freed, higher while the caller holds ``x`` (2.5
-    against 2.0 MiB allocated by the call, measured by a fresh-user trial). Graph order stays."""
+    against 2.0 MiB allocated by the call). Graph order stays."""
     from tilefuse import config
     from tilefuse import scheduler as SCH
     from tilefuse.ir import graph_context as G
