@@ -279,10 +279,10 @@ class Reduction(Loops):
         — or in the epilogue of the kernel that produces the values' other inputs: cross-entropy's
         per-row loss joins the row log-sum-exp kernel, which has just read that row —, and the
         reduction reads a contiguous buffer. A reduction over few outputs that gathered itself
-        ran its random accesses on few programs: latency-bound (on the H200 cross-entropy's sum
-        of the gathered target log-probabilities took 44 µs on 4 programs of 2048 gathers, and
-        split 32 × 256 it still cost two kernels beside the count of targets, 5 in all). Costs
-        one write and one read of ``numel × rnumel`` elements, small beside the gathers."""
+        would run its random accesses on few programs, each gathering thousands of elements one
+        after another: latency-bound (cross-entropy's sum of the gathered target log-probabilities),
+        and splitting it still costs two kernels beside the count of targets. Costs one write and
+        one read of ``numel × rnumel`` elements, small beside the gathers."""
         nk = len(ranges)
         vals = Pointwise.create(
             device,
