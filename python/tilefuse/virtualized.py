@@ -67,8 +67,8 @@ def _forwarder(name: str):
 class _OpsProxy:
     """``ops``: ``ops.<name>(...)`` calls the current handler's ``<name>``. A name is checked
     against the vocabulary on its first access only: its forwarder is then cached in the instance
-    dict, so later accesses are a plain attribute lookup (lowerings make them per traced element
-    function). A name outside the vocabulary raises AttributeError where it is written, while the
+    dict, so later accesses are a plain attribute lookup (one per ``ops`` call of every traced
+    inner function, on the compile-time hot path). A name outside the vocabulary raises AttributeError where it is written, while the
     inner function is traced."""
 
     def __getattr__(self, name: str):
