@@ -341,10 +341,9 @@ def gc_paused():
     """Python's cyclic garbage collector paused for the block when ``config.pause_gc`` is on and
     the collector is enabled (re-enabled after, also on error; nested blocks and a collector the
     user disabled are left alone). A compile allocates hundreds of thousands of short-lived
-    objects, enough to trigger full collections over the process's whole heap (torch, Dynamo,
-    the model): on the development machine a 12-layer GPT-2 training step's first call ran 7 of
-    them, 0.4 s each, 2 inside tilefuse's partition and scheduling. Their garbage is collected
-    after the block as usual."""
+    objects, enough to trigger several full collections over the process's whole heap (torch,
+    Dynamo, the model), each as slow as that heap is large, during partitioning and scheduling
+    among others. Their garbage is collected after the block as usual."""
     if not (config.pause_gc and gc.isenabled()):
         yield
         return
@@ -399,9 +398,9 @@ def _pause_gc_at_frame_compile(_args: Any = None) -> None:
     """Dynamo's compile-start callback (``torch._dynamo.callback_handler``): pause the collector
     for the whole frame compile (bytecode tracing, guards and the backend call) when the frame
     is compiled for tilefuse with ``pause_gc`` on (its ``options``, else ``config.pause_gc``)
-    and the collector is enabled. Dynamo's tracing of a 12-layer GPT-2 training step allocates
-    enough long-lived objects to run several full collections over the whole heap (five of the
-    seven of its first call on the development machine, 0.4-0.5 s each)."""
+    and the collector is enabled. Dynamo's tracing of a model's training step (a 12-layer GPT-2)
+    allocates enough long-lived objects to run several full collections over the whole heap:
+    most of those a first call would run."""
     if _DYNAMO_GC_PAUSE["paused"] or not gc.isenabled():
         return
     opts = _options_if_compiling_for_tilefuse()
@@ -803,7 +802,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
 # and dispatch cache, so that AOTAutograd's trace records the op itself, which then runs as the
 # aten kernel. multilabel_margin_loss_forward sums over the positions after a target's -1 (the
 # documented end of its label list) as if they named class 0: 3.25 for eager's 0.0163, with
-# gradients wrong alike, under every AOTAutograd backend (a fresh-user trial)
+# gradients wrong alike, under every AOTAutograd backend
 _WRONG_TORCH_DECOMPOSITIONS = ("multilabel_margin_loss_forward.default",)
 
 
@@ -847,9 +846,9 @@ def _donate_nothing() -> None:
 
 def _timed_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
     """torch's ``min_cut_rematerialization_partition`` (the partitioner Inductor uses), its wall
-    seconds added to ``metrics.phase_seconds["partition"]`` (2-3 s of a 12-layer GPT-2 training
-    step's first call on the H200 host, half of it importing ``torch._inductor.pattern_matcher``
-    for the partitioner's CSE). torch 2.11's ``aot_eager`` backend runs the same partitioner, so
+    seconds added to ``metrics.phase_seconds["partition"]`` (seconds for a training step's
+    graph, much of it the first import of ``torch._inductor.pattern_matcher`` for the
+    partitioner's CSE). torch 2.11's ``aot_eager`` backend runs the same partitioner, so
     ``benches/compile_time.py``'s backend time (first call minus aot_eager's) leaves it out."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 

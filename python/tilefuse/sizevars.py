@@ -324,8 +324,8 @@ class SizeVars:
         ``decide`` returns ``(value, guard relation or None when proven)``. Keyed by the
         expressions' text, not the native expressions, whose symbols carry their value ranges: a
         backward graph's symbols, made after the forward's guards narrowed a range, differ from
-        the forward's, and every decision was taken (and its ShapeEnv guard evaluated, about 10 ms
-        each) a second time; ``a == b`` and ``b == a`` are one decision."""
+        the forward's, and keyed by them every decision would be taken (and its costly ShapeEnv
+        guard evaluated) a second time; ``a == b`` and ``b == a`` are one decision."""
         ka, kb = str(a), str(b)
         key = (op,) + ((kb, ka) if op == "eq" and kb < ka else (ka, kb))
         got = self._decided.get(key)
@@ -378,8 +378,9 @@ class SizeVars:
         """Whether every size in ``sizes`` is below the integer ``bound`` at the hints, guarding
         only the largest: a symbolic size proven ``<=`` another one that is below ``bound`` (kept
         here, or decided earlier for a graph of the same ShapeEnv) needs no guard of its own
-        (``s0*s1 < 2**31 - 1`` follows from ``s0*s1*s2 < 2**31 - 1``). ShapeEnv guards cost about
-        10 ms each; a kernel's int32 check took one per buffer size (``_storages_fit_int32``)."""
+        (``s0*s1 < 2**31 - 1`` follows from ``s0*s1*s2 < 2**31 - 1``). Each ShapeEnv guard is
+        costly to evaluate, and a kernel's int32 check (``_storages_fit_int32``) would otherwise
+        take one per buffer size."""
         below = self._decided.setdefault(("below", bound), [])  # sizes decided < bound, shared
         kept: list = []
         for e in dict.fromkeys(sizes):

@@ -1,6 +1,7 @@
 """The ``ops`` handler: lowerings write loop bodies as calls ``ops.add(a, b)``, ``ops.load(name,
 index)``, …; whatever handler is installed decides what those calls do (trace them into a
-LoopBody, or emit Triton source). As Inductor's ``torch._inductor.virtualized``.
+LoopBody). As Inductor's ``torch._inductor.virtualized``. The op names ``ops`` accepts are the
+vocabulary of ``tilefuse.ir.ops``, which registers it here (``register_vocabulary``).
 """
 
 from __future__ import annotations
@@ -34,20 +35,53 @@ def scoped(attr: str, value: Any) -> Iterator[Any]:
 
 
 def current_handler() -> Any:
+    """The ops handler installed for this thread (``set_ops_handler``); RuntimeError when none is."""
     return get_scoped("handler", "an ops.* call happened outside a loop-body trace")
 
 
 def set_ops_handler(handler: Any):
+    """Install ``handler`` for the ``with`` block: ``ops.<name>(...)`` calls ``handler.<name>(...)``."""
     return scoped("handler", handler)
 
 
-class _OpsProxy:
-    def __getattr__(self, name: str):
-        def call(*args, **kwargs):
-            return getattr(current_handler(), name)(*args, **kwargs)
+# the op names ``ops`` accepts: set by ``tilefuse.ir.ops`` (a higher layer) when it is imported
+_vocabulary: frozenset[str] | None = None
 
-        call.__name__ = name
-        return call
+
+def register_vocabulary(names: frozenset[str]) -> None:
+    """Make ``names`` the ops ``ops`` accepts (``tilefuse.ir.ops.OP_NAMES``, registered when that
+    module is imported; the IR package imports it). Replaces an earlier vocabulary."""
+    global _vocabulary
+    _vocabulary = frozenset(names)
+    ops.__dict__.clear()
+
+
+def _forwarder(name: str):
+    def call(*args, **kwargs):
+        return getattr(current_handler(), name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+class _OpsProxy:
+    """``ops``: ``ops.<name>(...)`` calls the current handler's ``<name>``. A name is checked
+    against the vocabulary on its first access only: its forwarder is then cached in the instance
+    dict, so later accesses are a plain attribute lookup (one per ``ops`` call of every traced
+    inner function, on the compile-time hot path). A name outside the vocabulary raises AttributeError where it is written, while the
+    inner function is traced."""
+
+    def __getattr__(self, name: str):
+        if _vocabulary is None:
+            raise AttributeError(f"tilefuse: ops.{name} used before tilefuse.ir.ops registered the op vocabulary")
+        if name not in _vocabulary:
+            raise AttributeError(
+                f"tilefuse: {name!r} is not an op of the IR vocabulary (tilefuse.ir.ops); add it to "
+                "tilefuse.ir.ops.OpsHandler, the loop-body tracer and the Triton codegen, or write it "
+                "with the ops there"
+            )
+        fn = self.__dict__[name] = _forwarder(name)
+        return fn
 
 
 ops = _OpsProxy()

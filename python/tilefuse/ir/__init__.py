@@ -1,4 +1,6 @@
-"""The loop-level IR (``nodes``) and traced loop bodies (``loop_body``)."""
+"""The loop-level IR: node classes (``nodes``, which re-exports ``buffers``, ``loops`` and
+``views``), the op vocabulary of inner functions (``ops``) and traced loop bodies
+(``loop_body``)."""
 
 from .loop_body import BodyNode, BodyValue, LoopBody  # noqa: F401
 from .nodes import *  # noqa: F401,F403
@@ -16,9 +18,12 @@ from .nodes import (  # noqa: F401
     Layout,
     Loops,
     MultiOutput,
+    MutationBuffer,
     Pointwise,
+    RandomSeeds,
     Reduction,
     ReinterpretView,
+    Scan,
     StorageBox,
     TensorArg,
     TensorBox,

@@ -17,8 +17,7 @@ import torch
 from .. import symbolic as S
 from ..sizevars import SymbolicFloat
 from ..virtualized import set_ops_handler
-
-_BOOL_OPS = frozenset("eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf signbit".split())
+from .ops import BOOL_RESULT_OPS, ELEMENTWISE_OPS
 
 
 @dataclass(eq=False)
@@ -149,7 +148,9 @@ STORE_MODES = (None, "atomic_add", "atomic_max", "atomic_min")
 
 
 class _Tracer:
-    """ops handler that records each call into a LoopBody."""
+    """ops handler that records each call into a LoopBody: one method per op of the vocabulary
+    (``tilefuse.ir.ops.OpsHandler``), the structural ones below and the elementwise ones generated
+    after the class (``_elementwise``)."""
 
     def __init__(self, body: LoopBody, dtype_of: Callable[[str], torch.dtype]):
         self.body = body
@@ -250,14 +251,26 @@ class _Tracer:
             raise TypeError("ops.where needs at least one traced value among its branches")
         return self.body.add("where", (cond, a, b), dt)
 
-    def __getattr__(self, op: str):
-        def call(*args):
-            if op in _BOOL_OPS:
-                dt = torch.bool
-            else:
-                dt = next((a.dtype for a in args if isinstance(a, BodyValue)), None)
-                if dt is None:
-                    raise TypeError(f"ops.{op} needs at least one traced value argument")
+
+def _elementwise(op: str) -> Callable[..., BodyValue]:
+    """The tracer's method for elementwise ``op``: a node of ``op`` over the arguments as given,
+    of ``torch.bool`` for ``BOOL_RESULT_OPS``, else of the first traced argument's dtype."""
+    if op in BOOL_RESULT_OPS:
+
+        def call(self: _Tracer, *args) -> BodyValue:
+            return self.body.add(op, tuple(args), torch.bool)
+    else:
+
+        def call(self: _Tracer, *args) -> BodyValue:
+            dt = next((a.dtype for a in args if isinstance(a, BodyValue)), None)
+            if dt is None:
+                raise TypeError(f"ops.{op} needs at least one traced value argument")
             return self.body.add(op, tuple(args), dt)
 
-        return call
+    call.__name__ = call.__qualname__ = op
+    return call
+
+
+for _op in sorted(ELEMENTWISE_OPS):
+    setattr(_Tracer, _op, _elementwise(_op))
+del _op
