@@ -210,8 +210,8 @@ def test_different_shapes_dtypes_and_options_miss():
 def test_the_default_dtype_is_part_of_the_key():
     """``i / 3`` of an integer tensor and ``torch.ones`` take torch's default dtype, which the aten
     graph leaves implicit: after ``torch.set_default_dtype`` the same graph text must compile
-    again (a fresh-user trial got float32 values from the cache where eager gave float64), and
-    going back hits the first entry."""
+    again (a float32 entry must not serve where eager gives float64), and going back hits the
+    first entry."""
 
     def f(i):
         return i / 3 + torch.ones(3, device=i.device) * 0.1
@@ -260,7 +260,7 @@ def test_the_current_cuda_device_is_part_of_the_key(monkeypatch):
 
 def test_the_sign_of_a_nan_constant_is_part_of_the_key():
     """``repr`` prints ``-nan`` as ``nan``: two graphs differing only in a NaN constant's sign
-    must not share an entry (a fresh-user trial), and each gives eager's sign bit."""
+    must not share an entry, and each gives eager's sign bit."""
     neg = math.copysign(math.nan, -1.0)
     x = torch.randn(4, device=DEVICE)
     keys = set()
@@ -591,8 +591,7 @@ def test_debug_dir_gets_the_module_on_a_hit(tmp_path):
 
 
 def test_module_docstring_lists_the_options_left_out_of_the_key():
-    """The module docstring names exactly the options ``_KEY_EXCLUDED_OPTIONS`` leaves out of the
-    key (it once listed 6 of 11)."""
+    """The module docstring names exactly the options ``_KEY_EXCLUDED_OPTIONS`` leaves out of the key."""
     import re
 
     from tilefuse.runtime import graph_cache as gc_mod

@@ -139,7 +139,10 @@ def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypat
     assert rt_autotune._time_config(too_big, (0.5, 0.2, 0.8)) == [float("inf")] * 3
     assert len(metrics.autotune_config_seconds) == 1 and not syncs  # failed at its first launch
 
+    windows = []
+
     def bench(fn, **kw):
+        windows.append((kw["warmup"], kw["rep"]))
         time.sleep(0.2)
         return [1.0, 0.9, 1.1]
 
@@ -150,7 +153,9 @@ def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypat
         time.sleep(0.01)
 
     monkeypatch.setattr(triton.testing, "do_bench", bench)
+    monkeypatch.setattr(config, "AUTOTUNE_REP_MS", 7)  # the windows are read from config at each call
     assert rt_autotune._time_config(kernel_call, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    assert windows == [(config.AUTOTUNE_WARMUP_MS, 7)]
     # the first launch, synchronized and timed apart from do_bench's timing
     assert launches == [1] and syncs == [1]
     first, timing = metrics.autotune_config_seconds[-1]
@@ -348,16 +353,18 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
-def test_forked_workers_are_killed_after_the_timeout(tmp_path):
-    """A worker that reports nothing within the timeout is killed with every other worker; the
-    call returns (the caller compiles what is left) without waiting for the jobs."""
+def test_forked_workers_are_killed_after_the_timeout(tmp_path, monkeypatch):
+    """A worker that reports nothing within the timeout (``config.FORKED_COMPILE_TIMEOUT_S``) is
+    killed with every other worker; the call returns (the caller compiles what is left) without
+    waiting for the jobs."""
 
     def slow():
         (tmp_path / str(os.getpid())).write_text("x")
         time.sleep(60)
 
     t0 = time.perf_counter()
-    failed = R.compile_in_forked_workers([slow] * 4, workers=4, timeout=1.0)
+    monkeypatch.setattr(config, "FORKED_COMPILE_TIMEOUT_S", 1.0)
+    failed = R.compile_in_forked_workers([slow] * 4, workers=4)
     assert failed == {} and time.perf_counter() - t0 < 20
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert pids

@@ -3,9 +3,14 @@ static launchers' cubins (``cubin/``) are written.
 
 The directory is ``TILEFUSE_CACHE_DIR`` (read at import), else ``<tmp>/tilefuse_<uid>``; it is
 checked at first use (``cache_dir``) and replaced by a private temporary directory, with one
-warning, when it cannot be used. Generated module files are named by their source hash, so the
-same graph compiled again, in this or another process, finds every kernel in Triton's own cache
-(keyed by the kernel's source and first line number, not by the file's path or module name).
+warning, when it cannot be used.
+
+Compiled binaries are cached by Triton itself (``~/.triton/cache`` or ``TRITON_CACHE_DIR``) under
+a hash of the kernel's source and dependencies *and its first line number* in the module
+(``JITFunction.cache_key``), the specialization, the compile options and the Triton version.
+Module files are named by their source hash (``loader.load_module``), so the same graph compiled
+again, in this or another process, finds every kernel in that cache; the file's path and the
+module's name are not part of the key.
 """
 
 from __future__ import annotations

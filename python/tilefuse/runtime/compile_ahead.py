@@ -49,6 +49,8 @@ class PendingPrecompile:
 
     @property
     def done(self) -> bool:
+        """Whether nothing is left to wait for (``wait`` has run, or the compiles finished before
+        this was made)."""
         return self._executor is None
 
     def wait(self) -> float:

@@ -323,7 +323,9 @@ class ForkedCompileExecutor(concurrent.futures.Executor):
         # (label, error) of every finished job that failed to compile, in finishing order
         self.failures: list[tuple[str, str]] = []
 
-    def submit(self, fn, /, *args, **kwargs):  # noqa: D102 - Executor API
+    def submit(self, fn, /, *args, **kwargs):
+        """Collect ``fn(*args, **kwargs)`` as a compile job, labelled with the job
+        ``KernelLauncher.warmup`` is submitting; returns its future, resolved by ``finish_jobs``."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         self.jobs.append((functools.partial(fn, *args, **kwargs), fut))
         self.labels.append(_launcher._JOB_LABEL)
