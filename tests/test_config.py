@@ -185,3 +185,28 @@ def test_choice_options_take_any_case_as_their_environment_variable_does():
     assert config.validate({"compile_pool": " PROCESS "}) == {"compile_pool": "process"}
     with pytest.raises(ValueError, match=r"must be one of \('process', 'thread'\), got 'fork'"):
         config.validate({"compile_pool": "Fork"})
+
+
+# the runtime's tunables: (variable, config attribute, default)
+_RUNTIME_TUNABLES = [
+    ("TILEFUSE_AUTOTUNE_WARMUP_MS", "AUTOTUNE_WARMUP_MS", 1),
+    ("TILEFUSE_AUTOTUNE_REP_MS", "AUTOTUNE_REP_MS", 4),
+    ("TILEFUSE_FORKED_COMPILE_TIMEOUT_S", "FORKED_COMPILE_TIMEOUT_S", 300.0),
+    ("TILEFUSE_WARMUP_SWITCH_INTERVAL_S", "WARMUP_SWITCH_INTERVAL_S", 2e-4),
+]
+
+
+@pytest.mark.parametrize("var, name, default", _RUNTIME_TUNABLES)
+def test_runtime_tunables_take_positive_numbers_from_the_environment(reload_config, monkeypatch, var, name, default):
+    """Unset or blank: the default; a positive number: that number; anything else an error naming
+    the variable. They are not options (``patch`` refuses them)."""
+    monkeypatch.delenv(var, raising=False)
+    assert getattr(reload_config(), name) == default and var in config.ENVIRONMENT_VARIABLES
+    assert getattr(reload_config(**{var: "  "}), name) == default
+    assert getattr(reload_config(**{var: " 2.5 "}), name) == 2.5
+    for bad in ("fast", "0", "-1", "inf", "nan"):
+        with pytest.raises(ValueError, match=var):
+            reload_config(**{var: bad})
+    with pytest.raises(ValueError, match="unknown tilefuse option"):
+        with config.patch(**{name: default}):
+            pass

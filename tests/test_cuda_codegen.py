@@ -35,7 +35,7 @@ _COMPILE = textwrap.dedent("""
     import importlib.util, sys, torch, triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from tilefuse.runtime import _triton_config
+    from tilefuse.runtime.autotune import _triton_config
     TY = {torch.float32: "*fp32", torch.int64: "*i64", torch.int32: "*i32", torch.bool: "*i1",
           torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float64: "*fp64", torch.int8: "*i8",
           torch.uint8: "*u8", torch.int16: "*i16", int: "i64"}

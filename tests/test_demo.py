@@ -154,10 +154,11 @@ def test_main_counts_cached_graphs_as_compiled(monkeypatch, capsys):
 
 
 def test_demo_second_run_reuses_graphs_from_the_graph_cache(tmp_path, monkeypatch, capsys):
-    from tilefuse import config, runtime
+    from tilefuse import config
+    from tilefuse.runtime import cache as rt_cache
     from tilefuse.runtime import graph_cache
 
-    monkeypatch.setattr(runtime, "_CACHE_DIR", str(tmp_path / "tfcache"))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path / "tfcache"))
     graph_cache.clear()
     try:
         with config.patch(graph_cache=True):

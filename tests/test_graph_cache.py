@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import tilefuse  # noqa: F401
 from _tf_testutil import DEVICE, GPU_MARKS
 from tilefuse import config, metrics, runtime
+from tilefuse.runtime import cache as rt_cache
 from tilefuse.runtime import graph_cache
 
 pytestmark = GPU_MARKS
@@ -28,7 +29,7 @@ pytestmark = GPU_MARKS
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     """Each test: an empty cache directory, the cache on, strict errors."""
-    monkeypatch.setattr(runtime, "_CACHE_DIR", str(tmp_path / "tfcache"))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path / "tfcache"))
     graph_cache.clear()
     torch._dynamo.reset()
     metrics.reset()
@@ -91,7 +92,7 @@ def test_a_damaged_module_file_is_rewritten(tmp_path, monkeypatch):
     """A generated module file damaged outside tilefuse is rewritten from the source, not imported."""
     import tilefuse.runtime as R
 
-    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path))
     src = "X = 41 + 1\n"
     R.load_module(src, {})
     (path,) = list(tmp_path.glob("tf_*.py"))
@@ -108,9 +109,9 @@ def test_cache_dir_that_is_a_file_or_blank(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="is not a directory; point TILEFUSE_CACHE_DIR"):
         R.make_cache_dir(str(f))
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", "   ")
-    assert R._cache_dir_from_env().strip() and "tilefuse_" in R._cache_dir_from_env()
+    assert rt_cache._cache_dir_from_env().strip() and "tilefuse_" in rt_cache._cache_dir_from_env()
     monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "c"))
-    assert R._cache_dir_from_env() == str(tmp_path / "c")
+    assert rt_cache._cache_dir_from_env() == str(tmp_path / "c")
 
 
 def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
@@ -122,7 +123,7 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
     f = tmp_path / "afile"
     f.write_text("x")
     for bad in (str(f), str(f / "sub")):
-        monkeypatch.setattr(R, "_CACHE_DIR", bad)
+        monkeypatch.setattr(rt_cache, "_CACHE_DIR", bad)
         with pytest.warns(RuntimeWarning, match="is not a directory; point TILEFUSE_CACHE_DIR"):
             d = R.cache_dir()
         assert d != bad and os.path.isdir(d) and "tilefuse_private_" in d
@@ -131,23 +132,23 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
     for bad in (str(tmp_path / ("x" * 300)), "/proc/tilefuse_no_such_dir"):
         if bad.startswith("/proc") and not os.path.isdir("/proc"):
             continue
-        monkeypatch.setattr(R, "_CACHE_DIR", bad)
+        monkeypatch.setattr(rt_cache, "_CACHE_DIR", bad)
         with pytest.warns(RuntimeWarning, match="cannot create cache directory"):
             d = R.cache_dir()
         assert d != bad and os.path.isdir(d) and "tilefuse_private_" in d
     shared = tmp_path / "tilefuse_shared"
     shared.mkdir()
     shared.chmod(0o777)
-    monkeypatch.setattr(R, "_default_cache_dir", lambda: str(shared))
-    monkeypatch.setattr(R, "_CACHE_DIR", str(shared))
+    monkeypatch.setattr(rt_cache, "_default_cache_dir", lambda: str(shared))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(shared))
     with pytest.warns(RuntimeWarning, match="writable by others"):
         assert R.cache_dir() != str(shared)
-    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path / "tilefuse_mine"))  # created private: fine
-    monkeypatch.setattr(R, "_default_cache_dir", lambda: str(tmp_path / "tilefuse_mine"))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path / "tilefuse_mine"))  # created private: fine
+    monkeypatch.setattr(rt_cache, "_default_cache_dir", lambda: str(tmp_path / "tilefuse_mine"))
     assert R.cache_dir() == str(tmp_path / "tilefuse_mine")
     assert (os.stat(tmp_path / "tilefuse_mine").st_mode & 0o777) == 0o700
     x, y = torch.randn(3, 8, device=DEVICE), torch.randn(3, 8, device=DEVICE)
-    monkeypatch.setattr(R, "_CACHE_DIR", str(f))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(f))
     with pytest.warns(RuntimeWarning, match="private") as rec:
         got = torch.compile(_f, backend="tilefuse")(x, y)
     torch.testing.assert_close(got[0], _f(x, y)[0])
@@ -590,8 +591,7 @@ def test_debug_dir_gets_the_module_on_a_hit(tmp_path):
 
 
 def test_module_docstring_lists_the_options_left_out_of_the_key():
-    """The module docstring names exactly the options ``_KEY_EXCLUDED_OPTIONS`` leaves out of the
-    key (it once listed 6 of 11)."""
+    """The module docstring names exactly the options ``_KEY_EXCLUDED_OPTIONS`` leaves out of the key."""
     import re
 
     from tilefuse.runtime import graph_cache as gc_mod

@@ -23,6 +23,13 @@ import triton.language as tl
 import tilefuse  # noqa: F401  (registers the backend, enables the interpreter without a GPU)
 from tilefuse import config, metrics
 from tilefuse import runtime as R
+from tilefuse.runtime import autotune as rt_autotune
+from tilefuse.runtime import cache as rt_cache
+from tilefuse.runtime import fingerprint as rt_fingerprint
+from tilefuse.runtime import launcher as rt_launcher
+from tilefuse.runtime import static_launcher as rt_static
+from tilefuse.runtime import warmup as rt_warmup
+from tilefuse.runtime import workers as rt_workers
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("0", "")
 CUDA = not INTERPRET and torch.cuda.is_available()
@@ -129,10 +136,13 @@ def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypat
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(1))
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: fn())
     metrics.reset()
-    assert R._time_config(too_big, (0.5, 0.2, 0.8)) == [float("inf")] * 3
+    assert rt_autotune._time_config(too_big, (0.5, 0.2, 0.8)) == [float("inf")] * 3
     assert len(metrics.autotune_config_seconds) == 1 and not syncs  # failed at its first launch
 
+    windows = []
+
     def bench(fn, **kw):
+        windows.append((kw["warmup"], kw["rep"]))
         time.sleep(0.2)
         return [1.0, 0.9, 1.1]
 
@@ -143,7 +153,9 @@ def test_time_config_treats_configs_that_do_not_fit_as_infinitely_slow(monkeypat
         time.sleep(0.01)
 
     monkeypatch.setattr(triton.testing, "do_bench", bench)
-    assert R._time_config(kernel_call, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    monkeypatch.setattr(config, "AUTOTUNE_REP_MS", 7)  # the windows are read from config at each call
+    assert rt_autotune._time_config(kernel_call, (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    assert windows == [(config.AUTOTUNE_WARMUP_MS, 7)]
     # the first launch, synchronized and timed apart from do_bench's timing
     assert launches == [1] and syncs == [1]
     first, timing = metrics.autotune_config_seconds[-1]
@@ -296,7 +308,7 @@ def test_compiler_warm_up_compiles_even_when_cached(fresh_triton_cache):
     triton.knobs.compilation.listener = lambda **kw: events.append(kw["cache_hit"])
     try:
         for _ in range(2):
-            R._warm_compiler(GPUTarget("cuda", 90, 32))  # compiling for a device needs no device
+            rt_warmup._warm_compiler(GPUTarget("cuda", 90, 32))  # compiling for a device needs no device
     finally:
         triton.knobs.compilation.listener = None
     assert events == [False, False]
@@ -341,16 +353,18 @@ def test_forked_workers_run_every_job_once_in_a_fork_tree(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
-def test_forked_workers_are_killed_after_the_timeout(tmp_path):
-    """A worker that reports nothing within the timeout is killed with every other worker; the
-    call returns (the caller compiles what is left) without waiting for the jobs."""
+def test_forked_workers_are_killed_after_the_timeout(tmp_path, monkeypatch):
+    """A worker that reports nothing within the timeout (``config.FORKED_COMPILE_TIMEOUT_S``) is
+    killed with every other worker; the call returns (the caller compiles what is left) without
+    waiting for the jobs."""
 
     def slow():
         (tmp_path / str(os.getpid())).write_text("x")
         time.sleep(60)
 
     t0 = time.perf_counter()
-    failed = R.compile_in_forked_workers([slow] * 4, workers=4, timeout=1.0)
+    monkeypatch.setattr(config, "FORKED_COMPILE_TIMEOUT_S", 1.0)
+    failed = R.compile_in_forked_workers([slow] * 4, workers=4)
     assert failed == {} and time.perf_counter() - t0 < 20
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert pids
@@ -474,8 +488,8 @@ def _stubbed_warmup(monkeypatch, calls: list, intervals: list) -> None:
     import triton.compiler.code_generator  # noqa: F401
     import triton.runtime.cache as tcache
 
-    monkeypatch.setattr(R, "_WARMUP", [])
-    monkeypatch.setattr(R, "_DEFERRED_WARMUP", [])
+    monkeypatch.setattr(rt_warmup, "_WARMUP", [])
+    monkeypatch.setattr(rt_warmup, "_DEFERRED_WARMUP", [])
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
@@ -487,7 +501,7 @@ def _stubbed_warmup(monkeypatch, calls: list, intervals: list) -> None:
         "triton_key",
         lambda: time.sleep(0.2) or calls.append("key") or intervals.append(sys.getswitchinterval()),
     )
-    monkeypatch.setattr(R, "_warm_compiler", lambda target=None: calls.append(target))
+    monkeypatch.setattr(rt_warmup, "_warm_compiler", lambda target=None: calls.append(target))
 
     class Active:
         @property
@@ -503,22 +517,22 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch,
 
     calls, intervals = [], []
     _stubbed_warmup(monkeypatch, calls, intervals)
-    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))  # an empty cache: no hits expected
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path))  # an empty cache: no hits expected
     from tilefuse import metrics
 
     with config.patch(warmup=False):
         R.start_warmup()
-    assert R._WARMUP == []  # switched off
+    assert rt_warmup._WARMUP == []  # switched off
     before = sys.getswitchinterval()
     R.start_warmup()
-    threads = list(R._WARMUP)
+    threads = list(rt_warmup._WARMUP)
     R.start_warmup()  # once per process
-    assert R._WARMUP == threads and len(threads) == 2
+    assert rt_warmup._WARMUP == threads and len(threads) == 2
     R.wait_warmup()
     assert not any(t.is_alive() for t in threads)
     # the GIL changes hands every 0.2 ms while the threads run (their I/O waits are short), and
     # the interpreter's interval is back afterwards
-    assert intervals and abs(intervals[0] - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6
+    assert intervals and abs(intervals[0] - config.WARMUP_SWITCH_INTERVAL_S) < 1e-6
     assert sys.getswitchinterval() == before
     # the driver in one thread; in the other the key, then the compiler, for the target torch
     # reports (sm_90, 32-wide warps)
@@ -530,7 +544,7 @@ def test_start_warmup_runs_driver_and_compiler_parts_in_two_threads(monkeypatch,
     assert set(metrics.warmup_seconds) == {"driver", "key", "compiler"}
     assert metrics.warmup_seconds["key"] >= 0.19 and 0.05 < metrics.warmup_wait_seconds < 5
     R.start_deferred_warmup()  # nothing was held back: nothing more runs
-    assert R._WARMUP == threads and len(calls) == 3
+    assert rt_warmup._WARMUP == threads and len(calls) == 3
 
 
 def test_warmup_holds_the_compiler_back_while_the_graph_cache_expects_hits(monkeypatch, tmp_path):
@@ -542,7 +556,7 @@ def test_warmup_holds_the_compiler_back_while_the_graph_cache_expects_hits(monke
 
     calls, intervals = [], []
     _stubbed_warmup(monkeypatch, calls, intervals)
-    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(graph_cache, "_device_tag", lambda: ("GPU", (9, 0), "13.0"))
     with config.patch(graph_cache=True):
         assert not graph_cache.expects_hits()
@@ -553,20 +567,20 @@ def test_warmup_holds_the_compiler_back_while_the_graph_cache_expects_hits(monke
 
         R.start_warmup()
         R.wait_warmup()
-        assert calls == ["driver"] and len(R._WARMUP) == 1 and len(R._DEFERRED_WARMUP) == 1
+        assert calls == ["driver"] and len(rt_warmup._WARMUP) == 1 and len(rt_warmup._DEFERRED_WARMUP) == 1
         R.start_deferred_warmup()
         R.start_deferred_warmup()  # once
         R.wait_warmup()
-        assert len(R._WARMUP) == 2 and not R._DEFERRED_WARMUP
+        assert len(rt_warmup._WARMUP) == 2 and not rt_warmup._DEFERRED_WARMUP
         assert calls[1:3] == ["key", calls[2]] and calls[2] is not None and len(calls) == 3
 
         graph_cache.clear(disk=True)
         assert not graph_cache.expects_hits()
         calls.clear()
-        monkeypatch.setattr(R, "_WARMUP", [])
+        monkeypatch.setattr(rt_warmup, "_WARMUP", [])
         R.start_warmup()
         R.wait_warmup()
-        assert len(R._WARMUP) == 2 and sorted(map(str, calls))[-2:] == ["driver", "key"]
+        assert len(rt_warmup._WARMUP) == 2 and sorted(map(str, calls))[-2:] == ["driver", "key"]
 
 
 def test_a_graph_cache_miss_starts_the_held_back_compiler_warmup(monkeypatch, tmp_path):
@@ -577,7 +591,7 @@ def test_a_graph_cache_miss_starts_the_held_back_compiler_warmup(monkeypatch, tm
 
     started = []
     monkeypatch.setattr(R, "start_deferred_warmup", lambda: started.append(1))
-    monkeypatch.setattr(R, "_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rt_cache, "_CACHE_DIR", str(tmp_path))
     graph_cache.clear()
     x = torch.randn(33, device=DEVICE)
     try:
@@ -647,7 +661,7 @@ def test_stat_triton_key_replaces_tritons_install_key_in_its_cache_keys(monkeypa
     original = tcache.triton_key
     monkeypatch.setattr(tcache, "triton_key", original)  # restored after the test
     monkeypatch.setattr(tune, "triton_key", original)
-    monkeypatch.setattr(R, "triton_install_fingerprint", lambda root=None: "3.x-tilefuse-stat-abc")
+    monkeypatch.setattr(rt_fingerprint, "triton_install_fingerprint", lambda root=None: "3.x-tilefuse-stat-abc")
     with config.patch(triton_key_from_stat=False):
         assert R.use_stat_triton_key() is False
     assert tcache.triton_key is original
@@ -677,7 +691,7 @@ def test_stat_triton_key_replaces_tritons_install_key_in_its_cache_keys(monkeypa
     def unreadable(root=None):
         raise PermissionError("no")
 
-    monkeypatch.setattr(R, "triton_install_fingerprint", unreadable)
+    monkeypatch.setattr(rt_fingerprint, "triton_install_fingerprint", unreadable)
     assert R.use_stat_triton_key() is False and tcache.triton_key is original
 
 
@@ -691,21 +705,21 @@ def test_stat_triton_key_of_the_real_install_is_cheap_and_stable():
 def test_switch_interval_is_lowered_while_warm_up_threads_run_and_restored_by_the_last():
     before = sys.getswitchinterval()
     try:
-        low = R._SwitchIntervalLowered(2)
+        low = rt_warmup._SwitchIntervalLowered(2)
         a, b = low.wrap(lambda: None), low.wrap(lambda: None)
-        assert abs(sys.getswitchinterval() - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6
+        assert abs(sys.getswitchinterval() - config.WARMUP_SWITCH_INTERVAL_S) < 1e-6
         a()
-        assert abs(sys.getswitchinterval() - R.WARMUP_SWITCH_INTERVAL_S) < 1e-6  # one still runs
+        assert abs(sys.getswitchinterval() - config.WARMUP_SWITCH_INTERVAL_S) < 1e-6  # one still runs
         b()
         assert sys.getswitchinterval() == before
         # changed by someone else meanwhile: left as they set it
-        low = R._SwitchIntervalLowered(1)
+        low = rt_warmup._SwitchIntervalLowered(1)
         sys.setswitchinterval(0.01)
         low.wrap(lambda: None)()
         assert abs(sys.getswitchinterval() - 0.01) < 1e-6
         # already below ours: untouched
         sys.setswitchinterval(1e-4)
-        low = R._SwitchIntervalLowered(1)
+        low = rt_warmup._SwitchIntervalLowered(1)
         assert abs(sys.getswitchinterval() - 1e-4) < 1e-6
 
         def boom():
@@ -747,7 +761,7 @@ def test_backend_lookup_starts_the_warm_up_only_once_dynamo_is_loaded(monkeypatc
 def test_backend_entry_warms_up_tritons_driver():
     x = torch.randn(100, device="cuda")
     torch.testing.assert_close(torch.compile(lambda t: t * 2 + 1, backend="tilefuse")(x), x * 2 + 1)
-    assert R._WARMUP and not any(t.is_alive() for t in R._WARMUP)  # started, joined before use
+    assert rt_warmup._WARMUP and not any(t.is_alive() for t in rt_warmup._WARMUP)  # started, joined before use
     from triton.backends.nvidia.driver import CudaUtils
 
     assert hasattr(CudaUtils, "instance")
@@ -758,13 +772,13 @@ import sys
 import torch
 if sys.argv[1] == "backend_first":
     import tilefuse.backend  # before Dynamo: nothing may start here (see start_warmup's docstring)
-import tilefuse.runtime as R
-print(len(R._WARMUP))
+from tilefuse.runtime import warmup as W
+print(len(W._WARMUP))
 import torch._inductor.utils  # imports Triton from this thread, as a user's script may
 f = torch.compile(lambda t: t * 2, backend="tilefuse")  # Dynamo's lookup imports tilefuse.backend
-print(len(R._WARMUP))
+print(len(W._WARMUP))
 assert (f(torch.ones(8, device="cuda")) == 2).all()
-print(len(R._WARMUP), all(not t.is_alive() for t in R._WARMUP))
+print(len(W._WARMUP), all(not t.is_alive() for t in W._WARMUP))
 """
 
 
@@ -932,15 +946,17 @@ def test_launch_record_keeps_its_cubin_path_through_pickling(tmp_path, monkeypat
     cubin.write_bytes(b"\0")
     sk = StaticallyLaunchedCudaKernel.__new__(StaticallyLaunchedCudaKernel)
     sk.__dict__.update(name="k", cubin_path=str(cubin), cubin_raw=b"\0" * 100, function=None, shared=0)
-    rec = pickle.loads(pickle.dumps(R._launcher_record(sk)))
+    rec = pickle.loads(pickle.dumps(rt_static._launcher_record(sk)))
     assert rec[0].cubin_path is None and rec[0].cubin_raw is None and rec[1] == str(cubin)
     seen = []
-    monkeypatch.setattr(R, "_static_from_loaded", lambda k, dev, n: seen.append((k.cubin_path, dev, n)) or ("s", None))
-    assert R._load_record(rec, 0, 3) == ("s", None) and seen == [(str(cubin), 0, 3)]
+    monkeypatch.setattr(
+        rt_static, "_static_from_loaded", lambda k, dev, n: seen.append((k.cubin_path, dev, n)) or ("s", None)
+    )
+    assert rt_static._load_record(rec, 0, 3) == ("s", None) and seen == [(str(cubin), 0, 3)]
     assert rec[0].cubin_path is None  # the record itself stays unloaded
     cubin.unlink()
     with pytest.raises(FileNotFoundError):
-        R._load_record(rec, 0, 3)
+        rt_static._load_record(rec, 0, 3)
 
 
 @pytest.mark.gpu
@@ -1012,11 +1028,11 @@ def test_forked_executor_labels_each_job_with_the_kernel_and_config_being_submit
     ex = R.ForkedCompileExecutor(workers=2)
     futs = []
     for name in ("tf_kernel_0 XBLOCK=1024,num_warps=4", "tf_kernel_1 XBLOCK=2,RBLOCK=2048,num_warps=8"):
-        R._JOB_LABEL = name
+        rt_launcher._JOB_LABEL = name
         try:
             futs.append(ex.submit(time.sleep, 0.3 if name.startswith("tf_kernel_1") else 0.01))
         finally:
-            R._JOB_LABEL = "?"
+            rt_launcher._JOB_LABEL = "?"
     futs.append(ex.submit(time.sleep, 0.01))  # submitted outside warmup: unknown
     metrics.reset()
     ex.run_jobs()
@@ -1060,7 +1076,7 @@ def test_forked_batch_compiles_while_this_process_goes_on(tmp_path):
     t0 = time.perf_counter()
     batch.start()
     assert time.perf_counter() - t0 < 0.4  # not waiting for the 0.5 s jobs
-    assert batch in R._STARTED_BATCHES
+    assert batch in rt_workers._STARTED_BATCHES
     busy = sum(i * i for i in range(200_000))  # this process's own work meanwhile
     assert busy > 0 and len(list(tmp_path.iterdir())) < 4
     seen = []
@@ -1068,7 +1084,7 @@ def test_forked_batch_compiles_while_this_process_goes_on(tmp_path):
     assert sorted(seen) == [(i, None) for i in range(4)]
     assert sorted(int(p.name.split(".")[0]) for p in tmp_path.iterdir()) == [0, 1, 2, 3]
     assert sorted(metrics.precompile_job_labels) == ["j0", "j1", "j2", "j3"]
-    assert batch not in R._STARTED_BATCHES and batch.collect() == {}  # collected once
+    assert batch not in rt_workers._STARTED_BATCHES and batch.collect() == {}  # collected once
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
@@ -1087,11 +1103,11 @@ def test_a_batch_never_collected_is_stopped_at_exit(tmp_path):
         time.sleep(0.05)
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert len(pids) == 2
-    R._stop_started_batches()  # what atexit runs
+    rt_workers._stop_started_batches()  # what atexit runs
     deadline = time.time() + 10
     while any(_running(p) for p in pids) and time.time() < deadline:
         time.sleep(0.05)
-    assert not any(_running(p) for p in pids) and batch not in R._STARTED_BATCHES
+    assert not any(_running(p) for p in pids) and batch not in rt_workers._STARTED_BATCHES
 
 
 _OVERLAP_SCRIPT = '''
@@ -1218,11 +1234,11 @@ def test_forked_executor_orders_submitted_jobs_by_their_cost(tmp_path):
     log = tmp_path / "order"
     ex = R.ForkedCompileExecutor(workers=1)
     for i, cost in enumerate([2.0, 7.0, 1.0]):
-        R._JOB_COST = cost
+        rt_launcher._JOB_COST = cost
         try:
             ex.submit(_logging_job(log, i))
         finally:
-            R._JOB_COST = 0.0
+            rt_launcher._JOB_COST = 0.0
     ex.run_jobs()
     # each job runs in the worker, then again here (where it would load the binary)
     runs = _job_log(log)
@@ -1315,20 +1331,20 @@ def test_forked_executor_records_the_jobs_that_failed_to_compile():
         ("tf_b XBLOCK=1", lambda: _fail("no such layout")),
         ("tf_b XBLOCK=2", lambda: _fail("too big")),
     ):
-        R._JOB_LABEL = label
+        rt_launcher._JOB_LABEL = label
         try:
             ex.submit(job)
         finally:
-            R._JOB_LABEL = "?"
+            rt_launcher._JOB_LABEL = "?"
     ex.run_jobs()
     assert sorted(label for label, _ in ex.failures) == ["tf_b XBLOCK=1", "tf_b XBLOCK=2"], ex.failures
     assert all("ValueError" in err for _, err in ex.failures) and any("too big" in err for _, err in ex.failures)
     one = R.ForkedCompileExecutor(workers=2)  # a single job runs in this process
-    R._JOB_LABEL = "tf_c XBLOCK=4"
+    rt_launcher._JOB_LABEL = "tf_c XBLOCK=4"
     try:
         one.submit(lambda: _fail("in process"))
     finally:
-        R._JOB_LABEL = "?"
+        rt_launcher._JOB_LABEL = "?"
     one.run_jobs()
     assert one.failures == [("tf_c XBLOCK=4", "ValueError: in process")]
 

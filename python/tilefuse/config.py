@@ -133,6 +133,25 @@ Options:
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
         with eager's strides.
+
+Runtime tunables: module constants that ``tilefuse.runtime`` reads each time it uses them (so a
+test may ``monkeypatch.setattr(config, NAME, value)``); each has an environment variable, read at
+import, that must hold a positive number, and none is a per-compile option:
+    AUTOTUNE_WARMUP_MS (float, env TILEFUSE_AUTOTUNE_WARMUP_MS, default 1) and AUTOTUNE_REP_MS
+        (float, env TILEFUSE_AUTOTUNE_REP_MS, default 4): the warm-up and repetition windows (ms)
+        of ``triton.testing.do_bench`` when Triton's autotuner times one candidate config
+        (``runtime.autotune._time_config``), instead of Triton's 25 + 100 ms per config. Each
+        timed run follows an L2 flush of about 70 us, so 4 ms is still about 50 runs of a 10 us
+        kernel.
+    FORKED_COMPILE_TIMEOUT_S (float, env TILEFUSE_FORKED_COMPILE_TIMEOUT_S, default 300): forked
+        compile workers that give no result for this many seconds are given up on: they are
+        killed and the jobs they did not report are compiled in this process
+        (``runtime.workers.ForkedBatch.collect``).
+    WARMUP_SWITCH_INTERVAL_S (float, env TILEFUSE_WARMUP_SWITCH_INTERVAL_S, default 0.0002): the
+        interpreter's thread switch interval (``sys.setswitchinterval``) while Triton's warm-up
+        threads run (``runtime.warmup``): their file reads and hashing give the GIL up often, and
+        at Python's default 5 ms each return waits that long for a main thread busy tracing. The
+        interval is only ever lowered, and put back when the last warm-up thread ends.
 """
 
 from __future__ import annotations
@@ -196,6 +215,23 @@ def _env_int(name: str, default: int) -> int:
         ) from None
 
 
+def _env_float(name: str, default: float) -> float:
+    """A positive number from the environment (``default`` when unset or empty); ValueError
+    naming the variable when it is not a positive finite number."""
+    v = _env_value(name)
+    if v is None:
+        return default
+    try:
+        f = float(v)
+    except ValueError:
+        f = float("nan")
+    if not 0 < f < float("inf"):
+        raise ValueError(
+            f"environment variable {name}={v!r} is not a positive number: give one, or unset it (default {default})"
+        )
+    return f
+
+
 fallback_on_error: bool = _env_bool("TILEFUSE_FALLBACK_ON_ERROR", True)
 debug_dir: str | None = _env_value("TILEFUSE_DEBUG_DIR")
 persistent_reduction_threshold: int = _env_int("TILEFUSE_PERSISTENT_REDUCTION_THRESHOLD", 4096)
@@ -231,6 +267,14 @@ min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
 reorder_for_peak_memory: bool = _env_bool("TILEFUSE_REORDER_FOR_PEAK_MEMORY", True)
+
+# --- runtime
+# (documented in the module docstring, "Runtime tunables"; not options: ``patch`` and
+# ``torch.compile``'s options do not take them)
+AUTOTUNE_WARMUP_MS: float = _env_float("TILEFUSE_AUTOTUNE_WARMUP_MS", 1)
+AUTOTUNE_REP_MS: float = _env_float("TILEFUSE_AUTOTUNE_REP_MS", 4)
+FORKED_COMPILE_TIMEOUT_S: float = _env_float("TILEFUSE_FORKED_COMPILE_TIMEOUT_S", 300.0)
+WARMUP_SWITCH_INTERVAL_S: float = _env_float("TILEFUSE_WARMUP_SWITCH_INTERVAL_S", 2e-4)
 
 _OPTIONS = (
     "fallback_on_error",

@@ -364,7 +364,7 @@ def replay_guards(guards: list, shape_env: Any) -> bool:
 
 # ---------------------------------------------------------------------------------- storage
 def _dir() -> str:
-    from . import cache_dir
+    from .cache import cache_dir
 
     return os.path.join(cache_dir(), "graphs")
 

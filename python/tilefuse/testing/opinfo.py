@@ -400,7 +400,7 @@ _TILEFUSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _from_tilefuse(e: BaseException) -> bool:
     """True when any exception in ``e``'s chain was raised inside tilefuse, its generated modules
     or Triton (the kernels tilefuse generated)."""
-    from .. import runtime
+    from ..runtime import cache as runtime
 
     roots = (_TILEFUSE_DIR, os.path.abspath(runtime._CACHE_DIR), os.path.join("site-packages", "triton"))
     seen = set()
