@@ -4,8 +4,9 @@
 //! as `tl.load(in_ptr0 + (x0), xmask)` and looks it up in a dict. Here the key is structural: a
 //! [`CseKey`] is built from an op name, the op's arguments (CSE variable ids, integers, interned
 //! index expressions, names) and a dtype tag, and carries a precomputed FxHash, so building and
-//! comparing keys never renders text. [`TextCseTable`] is the same table keyed by text, kept for
-//! benchmarking the two against each other.
+//! comparing keys never renders text. [`TextCseTable`] is the same table keyed by text: the
+//! Python binding (`tilefuse._native.CseScope`) uses it, since the codegen's keys are the rendered
+//! expression text.
 //!
 //! Semantics follow Inductor's `CSE` class:
 //! * variables are named `{name_prefix}{n}` (`tmp0`, `tmp1`, …) from a counter shared by every
@@ -348,8 +349,7 @@ pub struct CseTable<K = CseKey> {
 }
 
 /// The text-keyed equivalent of [`CseTable`]: the key is the generated expression text, exactly
-/// as Inductor's `CSE._cache` (same semantics otherwise). Kept for benchmarks and for callers that
-/// only have text.
+/// as Inductor's `CSE._cache` (same semantics otherwise), for callers that only have text.
 pub type TextCseTable = CseTable<String>;
 
 impl<K: Eq + Hash + Clone> Default for CseTable<K> {
@@ -462,6 +462,46 @@ impl<K: Eq + Hash + Clone> CseTable<K> {
         let mut s = self.lock();
         let at = self.cache;
         layer_insert(&mut s.caches, at, key, var);
+    }
+
+    /// The variable cached for `key` in this table's own layer only (a scoped copy's entries, not
+    /// its parent's); `None` also for a key this layer removed.
+    pub fn lookup_local<Q>(&self, key: &Q) -> Option<CseVarId>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.lock().caches[self.cache].map.get(key).copied()
+    }
+
+    /// Number of keys cached in this table's own layer.
+    pub fn local_len(&self) -> usize {
+        self.lock().caches[self.cache].map.len()
+    }
+
+    /// Cache `key` → the variable named `name`, creating that variable (unknown bounds, no dtype,
+    /// use count 1) when no variable of this table family has the name; replaces an earlier entry
+    /// for `key`. For callers that name their variables themselves (a codegen with its own
+    /// counter) and use the table only to find them again.
+    pub fn insert_named(&mut self, key: K, name: &str) -> CseVarId {
+        let mut s = self.lock();
+        let v = match s.varname_map.get(name) {
+            Some(&v) => v,
+            None => {
+                let v = CseVarId(s.vars.len() as u32);
+                s.vars.push(CseVarInfo {
+                    name: name.into(),
+                    bounds: Interval::UNKNOWN,
+                    use_count: 1,
+                    dtype: DtypeTag::NONE,
+                });
+                s.varname_map.insert(name.into(), v);
+                v
+            }
+        };
+        let at = self.cache;
+        layer_insert(&mut s.caches, at, key, v);
+        v
     }
 
     /// [`CseTable::generate`] with unknown bounds and no dtype: `(var, true)` for a new variable,
