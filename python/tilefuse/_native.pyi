@@ -21,7 +21,6 @@ __all__ = [
     "CeilDiv",
     "CleanDiv",
     "CseScope",
-    "CseScopeCache",
     "Expr",
     "FloorDiv",
     "Integer",
@@ -202,8 +201,9 @@ class SplitResult:
 @final
 class CseScope:
     """A kernel's CSE scope: expression text -> variable name, backed by the native text-keyed
-    table. ``CseScope(parent)`` is a child whose lookups fall through to ``parent`` while its
-    writes stay local (one child per reduction loop)."""
+    table. ``CseScope(parent)`` is a child whose ``get`` falls through to ``parent`` while its
+    writes stay local (one child per reduction loop). The scope is its own ``cache``: item access,
+    ``in`` and ``len`` see the scope's own entries only."""
 
     def __new__(cls, parent: CseScope | None = None) -> CseScope: ...
     def get(self, key: str) -> str | None:
@@ -213,15 +213,8 @@ class CseScope:
     @property
     def parent(self) -> CseScope | None: ...
     @property
-    def cache(self) -> CseScopeCache:
-        """This scope's own entries (``cache[key] = var`` is ``put``)."""
-    def __contains__(self, key: str, /) -> bool: ...
-    def __len__(self) -> int: ...
-
-@final
-class CseScopeCache:
-    """A scope's own entries as a mapping of str -> str (reads see this scope only)."""
-
+    def cache(self) -> CseScope:
+        """The scope itself (``cache[key] = var`` is ``put``)."""
     def __getitem__(self, key: str, /) -> str: ...
     def __setitem__(self, key: str, value: str, /) -> None: ...
     def __delitem__(self, key: str, /) -> NoReturn:

@@ -288,9 +288,19 @@ where
     }
 }
 
+/// Capacity a layer's map takes at its first insert.
+const LAYER_INITIAL_CAPACITY: usize = 32;
+
 fn layer_insert<K: Eq + Hash>(layers: &mut [Layer<K>], at: usize, key: K, v: CseVarId) {
     let l = &mut layers[at];
-    l.removed.remove(&key);
+    if !l.removed.is_empty() {
+        l.removed.remove(&key);
+    }
+    if l.map.capacity() == 0 {
+        // a kernel scope caches tens of keys: skip the first few doublings (each rehashes
+        // every key)
+        l.map.reserve(LAYER_INITIAL_CAPACITY);
+    }
     l.map.insert(key, v);
 }
 
@@ -457,7 +467,10 @@ impl<K: Eq + Hash + Clone> CseTable<K> {
         self.lookup(key).is_some()
     }
 
-    /// Cache `var` under `key` (Inductor's `put`); replaces an earlier entry.
+    /// Cache `var` under `key` (Inductor's `put`); replaces an earlier entry. Only the lookups
+    /// read `var` back: a caller that keeps its variables' data itself may cache handles of its
+    /// own numbering (the Python binding caches indices into its list of variable names), as long
+    /// as it does not mix them with this table's variables (`newvar`, `generate`, ...).
     pub fn insert(&mut self, key: K, var: CseVarId) {
         let mut s = self.lock();
         let at = self.cache;
@@ -477,31 +490,6 @@ impl<K: Eq + Hash + Clone> CseTable<K> {
     /// Number of keys cached in this table's own layer.
     pub fn local_len(&self) -> usize {
         self.lock().caches[self.cache].map.len()
-    }
-
-    /// Cache `key` → the variable named `name`, creating that variable (unknown bounds, no dtype,
-    /// use count 1) when no variable of this table family has the name; replaces an earlier entry
-    /// for `key`. For callers that name their variables themselves (a codegen with its own
-    /// counter) and use the table only to find them again.
-    pub fn insert_named(&mut self, key: K, name: &str) -> CseVarId {
-        let mut s = self.lock();
-        let v = match s.varname_map.get(name) {
-            Some(&v) => v,
-            None => {
-                let v = CseVarId(s.vars.len() as u32);
-                s.vars.push(CseVarInfo {
-                    name: name.into(),
-                    bounds: Interval::UNKNOWN,
-                    use_count: 1,
-                    dtype: DtypeTag::NONE,
-                });
-                s.varname_map.insert(name.into(), v);
-                v
-            }
-        };
-        let at = self.cache;
-        layer_insert(&mut s.caches, at, key, v);
-        v
     }
 
     /// [`CseTable::generate`] with unknown bounds and no dtype: `(var, true)` for a new variable,

@@ -3,64 +3,58 @@
 //!
 //! A scope is a table; `CseScope(parent)` is the parent's `scoped_copy`: lookups fall through to
 //! the parent, writes stay in the child (the codegen opens one child per reduction loop). The
-//! variable names are the caller's (the codegen numbers its own `tmp<N>`): `put` records the
-//! name's Python string once per variable, and `get` hands the same string object back, so a hit
-//! allocates nothing.
-
-use std::sync::{Arc, Mutex};
+//! variable names are the caller's (the codegen numbers its own `tmp<N>`): the table caches, for
+//! each key, the index of the name's Python string in a list shared by the scope family, and
+//! `get` hands that same string object back, so a hit allocates nothing.
 
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyList, PyString};
 
 use crate::cse::{CseVarId, TextCseTable};
 
-/// The Python string of each variable of a table family, indexed by `CseVarId` (the core
-/// numbers variables densely from 0 in creation order; only `put` creates them here).
-type Names = Arc<Mutex<Vec<Py<PyString>>>>;
-
-/// A CSE scope: expression text → variable name, with an optional parent scope that lookups
-/// fall through to. Drop-in for a chain of dicts: `get` walks child → parent, `put` (or
-/// `cache[key] = var`) writes the child only.
+/// A CSE scope: expression text → variable name, with an optional parent scope that `get`
+/// falls through to. The scope is its own `cache` mapping: item access, `in` and `len` see
+/// this scope's own entries (a dict of the scope), `get` the scope and its ancestors.
 #[pyclass(name = "CseScope", module = "tilefuse._native")]
 pub struct PyCseScope {
     table: TextCseTable,
-    names: Names,
+    /// The names `put` cached, by handle (the `CseVarId` the table holds for a key); shared by
+    /// the scope family. Appending and reading need no lock besides Python's own.
+    names: Py<PyList>,
     parent: Option<Py<PyCseScope>>,
 }
 
 impl PyCseScope {
-    fn name_of(&self, py: Python<'_>, v: CseVarId) -> Option<Py<PyString>> {
-        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        names.get(v.0 as usize).map(|n| n.clone_ref(py))
+    fn name_of<'py>(&self, py: Python<'py>, v: CseVarId) -> Option<Bound<'py, PyAny>> {
+        self.names.bind(py).get_item(v.0 as usize).ok()
     }
 
     fn put_var(&mut self, key: &str, var: &Bound<'_, PyString>) -> PyResult<()> {
-        let v = self.table.insert_named(key.to_owned(), var.to_str()?);
-        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        if v.0 as usize == names.len() {
-            names.push(var.clone().unbind());
-        }
+        let names = self.names.bind(var.py());
+        let handle = CseVarId(names.len() as u32);
+        names.append(var)?;
+        self.table.insert(key.to_owned(), handle);
         Ok(())
     }
 }
 
 #[pymethods]
 impl PyCseScope {
-    /// A new root scope, or (with `parent`) a child scope whose lookups fall through to `parent`.
+    /// A new root scope, or (with `parent`) a child scope whose `get` falls through to `parent`.
     #[new]
     #[pyo3(signature = (parent=None))]
-    fn new(parent: Option<Bound<'_, PyCseScope>>) -> Self {
+    fn new(py: Python<'_>, parent: Option<Bound<'_, PyCseScope>>) -> Self {
         match parent {
             None => PyCseScope {
                 table: TextCseTable::new(),
-                names: Arc::new(Mutex::new(Vec::new())),
+                names: PyList::empty(py).unbind(),
                 parent: None,
             },
             Some(p) => {
                 let (table, names) = {
                     let pb = p.borrow();
-                    (pb.table.scoped_copy(), Arc::clone(&pb.names))
+                    (pb.table.scoped_copy(), pb.names.clone_ref(py))
                 };
                 PyCseScope {
                     table,
@@ -72,7 +66,7 @@ impl PyCseScope {
     }
 
     /// The variable name cached for `key` in this scope or an enclosing one, else None.
-    fn get(&self, py: Python<'_>, key: &str) -> Option<Py<PyString>> {
+    fn get<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
         let v = self.table.lookup(key)?;
         self.name_of(py, v)
     }
@@ -88,65 +82,49 @@ impl PyCseScope {
         self.parent.as_ref().map(|p| p.clone_ref(py))
     }
 
-    /// This scope's own entries as a mapping view (`cache[key] = var` is `put`; reads and `in`
-    /// see this scope only, not its parents).
+    /// The scope itself, as the mapping of its own entries (`cache[key] = var` is `put`).
     #[getter]
-    fn cache(slf: Bound<'_, Self>) -> PyCseScopeCache {
-        PyCseScopeCache {
-            scope: slf.unbind(),
-        }
+    fn cache(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
     }
 
-    /// Whether `key` is cached in this scope or an enclosing one.
+    /// The variable cached for `key` in this scope itself (KeyError otherwise).
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.table
+            .lookup_local(key)
+            .and_then(|v| self.name_of(py, v))
+            .ok_or_else(|| PyKeyError::new_err(key.to_owned()))
+    }
+
+    /// `put(key, var)`.
+    fn __setitem__(&mut self, key: &str, var: &Bound<'_, PyString>) -> PyResult<()> {
+        self.put_var(key, var)
+    }
+
+    /// Whether this scope itself caches `key`.
     fn __contains__(&self, key: &str) -> bool {
-        self.table.contains(key)
+        self.table.lookup_local(key).is_some()
     }
 
-    /// Number of keys visible from this scope (its own and its parents').
+    /// Number of keys this scope itself caches.
     fn __len__(&self) -> usize {
-        self.table.len()
+        self.table.local_len()
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "CseScope(local={}, visible={}, child={})",
+            "CseScope({} entries, {} visible, {})",
             self.table.local_len(),
             self.table.len(),
-            self.parent.is_some()
+            if self.parent.is_some() {
+                "child"
+            } else {
+                "root"
+            }
         )
     }
 }
 
-/// `CseScope.cache`: a scope's own entries as a mutable mapping of str → str.
-#[pyclass(name = "CseScopeCache", module = "tilefuse._native")]
-pub struct PyCseScopeCache {
-    scope: Py<PyCseScope>,
-}
-
-#[pymethods]
-impl PyCseScopeCache {
-    fn __getitem__(&self, py: Python<'_>, key: &str) -> PyResult<Py<PyString>> {
-        let s = self.scope.borrow(py);
-        s.table
-            .lookup_local(key)
-            .and_then(|v| s.name_of(py, v))
-            .ok_or_else(|| PyKeyError::new_err(key.to_owned()))
-    }
-
-    fn __setitem__(&self, py: Python<'_>, key: &str, var: &Bound<'_, PyString>) -> PyResult<()> {
-        self.scope.borrow_mut(py).put_var(key, var)
-    }
-
-    fn __contains__(&self, py: Python<'_>, key: &str) -> bool {
-        self.scope.borrow(py).table.lookup_local(key).is_some()
-    }
-
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.scope.borrow(py).table.local_len()
-    }
-}
-
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyCseScope>()?;
-    m.add_class::<PyCseScopeCache>()
+    m.add_class::<PyCseScope>()
 }
