@@ -1,4 +1,4 @@
-//! The kernel-level common-subexpression table (Inductor's `CSE` / `CSEVariable`, inventory §1.3).
+//! The kernel-level common-subexpression table (Inductor's `CSE` / `CSEVariable`).
 //!
 //! Inductor keys its CSE cache by the *generated expression text*: every op renders a string such
 //! as `tl.load(in_ptr0 + (x0), xmask)` and looks it up in a dict. Here the key is structural: a

@@ -1,4 +1,4 @@
-//! The kernel CSE table (inventory §1.3 CSE rows, §2.11 item 10): structural keys, equal keys →
+//! The kernel CSE table: structural keys, equal keys →
 //! same variable, bounds tightening and use counts, clone / scoped-copy isolation, invalidate
 //! semantics, and the text-keyed table behaving the same.
 
