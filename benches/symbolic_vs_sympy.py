@@ -1,10 +1,13 @@
 """Side-by-side timing: tilefuse's native symbolic core vs torch's sympy path.
 
-Times the operations of ``../shared/reference/sympy_baseline.md`` (rows C, S, K, T, M, P, R) through
-``tilefuse.symbolic`` and through torch's own code — ``torch.utils._sympy.functions``
-(FloorDiv/ModularIndexing), ``torch._inductor.sizevars.SizeVarAllocator`` (simplify_with_ranges,
-statically_known_*, stride_vars, simplify_loops, ...), ``SIMDKernel._split_iteration_ranges`` and
-``IterationRangesRoot.construct_entries`` — in the same process, one after the other.
+Times the operations of ``../shared/reference/sympy_baseline.md`` that the product calls through
+the Python bindings (rows C, S, K, T, P) through ``tilefuse.symbolic`` and through torch's own
+code — ``torch.utils._sympy.functions`` (FloorDiv/ModularIndexing),
+``torch._inductor.sizevars.SizeVarAllocator`` (simplify_with_ranges, statically_known_*,
+stride_vars) and ``SIMDKernel._split_iteration_ranges`` — in the same process, one after the
+other. The baseline's M (sizevars misc, loop simplification) and R (range-tree entries) rows time
+core functions that have no Python binding (the product does not call them): the Rust criterion
+bench ``benches/symbolic.rs`` times them.
 
 Method ("fresh" column of the baseline): every repetition builds brand-new, uniquely named symbols
 (untimed; for torch, size symbols come from a fresh ShapeEnv as Dynamo makes them), then times one
@@ -30,7 +33,7 @@ from typing import Any, Callable
 
 import sympy
 import torch  # noqa: F401  (torch's sympy functions live under torch)
-from torch._inductor.codegen.simd import IterationRangesRoot, SIMDKernel
+from torch._inductor.codegen.simd import SIMDKernel
 from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.virtualized import V
 from torch._dynamo.source import ConstantSource
@@ -60,16 +63,6 @@ class TorchCtx:
 class _FakeGraph:
     def __init__(self, sizevars):
         self.sizevars = sizevars
-
-
-class _FakeKernel:
-    """What IterationRangesRoot needs of its kernel."""
-
-    def __init__(self):
-        import itertools
-
-        self.iter_vars_count = itertools.count()
-        self.range_tree_nodes: dict = {}
 
 
 class TfCtx:
@@ -187,13 +180,6 @@ SPLIT = {
     "P8": (lambda s: [s[0], s[1] * s[2]], lambda s: [[s[0], s[1], s[2]]]),
 }
 
-CONSTRUCT_ENTRIES = {
-    "R1": (lambda s: 4096, lambda s: [64, 64]),
-    "R2": (lambda s: 32768, lambda s: [32, 32, 32]),
-    "R3": (lambda s: 98304, lambda s: [32, 48, 64]),
-    "R4": (lambda s: s[0] * s[1], lambda s: [s[0], s[1]]),
-}
-
 
 def _tf_int(v):
     return ts.Integer(v)
@@ -278,49 +264,6 @@ def build_rows() -> list[Row]:
 
         rows.append(Row(rid, "stride_vars", tfn, ffn))
 
-    def m1_t(k):
-        c = TorchCtx(k)
-        e = _mi(_mi(c.x[0], 1, 4096), 1, 64)
-        return lambda: c.sizevars.combine_modular_indexing_pairs(e)
-
-    def m1_f(k):
-        c = TfCtx(k)
-        e = ts.ModularIndexing(ts.ModularIndexing(c.x[0], 1, 4096), 1, 64)
-        return lambda: ts.combine_modular_indexing_pairs(e)
-
-    rows.append(Row("M1", "combine_modular_indexing_pairs", m1_t, m1_f))
-
-    def m2_t(k):
-        c = TorchCtx(k)
-        e = 128 * c.x[1] + _fd(c.x[0], 2)
-        return lambda: c.sizevars.expand_floor_div(e)
-
-    def m2_f(k):
-        c = TfCtx(k)
-        e = 128 * c.x[1] + ts.FloorDiv(c.x[0], 2)
-        return lambda: ts.expand_floor_div(e)
-
-    rows.append(Row("M2", "expand_floor_div", m2_t, m2_f))
-
-    LOOPS = {
-        "M5": (lambda x, s: [8, 64, 64], lambda x, s: [4096 * x[0] + 64 * x[1] + x[2]]),
-        "M6": (lambda x, s: [8, 64, 64], lambda x, s: [4096 * x[0] + 64 * x[1] + x[2], 4096 * x[0] + x[1] + 64 * x[2]]),
-        "M7": (lambda x, s: [s[0], s[1], 64], lambda x, s: [64 * s[1] * x[0] + 64 * x[1] + x[2]]),
-    }
-    for rid, (sz, fm) in LOOPS.items():
-
-        def tfn(k, sz=sz, fm=fm):
-            c = TorchCtx(k)
-            v, a, b = c.x[:3], sz(c.x, c.s), fm(c.x, c.s)
-            return lambda: c.sizevars._simplify_loops(v, a, b)
-
-        def ffn(k, sz=sz, fm=fm):
-            c = TfCtx(k)
-            v, a, b = c.x[:3], sz(c.x, c.s), fm(c.x, c.s)
-            return lambda: ts.simplify_loops(v, a, b)
-
-        rows.append(Row(rid, "simplify_loops", tfn, ffn))
-
     for rid, (g, ln) in SPLIT.items():
 
         def tfn(k, g=g, ln=ln):
@@ -338,27 +281,6 @@ def build_rows() -> list[Row]:
 
         rows.append(Row(rid, "split_iteration_ranges", tfn, ffn))
 
-    for rid, (nf, lf) in CONSTRUCT_ENTRIES.items():
-
-        def tfn(k, nf=nf, lf=lf):
-            c = TorchCtx(k)
-            V.set_graph_handler(_FakeGraph(c.sizevars))
-            V.set_kernel_handler(_FakeKernel())
-            numel = sympy.sympify(nf(c.s))
-            root = IterationRangesRoot(
-                "xindex", numel, "x", 0, V.kernel, is_loop=False, tensor_dim=0, grid_dim=0, has_zdim=False
-            )
-            lengths = [sympy.sympify(v) for v in lf(c.s)]
-            return lambda: root.construct_entries(lengths)
-
-        def ffn(k, nf=nf, lf=lf):
-            c = TfCtx(k)
-            trees = ts.RangeTrees()
-            root = trees.add_root("x", nf(c.s))
-            lengths = lf(c.s)
-            return lambda: trees.construct_entries(root, lengths)
-
-        rows.append(Row(rid, "construct_entries", tfn, ffn))
     return rows
 
 

@@ -440,24 +440,6 @@ def test_stride_vars_baseline(rid):
     assert ts.offset_var(build(TF), xs) == 0
 
 
-def test_sizevars_misc_baseline():
-    n = TF
-    # M1, M2
-    assert ts.combine_modular_indexing_pairs(n.MI(n.MI(n.x0, 1, 4096), 1, 64)) == n.MI(n.x0, 1, 64)
-    assert ts.expand_floor_div(128 * n.x1 + n.FD(n.x0, 2)) == (n.x0 + 256 * n.x1, 2)
-    assert ts.expand_floor_div(n.x0 + 1) is None
-    # M5 - M7: simplify_loops, unpacked as Inductor's (sizes, reindex, prune)
-    xs = [n.x0, n.x1, n.x2]
-    sizes, reindex, prune = ts.simplify_loops(xs, [8, 64, 64], [4096 * n.x0 + 64 * n.x1 + n.x2])
-    assert sizes == [32768] and reindex([n.x0]) == [0, 0, n.x0] and prune(["a", "b", "c"]) == ["c"]
-    r = ts.simplify_loops(xs, [8, 64, 64], [4096 * n.x0 + 64 * n.x1 + n.x2, 4096 * n.x0 + n.x1 + 64 * n.x2])
-    assert r.new_sizes == [8, 64, 64] and r.reindex(xs) == xs
-    r = ts.simplify_loops(xs, [n.s0, n.s1, 64], [64 * n.s1 * n.x0 + 64 * n.x1 + n.x2])
-    assert r.new_sizes == [64 * n.s0 * n.s1] and r.reindex([n.x0]) == [0, 0, n.x0]
-    assert r.old_index_exprs([n.x0])[2] == n.MI(n.x0, 1, 64)
-    assert "LoopSimplification(new_sizes=[64*s0*s1]" in repr(r)
-
-
 P_ROWS = {
     "P1": (lambda n: [4096, 1], lambda n: [[64, 64], []], "[[64, 64], []]", "[[v0, v1], []]"),
     "P2": (lambda n: [8192 * 8192, 1], lambda n: [[8192, 8192], []], "[[8192, 8192], []]", "[[v0, v1], []]"),
@@ -476,7 +458,6 @@ def test_split_iteration_ranges_baseline(rid):
     res = ts.split_iteration_ranges(gb(TF), lb(TF))
     new_ranges, getters = res
     assert str(new_ranges) == want_ranges and str(getters) == want_getters, repr(res)
-    assert ts.is_compatible(gb(TF), lb(TF))
     # the getters cover every point of the node exactly once (static rows, small enough)
     flat = [r for grp in new_ranges for r in grp]
     if all(isinstance(r, ts.Expr) and r.is_integer for r in flat) and len(flat) <= 3:
@@ -484,40 +465,9 @@ def test_split_iteration_ranges_baseline(rid):
         assert res.apply(vs) == getters
 
 
-def test_split_errors_and_compatibility():
-    n = TF
+def test_split_errors():
     with pytest.raises(ts.CantSplit, match="not statically a multiple"):
         ts.split_iteration_ranges([64, 1], [[3], []])
     with pytest.raises(ts.CantSplit, match="do not cover"):
         ts.split_iteration_ranges([64, 1], [[8], []])
-    assert not ts.is_compatible([64, 1], [[8], []])
-    assert not ts.is_compatible([n.s0, 1], [[n.s1], []])
-    assert ts.prepare_split_iteration_lengths([64, 8], [[64], []], 8) == [[64], [8]]
     assert isinstance(ts.CantSplit("x"), Exception)
-
-
-def test_range_trees_construct_and_map():
-    n = TF
-    t = ts.RangeTrees({"x": 4096})
-    x1, x0 = t.construct_entries("x", [64, 64])
-    info = t.entry(x0)
-    assert info["length"] == 64 and info["divisor"] == 1 and info["prefix"] == "x"
-    assert t.entry(x1)["expr"] == ts.FloorDiv(ts.sym("xindex"), 64)
-    assert t.var_ranges() == {x0: 64, x1: 64}
-    assert t.root("xindex")["numel"] == 4096 and t.root("x")["entries"] == [x0, x1]
-    assert t.entry(n.a) is None
-    # P4's full path: node vars in range-tree symbols
-    t = ts.RangeTrees.from_tiling([32, 1024], [1])
-    assert t.prefixes == ["y", "x", "r0_"]
-    assert str(t.split_and_set_ranges([[1024, 32], []])) == "[[x2 + 32*y0, x1], []]"
-    with pytest.raises(ValueError, match="prefix"):
-        t.lookup("w", 1, 4)
-    with pytest.raises(ValueError, match="no 'z'"):
-        t.lookup("z", 1, 4)
-    # roots can be added one by one before entries exist
-    t = ts.RangeTrees()
-    assert t.add_root("x", n.s0 * n.s1) == "x"
-    v = t.construct_entries("x", [n.s0, n.s1])
-    assert [str(e) for e in v] == ["x1", "x0"]
-    with pytest.raises(ValueError, match="before any entry"):
-        t.add_root("r0_", 8)

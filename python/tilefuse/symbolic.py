@@ -48,22 +48,21 @@ as Inductor's ``var_ranges``. Other symbols keep their assumed ranges.
 * ``statically_known_{equals,leq,lt,gt,geq,multiple_of}`` return True only with a proof; False
   means "not proven" (sound, incomplete), as Inductor's, but decided without a ShapeEnv: sizes
   are only known to be ``>= 1`` (Dynamo's backed sizes are ``>= 2``).
-* :func:`stride_vars`, :func:`offset_var`, :func:`join_dimensions`,
-  :func:`expand_floor_div` (``(numerator, denominator)`` or ``None`` where Inductor returns
-  False), :func:`combine_modular_indexing_pairs`, :func:`simplify_loops` (a
-  :class:`LoopSimplification` that unpacks as Inductor's ``(new_sizes, reindex, prune)``).
+* :func:`stride_vars` (the stride of each variable: a finite difference at 0) and
+  :func:`offset_var` (the index with the variables set to 0).
 * :func:`split_iteration_ranges(groups, lengths) <split_iteration_ranges>` (Inductor's
   ``SIMDKernel._split_iteration_ranges``) returns a :class:`SplitResult` that unpacks as
   ``(new_ranges, getters)``: ``new_ranges[g]`` lists the node's new loop sizes in kernel group
   ``g``; ``getters[k]`` gives each variable of node length group ``k`` as an Expr over the flat
   new variables ``v0, v1, ...`` (``SplitResult.apply(symbols)`` substitutes actual symbols).
   Raises :class:`CantSplit` when a size cannot be mapped (including a node that covers fewer
-  elements than the kernel, which Inductor asserts on). :func:`is_compatible` answers the same
-  question as a bool.
-* :class:`RangeTrees`: a kernel's range trees (``IterationRangesRoot``/``Entry``): ``lookup``,
-  ``construct_entries``, ``vars_and_sizes``, ``set_ranges``, ``map_kernel_groups_to_node_sizes``,
-  ``split_and_set_ranges``, ``combine_contiguous_dims``, ... Roots are named by prefix (``"x"``,
-  ``"r0_"``), entries by their symbols (``x0``, ``r0_1``).
+  elements than the kernel, which Inductor asserts on).
+
+The native core also implements Inductor's loop simplification (``_simplify_loops``),
+``expand_floor_div``, ``combine_modular_indexing_pairs``, ``is_compatible`` and the range trees
+(``IterationRangesRoot``/``Entry``), tested in ``rust/tests``; they are not bound to Python
+because the product does not call them (kernels index through the flat ``xindex``/``rindex``
+digits of ``tilefuse.ir.nodes.digits``; see ``docs/backend.md``).
 
 Sympy appears only at the boundary (Dynamo's symbolic sizes in, guards out): :func:`from_sympy`
 and :func:`to_sympy` convert, in pure Python, and import torch/sympy only when called.
@@ -81,24 +80,16 @@ from tilefuse._native import (
     Expr,
     FloorDiv,
     Integer,
-    LoopSimplification,
     Max,
     Min,
     Mod,
     ModularIndexing,
     Mul,
     Pow,
-    RangeTrees,
     SplitResult,
     bound,
-    combine_modular_indexing_pairs,
-    expand_floor_div,
-    is_compatible,
-    join_dimensions,
     offset_var,
     pexpr,
-    prepare_split_iteration_lengths,
-    simplify_loops,
     simplify_with_ranges,
     split_iteration_ranges,
     statically_known_equals,
@@ -142,19 +133,11 @@ __all__ = [
     "statically_known_geq",
     "statically_known_gt",
     "statically_known_multiple_of",
-    "join_dimensions",
-    "expand_floor_div",
-    "combine_modular_indexing_pairs",
     "stride_vars",
     "offset_var",
-    "simplify_loops",
-    "LoopSimplification",
-    # iteration-range splitting and range trees
+    # iteration-range splitting
     "split_iteration_ranges",
-    "prepare_split_iteration_lengths",
-    "is_compatible",
     "SplitResult",
-    "RangeTrees",
 ]
 
 

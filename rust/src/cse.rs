@@ -1,11 +1,12 @@
-//! The kernel-level common-subexpression table (Inductor's `CSE` / `CSEVariable`, inventory §1.3).
+//! The kernel-level common-subexpression table (Inductor's `CSE` / `CSEVariable`).
 //!
 //! Inductor keys its CSE cache by the *generated expression text*: every op renders a string such
 //! as `tl.load(in_ptr0 + (x0), xmask)` and looks it up in a dict. Here the key is structural: a
 //! [`CseKey`] is built from an op name, the op's arguments (CSE variable ids, integers, interned
 //! index expressions, names) and a dtype tag, and carries a precomputed FxHash, so building and
-//! comparing keys never renders text. [`TextCseTable`] is the same table keyed by text, kept for
-//! benchmarking the two against each other.
+//! comparing keys never renders text. [`TextCseTable`] is the same table keyed by text: the
+//! Python binding (`tilefuse._native.CseScope`) uses it, since the codegen's keys are the rendered
+//! expression text.
 //!
 //! Semantics follow Inductor's `CSE` class:
 //! * variables are named `{name_prefix}{n}` (`tmp0`, `tmp1`, …) from a counter shared by every
@@ -287,9 +288,19 @@ where
     }
 }
 
+/// Capacity a layer's map takes at its first insert.
+const LAYER_INITIAL_CAPACITY: usize = 32;
+
 fn layer_insert<K: Eq + Hash>(layers: &mut [Layer<K>], at: usize, key: K, v: CseVarId) {
     let l = &mut layers[at];
-    l.removed.remove(&key);
+    if !l.removed.is_empty() {
+        l.removed.remove(&key);
+    }
+    if l.map.capacity() == 0 {
+        // a kernel scope caches tens of keys: skip the first few doublings (each rehashes
+        // every key)
+        l.map.reserve(LAYER_INITIAL_CAPACITY);
+    }
     l.map.insert(key, v);
 }
 
@@ -348,8 +359,7 @@ pub struct CseTable<K = CseKey> {
 }
 
 /// The text-keyed equivalent of [`CseTable`]: the key is the generated expression text, exactly
-/// as Inductor's `CSE._cache` (same semantics otherwise). Kept for benchmarks and for callers that
-/// only have text.
+/// as Inductor's `CSE._cache` (same semantics otherwise), for callers that only have text.
 pub type TextCseTable = CseTable<String>;
 
 impl<K: Eq + Hash + Clone> Default for CseTable<K> {
@@ -457,11 +467,29 @@ impl<K: Eq + Hash + Clone> CseTable<K> {
         self.lookup(key).is_some()
     }
 
-    /// Cache `var` under `key` (Inductor's `put`); replaces an earlier entry.
+    /// Cache `var` under `key` (Inductor's `put`); replaces an earlier entry. Only the lookups
+    /// read `var` back: a caller that keeps its variables' data itself may cache handles of its
+    /// own numbering (the Python binding caches indices into its list of variable names), as long
+    /// as it does not mix them with this table's variables (`newvar`, `generate`, ...).
     pub fn insert(&mut self, key: K, var: CseVarId) {
         let mut s = self.lock();
         let at = self.cache;
         layer_insert(&mut s.caches, at, key, var);
+    }
+
+    /// The variable cached for `key` in this table's own layer only (a scoped copy's entries, not
+    /// its parent's); `None` also for a key this layer removed.
+    pub fn lookup_local<Q>(&self, key: &Q) -> Option<CseVarId>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.lock().caches[self.cache].map.get(key).copied()
+    }
+
+    /// Number of keys cached in this table's own layer.
+    pub fn local_len(&self) -> usize {
+        self.lock().caches[self.cache].map.len()
     }
 
     /// [`CseTable::generate`] with unknown bounds and no dtype: `(var, true)` for a new variable,

@@ -1,6 +1,6 @@
 //! Errors of the symbolic core. Every fallible operation returns `Result<_, SymError>`; nothing in
 //! the core panics on bad input. The Python bindings map each variant to the Python exception a
-//! user expects (see `py.rs`).
+//! user expects (see `py/mod.rs`).
 
 use std::fmt;
 

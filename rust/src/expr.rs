@@ -17,7 +17,7 @@
 //! non-negativity preconditions.
 //!
 //! The smart constructors (`floordiv`, `modular_indexing`, ...) apply the rewriting rules of
-//! Inductor's modern `torch.utils._sympy.functions` (inventory §2.3), each in its own function in
+//! Inductor's modern `torch.utils._sympy.functions`, each in its own function in
 //! `rules.rs` with its precondition.
 
 use std::cmp::Ordering;

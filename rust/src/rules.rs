@@ -1,13 +1,13 @@
 //! Construction rules of FloorDiv, ModularIndexing, CleanDiv, CeilDiv, Mod, Min and Max.
 //!
-//! These follow the modern semantics of `torch.utils._sympy.functions` (inventory §2.3: FD‑0…FD‑7,
-//! MI‑1…MI‑5, CE‑1), with two deliberate, sound differences:
+//! These follow the modern semantics of `torch.utils._sympy.functions` (FD‑0…FD‑7, MI‑1…MI‑5,
+//! CE‑1), with two deliberate, sound differences:
 //! * a term split off a division's base (FD‑6, MI‑4) is only split when the *surviving* base is
 //!   provably non-negative from its symbols' assumptions. Floor semantics would allow more, but a
 //!   non-negative surviving base is what lets the Triton printer emit plain truncating `//` and `%`
 //!   (the upstream bug class behind Triton issue 619);
 //! * the exact-term split also works for a positive *monomial* divisor (`(x + s1*y) // s1 →
-//!   y + x // s1`), the 2022 seed's ID‑5, which is sound for a positive divisor.
+//!   y + x // s1`), as Inductor's earlier FloorDiv did (ID‑5); sound for a positive divisor.
 //!
 //! Each rule is a function `rule_*` returning `Ok(Some(result))` when it fires; the public
 //! constructors try them in order. Rules re-enter the constructors on their results, so the output
@@ -322,7 +322,7 @@ pub fn rule_mi_gcd(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Expr>> {
 
 /// MI‑4: drop the terms of a that are multiples of b·c (they change `a // b` by multiples of c).
 /// Preconditions: b·c is a single positive term; at least one term is dropped; the surviving
-/// base is provably non-negative (generalizes the seed's "no syntactically negative term" guard).
+/// base is provably non-negative (generalizes Inductor's "no syntactically negative term" guard).
 pub fn rule_mi_drop_multiples(a: Expr, b: Expr, c: Expr) -> SymResult<Option<Expr>> {
     if !matches!(a.node(), Node::Add { .. }) {
         return Ok(None);

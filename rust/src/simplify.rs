@@ -1,7 +1,7 @@
 //! Range-aware simplification, value bounds, static queries, stride extraction and loop merging.
 //!
 //! This is the Rust counterpart of the parts of Inductor's `SizeVarAllocator` that the SIMD/Triton
-//! code generator calls (inventory §2.4–§2.6):
+//! code generator calls:
 //!
 //! * [`bound`]: the value interval of an expression when some index variables are known to range
 //!   over `0..length`;

@@ -5,18 +5,18 @@
 //! the node can be generated its sizes must be re-expressed as digits of the kernel's groups: a
 //! node size may fill part of a group, or straddle the boundary between two consecutive groups.
 //! This module follows Inductor's `SIMDKernel._split_iteration_ranges`,
-//! `prepare_split_iteration_lengths` and `is_compatible` (inventory §2.6 SPLIT / PREP), with two
-//! deliberate fixes of the seed's behaviour:
+//! `prepare_split_iteration_lengths` and `is_compatible`, with two deliberate differences from
+//! Inductor:
 //!
 //! * a size that is left over once every group is exhausted is an error (`CantSplit`) instead of
-//!   being silently dropped (seed bug (b));
+//!   being silently dropped;
 //! * the final "every group fully consumed" check is a `CantSplit` error, not an assertion, so
 //!   `is_compatible` answers `false` for a node that covers fewer elements than the kernel.
 //!
 //! It also includes one later upstream extension: in a `z, y, x` pointwise tiling (groups
 //! `[z, y, x, 1]`) a single node size may span three groups (needed to fuse a batched-matmul-shaped
 //! kernel with a flat pointwise node; baseline row P5). Everywhere else a size spans at most two
-//! groups, as in the seed.
+//! groups, as in Inductor.
 //!
 //! Symbolic sizes are handled through `statically_known_*` queries: a size is only split or
 //! placed when the needed relation (greater-than, divisibility, equality with 1) is provable.
@@ -136,7 +136,7 @@ fn fmt_list(v: &[Expr]) -> String {
 }
 
 /// Re-split a node's loop sizes onto a kernel's tiling groups (Inductor's
-/// `SIMDKernel._split_iteration_ranges`, inventory §2.6 SPLIT).
+/// `SIMDKernel._split_iteration_ranges`).
 ///
 /// `groups` are the kernel's per-group element counts (e.g. `[xnumel, r0_numel]`), `lengths` the
 /// node's sizes per length group (e.g. `[pointwise sizes, reduction sizes]`). Node sizes are
@@ -151,19 +151,19 @@ fn fmt_list(v: &[Expr]) -> String {
 ///   — a `z, y, x` pointwise tiling, upstream's later "bmm then pointwise" extension — a size
 ///   statically larger than the remaining counts `r1·r2` of the current and next group spans
 ///   three groups (it must be a multiple of `r1·r2`; digits `r1`, `r2`, `size // (r1·r2)`); in
-///   every other tiling a size spans at most two consecutive groups, as in the seed;
+///   every other tiling a size spans at most two consecutive groups, as in Inductor;
 /// * otherwise the size becomes the next digit of the current group, which must be statically
 ///   divisible by it.
 ///
-/// Special case (as the seed): when every length group is empty, the result is one empty range per
+/// Special case (as Inductor): when every length group is empty, the result is one empty range per
 /// group and one empty getter list per length group, with no coverage check.
 ///
 /// Errors (`SymError::CantSplit`, message naming the size and the remaining groups):
 /// * a group's remaining count is not statically a multiple of the size placed in it (this
 ///   includes a symbolic size whose relation to the remaining count is unknown);
 /// * a size larger than the remaining count is not a multiple of it;
-/// * a size is left over after every group is exhausted (the seed silently dropped it);
-/// * some group is not fully consumed at the end (the seed asserted).
+/// * a size is left over after every group is exhausted (Inductor silently drops it);
+/// * some group is not fully consumed at the end (Inductor asserts).
 ///
 /// Other errors (`Overflow`) come from building the expressions.
 pub fn split_iteration_ranges(groups: &[Expr], lengths: &[Vec<Expr>]) -> SymResult<SplitResult> {
@@ -300,7 +300,7 @@ fn product(items: &[Expr]) -> Option<Expr> {
 }
 
 /// Fill in the reduction size of a node that runs outside the reduction loop (Inductor's
-/// `prepare_split_iteration_lengths`, inventory §2.6 PREP).
+/// `prepare_split_iteration_lengths`).
 ///
 /// When the node has no reduction sizes (`lengths[1]` empty), `reduction_numel` is statically
 /// not 1, and `Π groups == Π lengths[0] · reduction_numel` statically, returns
@@ -328,7 +328,7 @@ pub fn prepare_split_iteration_lengths(
 
 /// Whether a node with `lengths` can be generated inside a kernel tiled as `groups` (Inductor's
 /// `SIMDKernel.is_compatible`): [`prepare_split_iteration_lengths`] followed by
-/// [`split_iteration_ranges`] succeeding. `reduction_numel` defaults to 1. Unlike the seed, a node
+/// [`split_iteration_ranges`] succeeding. `reduction_numel` defaults to 1. Unlike Inductor, a node
 /// covering fewer elements than the kernel answers `false` instead of raising an assertion, and any
 /// other error (overflow) also answers `false`.
 pub fn is_compatible(

@@ -4,14 +4,21 @@
 //! `xindex`, `r0_index`, `r1_index`). Each such dimension is a *root*; the loop variables the fused
 //! nodes use are mixed-radix digits of a root, `(root // divisor) % length`, called *entries* and
 //! named `x0`, `x1`, `r0_2`, … with one counter shared by every root of the kernel. This module is
-//! Inductor's `IterationRangesRoot` / `IterationRangesEntry` (inventory §1.1, §2.6 RT‑lookup,
-//! RT‑construct, RT‑vars_and_sizes) together with the kernel-level operations that work on them:
+//! Inductor's `IterationRangesRoot` / `IterationRangesEntry` (`lookup`, `construct_entries`,
+//! `vars_and_sizes`) together with the kernel-level operations that work on them:
 //! `set_ranges`, `map_kernel_groups_to_node_sizes` (MAP), `combine_contiguous_dims` (CCD) and
 //! `combine_modular_indexing_pairs` (CMPK).
 //!
 //! The data layout is flat: a [`RangeTrees`] owns every root and every entry in two vectors and
 //! hands out indices ([`RootId`], [`EntryId`]); entries know their root by index. There are no
-//! reference cycles, so the whole structure moves into a Python object as one value.
+//! reference cycles, so the whole structure is one value that moves and drops as a unit.
+//!
+//! Range trees have no Python binding. tilefuse's codegen creates no per-digit entry variables:
+//! a node's loop variables are the row-major digits of the kernel's flat `xindex` / `rindex`
+//! (`tilefuse.ir.nodes.digits`), simplified with `simplify_with_ranges`, and a 2-D tile maps them
+//! with `split_iteration_ranges`; the index text then prints the `//` and `%` inline, CSE'd by
+//! the kernel's CSE scope. Emitting entries (`x0 = xindex % 64` lines) would change every
+//! generated kernel, so this module stays core-only until a codegen adopts entries.
 
 use rustc_hash::FxHashMap;
 
@@ -415,7 +422,7 @@ impl RangeTrees {
     // ----------------------------------------------------------------------------- RT-lookup
 
     /// The entry for digit `(root // divisor) % length`, created if needed (Inductor's
-    /// `IterationRangesRoot.lookup`, §2.6 RT‑lookup). Its expression is `FloorDiv(root, divisor)`
+    /// `IterationRangesRoot.lookup`). Its expression is `FloorDiv(root, divisor)`
     /// when `divisor·length == numel` is statically known, else
     /// `ModularIndexing(root, divisor, length)`. Entries are memoized per expression, so two
     /// lookups giving the same expression return the same entry. A new entry is named
@@ -459,7 +466,7 @@ impl RangeTrees {
 
     /// Mixed-radix digits of a root for `lengths` (outermost first): digit i is
     /// `lookup(Π_{j>i} lengths[j], lengths[i])`, created innermost first (Inductor's
-    /// `construct_entries`, §2.6 RT‑construct). When `Π lengths == numel`, for every root value in
+    /// `construct_entries`). When `Π lengths == numel`, for every root value in
     /// `[0, numel)`: `root = Σ_i digit_i · Π_{j>i} lengths[j]` with `digit_i ∈ [0, lengths[i])`.
     ///
     /// Errors: as [`RangeTrees::lookup`].
@@ -486,7 +493,7 @@ impl RangeTrees {
     // ----------------------------------------------------------------------------- RT-vars_and_sizes
 
     /// The chain of digits of `root` that `index` uses, with filler digits for the gaps (Inductor's
-    /// `vars_and_sizes`, §2.6 RT‑vars_and_sizes). The entries of this root free in `index` are
+    /// `vars_and_sizes`). The entries of this root free in `index` are
     /// sorted by (divisor hint, length ≠ 1); walking upward from divisor 1, a filler entry
     /// `lookup(d, divisor // d)` is inserted wherever the next divisor is not statically the
     /// running one, and a last filler tops the chain up to `numel`. Returns `(vars, sizes)`
@@ -567,7 +574,7 @@ impl RangeTrees {
     }
 
     /// Express a node's loop variables in this kernel's range-tree symbols (Inductor's
-    /// `map_kernel_groups_to_node_sizes`, §2.6 MAP). When there are as many length lists as
+    /// `map_kernel_groups_to_node_sizes`). When there are as many length lists as
     /// groups and each multiplies to its group, the lengths are used as they are
     /// (`set_ranges(lengths)`). Otherwise the sizes are re-split onto the groups with
     /// [`split::split_iteration_ranges`], the new ranges are constructed on the roots, and the
@@ -621,7 +628,7 @@ impl RangeTrees {
     // ----------------------------------------------------------------------------- CCD / CMPK
 
     /// Merge adjacent digits of `root` that `index` accesses contiguously into one coarser digit
-    /// (Inductor's `combine_contiguous_dims`, §2.6 CCD). If `expand_floor_div(index)` gives
+    /// (Inductor's `combine_contiguous_dims`). If `expand_floor_div(index)` gives
     /// `(N, D)` the result is `FloorDiv(CCD'(N), D)`, else `CCD'(index)`, where CCD' leaves
     /// integers and symbols alone, takes `vars_and_sizes(index)`, and — when there are at least two
     /// sizes and `simplify_loops` (with the order-preserving formula) changes them — constructs the
@@ -659,8 +666,8 @@ impl RangeTrees {
         index.subs(&map)
     }
 
-    /// Kernel-level nested-ModularIndexing clean-up (Inductor's `combine_modular_indexing_pairs`,
-    /// §2.6 CMPK). Only acts when `index` is `ModularIndexing(x, d, m)` with `x` an entry symbol:
+    /// Kernel-level nested-ModularIndexing clean-up (Inductor's
+    /// `combine_modular_indexing_pairs`). Only acts when `index` is `ModularIndexing(x, d, m)` with `x` an entry symbol:
     /// `x` is replaced by its expression, the sizevars pair rule is applied, and the root symbol is
     /// replaced by the full-range entry `lookup(1, numel)` (always looked up, creating it if
     /// needed, as Inductor does). E.g. `MI(x_k, 1, m)` with `x_k = MI(xindex, 1, L)`, `L % m == 0`
@@ -712,8 +719,8 @@ impl RangeTrees {
 
     /// The index is broadcast along some root: the product of the lengths of that root's entries
     /// used in `index` is not (structurally) the root's numel. Indirect indices are never reported
-    /// as broadcast. Follows Inductor's `is_broadcasted` but accumulates per root, which fixes
-    /// seed bug (c) (it indexed the per-tree products by grid dimension).
+    /// as broadcast. Follows Inductor's `is_broadcasted` but accumulates the products per root
+    /// (Inductor indexes them by grid dimension, which mixes roots that share one).
     pub fn is_broadcasted(&self, index: &Expr) -> SymResult<bool> {
         if Self::is_indirect_indexing(index) {
             return Ok(false);

@@ -1,4 +1,4 @@
-//! The kernel CSE table (inventory §1.3 CSE rows, §2.11 item 10): structural keys, equal keys →
+//! The kernel CSE table: structural keys, equal keys →
 //! same variable, bounds tightening and use counts, clone / scoped-copy isolation, invalidate
 //! semantics, and the text-keyed table behaving the same.
 
@@ -232,6 +232,35 @@ fn text_table_same_semantics() {
     let s = t.scoped_copy();
     assert!(s.contains("tl.load(in_ptr0 + (x0), xmask)"));
     assert_eq!(t.var_name(a), "tmp0");
+}
+
+#[test]
+fn local_lookups_and_caller_handles() {
+    // a caller that numbers its own variables caches handles; lookups give them back, the local
+    // lookups see only the scoped copy's own layer
+    let mut root: TextCseTable = TextCseTable::new();
+    root.insert("a".to_string(), CseVarId(7));
+    let mut child = root.scoped_copy();
+    assert_eq!(child.lookup("a"), Some(CseVarId(7)));
+    assert_eq!(child.lookup_local("a"), None);
+    assert_eq!((child.local_len(), child.len()), (0, 1));
+    child.insert("a".to_string(), CseVarId(9));
+    child.insert("b".to_string(), CseVarId(9));
+    assert_eq!(child.lookup_local("a"), Some(CseVarId(9)));
+    assert_eq!(root.lookup("a"), Some(CseVarId(7)));
+    assert_eq!(root.lookup("b"), None);
+    assert_eq!(
+        (child.local_len(), child.len(), root.local_len()),
+        (2, 2, 1)
+    );
+    // writes to the parent after the copy are visible through it
+    root.insert("c".to_string(), CseVarId(1));
+    assert_eq!(child.lookup("c"), Some(CseVarId(1)));
+    for k in 0..100 {
+        root.insert(format!("k{k}"), CseVarId(k));
+    }
+    assert_eq!(child.lookup("k99"), Some(CseVarId(99)));
+    assert_eq!(root.local_len(), 102);
 }
 
 // ------------------------------------------------------------------------------ properties

@@ -1,7 +1,9 @@
-//! Iteration-range splitting (SPLIT / PREP / is_compatible) and range trees (RT-lookup,
-//! RT-construct, RT-vars_and_sizes, MAP, CCD, CMPK): the worked examples of inventory §2.6, the
-//! baseline rows P1–P8 and R1–R4 (sympy_baseline.md Part 3), and property tests of the invariants
-//! of §2.11 items 5 and 6.
+//! Iteration-range splitting (`split_iteration_ranges`, `prepare_split_iteration_lengths`,
+//! `is_compatible`) and range trees (`lookup`, `construct_entries`, `vars_and_sizes`,
+//! `map_kernel_groups_to_node_sizes`, `combine_contiguous_dims`, `combine_modular_indexing_pairs`):
+//! worked examples of Inductor's behaviour, the split rows P1–P8 and range-tree rows R1–R4 of the
+//! sympy baseline, and property tests (a split enumerates the node's iteration space in order,
+//! entries are mixed-radix digits of their root, the index rewrites preserve values).
 
 use proptest::prelude::*;
 use rustc_hash::FxHashMap;
@@ -86,17 +88,17 @@ fn split_worked_examples_table() {
     assert!(m.contains("size 6"), "{m}");
     let m = split_err(&[2, 3, 4], &[&[24], &[]]);
     assert!(m.contains("12"), "{m}");
-    // seed: AssertionError (remaining [1, 4]) — now CantSplit
+    // Inductor asserts here (remaining [1, 4]); the core raises CantSplit
     let m = split_err(&[6, 4], &[&[6], &[]]);
     assert!(m.contains("[1, 4]"), "{m}");
-    // seed: the reduction size 5 was silently dropped — now CantSplit naming it
+    // Inductor silently drops the reduction size 5; the core raises CantSplit naming it
     let m = split_err(&[6, 1], &[&[2, 3], &[5]]);
     assert!(m.contains("size 5") && m.contains("[1, 1]"), "{m}");
 }
 
 #[test]
 fn split_special_cases() {
-    // every length group empty: nothing to split, no coverage check (as the seed)
+    // every length group empty: nothing to split, no coverage check (as Inductor)
     let r = split_iteration_ranges(&ints(&[6, 4]), &nested(&[&[], &[]])).unwrap();
     assert_eq!(r.new_ranges, vec![Vec::<Expr>::new(), vec![]]);
     assert_eq!(r.getters, vec![Vec::<Expr>::new(), vec![]]);
@@ -155,7 +157,7 @@ fn prepare_and_is_compatible() {
         nested(&[&[512]])
     );
     assert!(is_compatible(&g, &nested(&[&[64], &[]]), Some(i(8))));
-    // the seed raised AssertionError here; now it is simply not compatible
+    // Inductor asserts here; the core answers "not compatible"
     assert!(!is_compatible(&g, &nested(&[&[64], &[]]), None));
     assert!(is_compatible(&g, &nested(&[&[512], &[]]), None));
     assert!(is_compatible(&g, &nested(&[&[8, 8], &[8]]), None));
@@ -674,7 +676,7 @@ enum RefGetter {
     Comb3(i64, i64, usize, usize, usize),
 }
 
-/// Integer emulation of the seed algorithm, with the two fixes (no silent drop, no assertion).
+/// Integer emulation of Inductor's algorithm, with the two differences (no silent drop, no assertion).
 type RefSplit = (Vec<Vec<i64>>, Vec<Vec<RefGetter>>);
 
 fn reference_split(groups: &[i64], lengths: &[Vec<i64>]) -> Option<RefSplit> {
