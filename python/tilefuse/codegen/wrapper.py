@@ -22,7 +22,7 @@ from .. import metrics
 from .. import symbolic as S
 from ..ir import nodes as ir
 from ..scheduler import KernelGroup, graph_output_names, item_reads
-from .triton import GeneratedKernel, TritonKernelCodegen, kernel_name
+from .triton_kernel import GeneratedKernel, TritonKernelCodegen, kernel_name
 
 aten = torch.ops.aten
 
