@@ -1128,7 +1128,7 @@ def test_a_first_call_waits_for_every_pending_batch_or_its_own(wait_all):
 def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_it():
     import random
 
-    from tilefuse.codegen.wrapper import _free_inputs_after_last_use
+    from tilefuse.codegen.memory_planning import free_inputs_after_last_use
 
     rng = random.Random(0)
     inputs = ["arg0", "arg1", "arg10", "arg2", "arg3"]
@@ -1138,7 +1138,7 @@ def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_i
             used = rng.sample(inputs, rng.randint(0, 3))
             body.append(f"buf{k} = kernel({', '.join(used + ['buf_x'])})")
         returned = ", ".join(rng.sample(inputs + ["buf0"], rng.randint(0, 2)))
-        out = _free_inputs_after_last_use(body, inputs, returned)
+        out = free_inputs_after_last_use(body, inputs, returned)
         assert [ln for ln in out if not ln.startswith("del ")] == body  # only dels added
         for name in inputs:
             dels = [k for k, ln in enumerate(out) if ln == f"del {name}"]

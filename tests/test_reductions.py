@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tilefuse import config, metrics
-from tilefuse.codegen.triton import OUTER_PERSISTENT_MAX, TritonKernelCodegen, next_pow2
+from tilefuse.codegen.triton import TritonKernelCodegen, next_pow2
 from tilefuse.ir import graph_context as G
 
 from _tf_testutil import DEVICE, GPU_MARKS, groups_of
@@ -274,7 +274,7 @@ def test_gpu_config_candidates(shape, dim):
             first = gk.configs[0]
             if cg.hint == "outer" and not cg.persistent:
                 assert first["XBLOCK"] >= min(32, next_pow2(g.numel))
-            if cg.hint == "outer" and g.rnumel > OUTER_PERSISTENT_MAX:
+            if cg.hint == "outer" and g.rnumel > config.OUTER_PERSISTENT_MAX:
                 assert not cg.persistent
 
 
@@ -354,12 +354,11 @@ def test_looped_inner_reductions_try_2048_element_chunks_with_4_warps_first():
 
 
 def test_looped_rows_of_a_language_models_vocabulary_also_try_4096_element_chunks():
-    """Rows of LONG_ROW_MIN (16384) elements or more swap the 1024-element candidate for 4096 (on
-    32000-wide rows 4096 / 4 warps beat 2048 and 1024 on the GPU: docs/benchmarks.md, kernel
-    studies); the candidate count stays four, so compiling ahead costs the same."""
-    from tilefuse.codegen.triton import LONG_ROW_MIN
-
-    for cols, second in ((32000, 4096), (LONG_ROW_MIN, 4096), (LONG_ROW_MIN - 1, 1024)):
+    """Rows of ``config.LONG_ROW_MIN`` (16384) elements or more swap the 1024-element candidate
+    for 4096 (faster for such rows on the GPU); the candidate count stays four, so compiling
+    ahead costs the same."""
+    long_row = config.LONG_ROW_MIN
+    for cols, second in ((32000, 4096), (long_row, 4096), (long_row - 1, 1024)):
         with config.patch(split_long_normalizers=False):
             gs, graph = groups_of(lambda a: torch.logsumexp(a, 1), torch.randn(64, cols))
         with G.set_graph(graph):
@@ -723,13 +722,12 @@ def test_any_all_of_uint8_are_uint8_as_eager():
 
 
 def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
-    """A 1-D pointwise kernel of at least ALU_HEAVY_POINTWISE_OPS arithmetic ops per element
-    (bias + exact GELU in bf16, with the polynomial erf) launches 2048 elements per program at 4
-    warps; a light one (SiLU x mul) keeps 1024 (GPU timings in docs/benchmarks.md, kernel
-    studies)."""
+    """A 1-D pointwise kernel of at least ``config.ALU_HEAVY_POINTWISE_OPS`` arithmetic ops per
+    element (bias + exact GELU in bf16, with the polynomial erf) launches 2048 elements per
+    program at 4 warps; a light one (SiLU x mul) keeps 1024 (the constant's comment says why)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from tilefuse.codegen.triton import ALU_HEAVY_POINTWISE_OPS, alu_ops
+    from tilefuse.codegen.heuristics import alu_ops
     from tilefuse.lowering import decompositions
 
     x, b = torch.randn(64, 256, dtype=torch.bfloat16), torch.randn(256, dtype=torch.bfloat16)
@@ -744,7 +742,7 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
             cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))
             gk = cg.generate()
         ops = alu_ops(gk.source.splitlines())
-        assert (ops >= ALU_HEAVY_POINTWISE_OPS) == heavy, ops
+        assert (ops >= config.ALU_HEAVY_POINTWISE_OPS) == heavy, ops
         assert gk.configs[0] == {"XBLOCK": 2048 if heavy else 1024, "num_warps": 4}, (ops, gk.configs)
     assert (
         alu_ops(

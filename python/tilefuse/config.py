@@ -16,7 +16,8 @@ Options:
         one block (persistent: the row is read from memory once and kept in registers, so a
         LayerNorm or softmax of 4096-wide rows is one pass); longer ones loop over RBLOCK chunks.
         Inductor's threshold is 1024; an H200 keeps a 4096-element row of a program in registers
-        without spilling. Outer reductions stay persistent only up to 64 (codegen/triton.py).
+        without spilling. Outer reductions stay persistent only up to ``OUTER_PERSISTENT_MAX``
+        (64).
     realize_reads_threshold (int, default 4) and realize_opcount_threshold (int, default 30): a
         lazily computed (pointwise) value with more than one consumer is realized into a buffer
         when it reads more buffers than the first or has more ops than the second; otherwise it
@@ -44,7 +45,7 @@ Options:
         extents) is static and at most this many elements launches with the heuristic's first
         config instead of being autotuned: at that size the launch, not the config, sets
         its time, and each candidate is one more compile and timing on the first call
-        (``TritonKernelCodegen.is_tiny``). 0: every such kernel is autotuned.
+        (``codegen.heuristics.is_tiny``). 0: every such kernel is autotuned.
     compile_workers (int, env TILEFUSE_COMPILE_WORKERS, default: the CPU cores this process may
         use): on the GPU, every kernel of a graph (every candidate config) is compiled right after
         the graph's module is loaded, by this many worker processes; 1 compiles them one after
@@ -275,6 +276,36 @@ AUTOTUNE_WARMUP_MS: float = _env_float("TILEFUSE_AUTOTUNE_WARMUP_MS", 1)
 AUTOTUNE_REP_MS: float = _env_float("TILEFUSE_AUTOTUNE_REP_MS", 4)
 FORKED_COMPILE_TIMEOUT_S: float = _env_float("TILEFUSE_FORKED_COMPILE_TIMEOUT_S", 300.0)
 WARMUP_SWITCH_INTERVAL_S: float = _env_float("TILEFUSE_WARMUP_SWITCH_INTERVAL_S", 2e-4)
+
+# --- codegen
+# Tunables of the Triton kernel generator's launch heuristics (``tilefuse.codegen.heuristics``)
+# and kernel naming. Module constants, not options: no environment variable, not accepted in
+# ``torch.compile``'s options; read at each use, so a test may patch them here.
+
+# An outer reduction (columns across rows) stays persistent only for rows up to this length: it
+# reads each row once per column block, so a short row lets many columns share a program, and a
+# longer one loops over row chunks with wide column blocks instead (``heuristics.is_persistent``).
+OUTER_PERSISTENT_MAX: int = 64
+# A looped inner reduction over rows at least this long, in a kernel that stores only per-row
+# results, tries 4096-element row chunks as its second candidate instead of 1024
+# (``heuristics.gpu_configs``): long rows with one maximum and one exp per element run faster
+# with more elements per program.
+LONG_ROW_MIN: int = 16384
+# A 1-D pointwise kernel with at least this many arithmetic ops per element (``heuristics.alu_ops``:
+# its ``tmpN = ...`` lines other than loads, constants and plain casts) is ALU-bound at 1024
+# elements per program, so its first config takes 2048 (16 per thread at 4 warps: more
+# independent work per thread). A bias + exact GELU with the polynomial erf (about 30 ops) runs
+# measurably faster at 2048 than at 1024 on an H200, and no faster at 4096; light kernels (SiLU x
+# mul, 6 ops) stay at 1024.
+ALU_HEAVY_POINTWISE_OPS: int = 24
+# 2-D tile configs (YBLOCK, XBLOCK, num_warps) of tiled pointwise kernels, the first the one
+# launched unless ``autotune_pointwise`` (``heuristics.configs``): of the tile shapes measured on
+# an H200 for a bf16 transpose-add and an NCHW -> NHWC copy these three were within 2% of the best
+# for both, the first within 1%; square 32x32 tiles were 10-40% slower.
+TILE_CONFIGS: tuple[tuple[int, int, int], ...] = ((64, 64, 4), (128, 64, 8), (64, 128, 8))
+# At most this many op names in a generated kernel's name (``codegen.triton_kernel.kernel_name``;
+# Inductor's ``kernel_name_max_ops`` is 10).
+KERNEL_NAME_MAX_OPS: int = 6
 
 _OPTIONS = (
     "fallback_on_error",

@@ -4,7 +4,9 @@ The module defines the graph's Triton kernels, one ``tilefuse.runtime.KernelLaun
 (grid, candidate configs, arguments updated in place) and ``call(args)``, which allocates buffers
 (``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
 ``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
-reuses its memory), and returns the graph's outputs.
+reuses its memory), and returns the graph's outputs. What is freed when, which storage a buffer
+takes over and which kernels are duplicates is decided by ``memory_planning.MemoryPlanner``; this
+module writes the lines.
 
 Symbolic sizes (dynamic shapes): ``call`` first computes each size symbol from the arguments
 (``s0 = arg0.size(0)``, ``graph.symbol_sources``); allocations, views, extern calls and kernel
@@ -21,8 +23,9 @@ import torch
 from .. import metrics
 from .. import symbolic as S
 from ..ir import nodes as ir
-from ..scheduler import KernelGroup, graph_output_names, item_reads
-from .triton import GeneratedKernel, TritonKernelCodegen, kernel_name
+from ..scheduler import KernelGroup, graph_output_names
+from .memory_planning import MemoryPlanner, free_inputs_after_last_use, kernel_dedup_key
+from .triton_kernel import GeneratedKernel, TritonKernelCodegen, kernel_name
 
 aten = torch.ops.aten
 
@@ -39,17 +42,6 @@ def _shape(xs) -> str:
     return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
 
-def _reuse_key(L: Any) -> tuple | None:
-    """(device, dtype, storage elements, size, stride) of a static layout, or None: buffers
-    with equal first three fields can share one storage."""
-    if not all(isinstance(v, int) for v in (*L.size, *L.stride)) or not isinstance(L.offset, int) or L.offset:
-        return None
-    if any(n == 0 for n in L.size):
-        return None
-    span = 1 + sum((n - 1) * st for n, st in zip(L.size, L.stride))
-    return (str(L.device), L.dtype, span, tuple(L.size), tuple(L.stride))
-
-
 def _ref(node: Any) -> str:
     """Python expression for an IR node that exists at runtime."""
     if isinstance(node, ir.ReinterpretView):
@@ -60,34 +52,6 @@ def _ref(node: Any) -> str:
     if isinstance(node, ir.Buffer):
         return node.name
     raise TypeError(f"no runtime reference for {type(node).__name__}")
-
-
-def _free_inputs_after_last_use(body: list[str], inputs: list[str], returned: str) -> list[str]:
-    """``body`` with ``del <input>`` after the last line that names each graph input (at the top
-    for one no line names), except inputs the return expression names. The call takes its inputs
-    in one list it clears (AOTAutograd's boxed convention), so these names hold the only
-    references the call has: a training step's backward receives the forward's saved activations
-    this way, and each is released as soon as the backward is done with it instead of at the
-    end of the call, as Inductor's wrapper does (``del primals_3``). Liveness is textual: the
-    body is straight-line code, and a line that makes another name refer to an input (``buf5 =
-    arg3``, a view of it) keeps the tensor alive through that name."""
-    if not inputs:
-        return body
-    word = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(inputs, key=len, reverse=True)) + r")\b")
-    kept = set(word.findall(returned))
-    last: dict[str, int] = {}
-    for k, ln in enumerate(body):
-        for name in word.findall(ln):
-            last[name] = k
-    after: dict[int, list[str]] = {}
-    for name in inputs:
-        if name not in kept:
-            after.setdefault(last.get(name, -1), []).append(name)
-    out = [f"del {n}" for n in after.get(-1, [])]
-    for k, ln in enumerate(body):
-        out.append(ln)
-        out += [f"del {n}" for n in after.get(k, [])]
-    return out
 
 
 def _same_layout(a: Any, b: Any) -> bool:
@@ -115,7 +79,9 @@ _OUT_VARIANTS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm",
 
 
 class WrapperCodegen:
-    """Builds the module source for a lowered, scheduled graph."""
+    """Builds the module source for a lowered, scheduled graph (``graph``: the GraphLowering,
+    ``items``: the scheduler's kernel groups and extern nodes in call order); ``generate()``
+    returns the source and its constants."""
 
     def __init__(self, graph, items: list[Any]):
         self.graph, self.items = graph, items
@@ -177,274 +143,149 @@ class WrapperCodegen:
         )
 
     def generate(self) -> tuple[str, dict[str, Any]]:
+        """The module source and its constants (module globals injected at load time)."""
         g = self.graph
-        # who reads what: decides which kernel outputs must be stored and when to free buffers
-        readers: dict[str, list[int]] = {}
-        for i, item in enumerate(self.items):
-            for r in item_reads(item):
-                readers.setdefault(r, []).append(i)
-        out_names = graph_output_names(g)
-
-        body: list[str] = []
-        kernel_src: list[str] = []
-        launchers: list[str] = []
-        unique: dict[tuple, GeneratedKernel] = {}
-        live: list[str] = []
-        last_use: dict[str, int] = {}
-        for name, rs in readers.items():
-            last_use[name] = max(rs)
-        # buffer reuse (Inductor's memory planning, simplified): a freed buffer's storage is taken
-        # by the next allocation of the same dtype and storage size instead of a new allocation.
-        # Only buffers this wrapper allocated, of static layout, read by generated kernels or
-        # extern kernels (mm, conv, attention: fresh results, never views of their inputs), so
-        # no live tensor can alias a storage that is handed on
-        pool: dict[tuple, list[str]] = {}
-        del_line: dict[str, int] = {}
-        reusable: dict[str, tuple] = {}
-
-        def safe_readers(name: str) -> bool:
-            for j in readers.get(name, ()):
-                it = self.items[j]
-                if not isinstance(it, KernelGroup) and (
-                    not isinstance(it.buf, ir.ExternKernel) or isinstance(it.buf, ir.FallbackKernel)
-                ):
-                    return False
-            return True
-
-        def allocate(name: str, L: Any) -> None:
-            key = _reuse_key(L)
-            free = pool.get(key[:3]) if key is not None else None
-            if free:
-                old = free.pop()
-                body[del_line.pop(old)] = ""
-                same = key[3:] == reusable[old][3:]
-                body.append(
-                    f"{name} = {old}"
-                    if same
-                    else f"{name} = reinterpret_tensor({old}, {_shape(L.size)}, {_shape(L.stride)}, 0)"
-                )
-                body.append(f"del {old}  # reused")
-            elif self.device.type == "cuda":
-                # torch's C entry point for a CUDA allocation on the current device (the call runs
-                # under the graph's device guard), as Inductor's wrapper: no Python argument
-                # parsing or dispatch (512 allocations per step of a 12-layer GPT training step)
-                body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
-            else:
-                body.append(
-                    f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, "
-                    f"dtype={L.dtype}, device=_device)"
-                )
-            if key is not None and name not in out_names and safe_readers(name):
-                reusable[name] = key
-
-        consumed: set[str] = set()  # buffers whose memory an in-place output took over
-
-        def inplace_candidates(item: KernelGroup, i: int) -> dict[str, str]:
-            """Output -> input pairs of a pointwise kernel that can share memory (Inductor's
-            in-place reuse, ``Scheduler.decide_inplace_update``): the input is a buffer this
-            wrapper allocated (``reusable``: static layout, read only by kernels), not a graph
-            output, read for the last time here and, in this kernel, only by that output's node,
-            at exactly the memory offset the output is stored at, with the same device, dtype and
-            storage size (the sizes may differ: a [8192, 8192] product under a [8, 1024, 8192]
-            GELU); the output is read by no other node of the kernel. Each
-            element is then loaded before the same lane stores over it, so the output needs no
-            memory of its own (an MLP's GELU stored over its matmul's result)."""
-            if item.rnumel != 1:
-                return {}
-            pairs: dict[str, str] = {}
-            readers_in = {n.name: n.read_names() for n in item.nodes}
-            for n in item.nodes:
-                if isinstance(n.buf, ir.MutationBuffer) or (n.name not in readers and n.name not in out_names):
-                    continue
-                key = _reuse_key(n.buf.layout) if n.buf.layout is not None else None
-                if key is None or any(n.name in r for m, r in readers_in.items() if m != n.name):
-                    continue
-                _, _, loads, stores = item.maps[n]
-                if len(stores) != 1:
-                    continue
-                for x, idx in loads:
-                    if (
-                        x in pairs.values()
-                        or x in consumed
-                        or x not in reusable
-                        or x in out_names
-                        or last_use.get(x) != i
-                        or reusable[x][:3] != key[:3]
-                        or x in readers_in
-                    ):
-                        continue
-                    if any(x in r for m, r in readers_in.items() if m != n.name):
-                        continue
-                    if all(j == stores[0][1] for y, j in loads if y == x):
-                        pairs[n.name] = x
-                        break
-            return pairs
-
+        self.plan = MemoryPlanner(self.items, graph_output_names(g))
+        self.body: list[str] = []
+        self.kernel_src: list[str] = []
+        self.launchers: list[str] = []
+        self.unique: dict[tuple, GeneratedKernel] = {}
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
-                keep = {n.name for n in item.nodes if n.name in out_names or n.name in readers}
-                cg = TritonKernelCodegen(item, "", self.device, keep, inplace_candidates(item, i))
-                cg.name = kname = kernel_name(item, len(self.kernels), cg.persistent)
-                gk = cg.generate()
-            if isinstance(item, KernelGroup) and not gk.arg_names:
-                pass  # every value it computed is unused (indices read only by an empty buffer)
-            elif isinstance(item, KernelGroup):
-                metrics.generated_kernel_count += 1
-                if not gk.mutated_args:
-                    # atomic-add targets and in-place outputs' inputs: updated in place, so
-                    # restored after each autotuning run
-                    targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
-                    targets |= set(gk.inplace.values())
-                    gk.mutated_args = [a for a in gk.arg_names if a in targets]
-                # identical kernels (the same layer repeated in a model) are defined, compiled and
-                # autotuned once: the key is the source with the kernel's name taken out, plus
-                # everything the launcher is built from
-                key = (
-                    gk.source.replace(f"def {kname}(", "def _(", 1),
-                    tuple(map(str, gk.grid_axes)),
-                    repr(gk.configs),
-                    tuple(i for i, a in enumerate(gk.arg_names) if a in set(gk.mutated_args)),
-                )
-                first = unique.get(key)
-                if first is None:
-                    unique[key] = gk
-                    self.kernels.append(gk)
-                    kernel_src.append(gk.source)
-                    launchers.append(self._launcher(gk))
-                else:
-                    metrics.reused_kernel_count += 1
-                    kname = first.name
-                for n in item.nodes:
-                    if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
-                        continue
-                    src = gk.inplace.get(n.name)
-                    if src is not None:
-                        # stored into the dying input's memory: the input's tensor is the output
-                        consumed.add(src)
-                        L = n.buf.layout
-                        own = _reuse_key(L)
-                        if own == reusable[src]:
-                            body.append(f"{n.name} = {src}  # in place")
-                        else:
-                            body.append(
-                                f"{n.name} = reinterpret_tensor({src}, {_shape(L.size)}, "
-                                f"{_shape(L.stride)}, 0)  # in place"
-                            )
-                        if n.name not in out_names and safe_readers(n.name):
-                            reusable[n.name] = own
-                    else:
-                        allocate(n.name, n.buf.layout)
-                    live.append(n.name)
-                body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
+                self._emit_kernel_group(item, i)
             else:
-                buf = item.buf
-                if isinstance(buf, ir.MultiOutput):
-                    path = "".join(f"[{p}]" for p in buf.path)
-                    body.append(f"{buf.name} = {buf.parent.name}{path}")
-                    if buf.name in readers or buf.name in out_names:
-                        # an unread output is not checked: aten may leave it empty where the meta
-                        # kernel gives it a shape (embedding_bag's offset2bag on the CPU)
-                        body.append(self._ensure_strides(buf))
-                elif isinstance(buf, ir.ExternKernel):
-                    if isinstance(buf, ir.FallbackKernel):
-                        metrics.fallback_kernel_count += 1
-                    elif not isinstance(buf, ir.RandomSeeds):
-                        metrics.extern_kernel_count += 1
-                    op = buf.op
-                    a = ", ".join(self._extern_arg(x, buf.inputs) for x in buf.args)
-                    kw = ", ".join(f"{k}={self._extern_arg(v, buf.inputs)}" for k, v in buf.kwargs.items())
-                    out_fn = _OUT_VARIANTS.get(op) if not isinstance(buf, ir.FallbackKernel) else None
-                    if (
-                        out_fn is not None
-                        and buf.layout is not None
-                        and _contiguous(buf.layout)
-                        and set(buf.kwargs) <= {"beta", "alpha"}
-                    ):
-                        allocate(buf.name, buf.layout)
-                        body.append(f"{out_fn}({a}{', ' if a and kw else ''}{kw}, out={buf.name})  # {op}")
-                    else:
-                        call = f"{self._const(op)}({a}{', ' if a and kw else ''}{kw})"
-                        body.append(f"{buf.name} = {call}  # {op}")
-                        if buf.layout is not None:
-                            body.append(self._ensure_strides(buf))
-                else:  # an empty ComputedBuffer: allocation only
-                    allocate(buf.name, buf.layout)
-                live.append(buf.name)
+                self._emit_extern_item(item)
             # free what is no longer needed (a reusable buffer's `del` is dropped if it is reused)
-            dead = [n for n in live if last_use.get(n, -1) <= i and n not in out_names]
-            for n in dead:
-                live.remove(n)
-                if n in reusable and n not in consumed:
-                    del_line[n] = len(body)
-                    pool.setdefault(reusable[n][:3], []).append(n)
-                body.append(f"del {n}")
-        body = [ln for ln in body if ln]
-
-        rets = []
-        for o in g.outputs:
-            if isinstance(o, ir.IRNode):
-                rets.append(_ref(o))
-            else:
-                rets.append(self._const(o))
-        body = _free_inputs_after_last_use(body, [n for n in g.graph_input_order if n], ", ".join(rets))
-        head = [
-            f"# tilefuse: generated module for graph {g.name}",
-            "import functools",
-            "import torch",
-            "import triton",
-            "import triton.language as tl",
-            "from triton.language.extra import libdevice  # noqa: F401",
-            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
+            for n in self.plan.release_dead(i, len(self.body)):
+                self.body.append(f"del {n}")
+        body = [ln for ln in self.body if ln]
+        rets = [_ref(o) if isinstance(o, ir.IRNode) else self._const(o) for o in g.outputs]
+        body = free_inputs_after_last_use(body, [n for n in g.graph_input_order if n], ", ".join(rets))
+        head = _module_header(g.name, self.device)
+        call = self._call_function(body, rets)
+        # launchers after all kernels: a kernel's first line (part of Triton's cache key) does not
+        # depend on them
+        tail = self.launchers + [
+            f"_launchers = [{', '.join(k.name + '_launcher' for k in self.kernels)}]",
             "",
-            f"_device = torch.device({str(self.device)!r})",
-            "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
-            "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
-            f"_jit = jit_for({self.device.type!r})",
-            f"_jit_dynamic = functools.partial(jit_for, {self.device.type!r})",
-            "",
-            "",
-            "@_jit",
-            "def _prod_combine(a, b):",
-            "    return a * b",
-            "",
-            "",
-            "@_jit",
-            "def _max_nan_combine(a, b):",
-            "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)",
-            "",
-            "",
-            "@_jit",
-            "def _min_nan_combine(a, b):",
-            "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)",
-            "",
-            "",
-            "@_jit",
-            "def _ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):",
-            "    # integer a ** b as torch's powi: squaring over the exponent's bits (products wrap),",
-            "    # and for b < 0: 1 for a == 1, +-1 for a == -1, else 0",
-            "    r = a * 0 + 1",
-            "    x = a",
-            "    e = b",
-            "    for _ in range(BITS):",
-            "        r = tl.where((e & 1) != 0, r * x, r)",
-            "        x = x * x",
-            "        e = e >> 1",
-            "    if SIGNED:",
-            "        unit = tl.where((b & 1) != 0, r * 0 - 1, r * 0 + 1)",
-            "        r = tl.where(b < 0, tl.where(a == 1, r * 0 + 1, tl.where(a == -1, unit, r * 0)), r)",
-            "    return r",
-            "",
-            "",
-            "@_jit",
-            "def _logaddexp_combine(a, b):",
-            "    # log(exp(a) + exp(b)); equal operands (both +-inf included) give m + log 2",
-            "    m = tl.maximum(a, b)",
-            "    mn = tl.minimum(a, b)",
-            "    r = tl.where(mn == m, m + 0.6931471805599453, m + tl.log(1.0 + tl.exp(mn - m)))",
-            "    return tl.where((a != a) | (b != b), a + b, r)",
             "",
             "",
         ]
+        src = "\n".join(head) + "\n\n".join(self.kernel_src) + "\n\n" + "\n".join(tail) + "\n".join(call) + "\n"
+        consts = dict(self.consts)
+        consts["_constants"] = dict(g.constants)
+        return src, consts
+
+    def _emit_kernel_group(self, item: KernelGroup, i: int) -> None:
+        """Generate the group's kernel (or reuse an identical one), give its outputs storage and
+        launch it."""
+        plan = self.plan
+        keep = {n.name for n in item.nodes if n.name in plan.out_names or n.name in plan.readers}
+        cg = TritonKernelCodegen(item, "", self.device, keep, plan.inplace_candidates(item, i))
+        cg.name = kname = kernel_name(item, len(self.kernels), cg.persistent)
+        gk = cg.generate()
+        if not gk.arg_names:
+            return  # every value it computed is unused (indices read only by an empty buffer)
+        metrics.generated_kernel_count += 1
+        if not gk.mutated_args:
+            # atomic-add targets and in-place outputs' inputs: updated in place, so restored after
+            # each autotuning run
+            targets = {n.buf.target.name for n in item.nodes if isinstance(n.buf, ir.MutationBuffer)}
+            targets |= set(gk.inplace.values())
+            gk.mutated_args = [a for a in gk.arg_names if a in targets]
+        key = kernel_dedup_key(gk, kname)
+        first = self.unique.get(key)
+        if first is None:
+            self.unique[key] = gk
+            self.kernels.append(gk)
+            self.kernel_src.append(gk.source)
+            self.launchers.append(self._launcher(gk))
+        else:
+            metrics.reused_kernel_count += 1
+            kname = first.name
+        for n in item.nodes:
+            if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
+                continue
+            src = gk.inplace.get(n.name)
+            if src is not None:
+                # stored into the dying input's memory: the input's tensor is the output
+                L = n.buf.layout
+                if plan.take_over(n.name, src, L):
+                    self.body.append(f"{n.name} = {src}  # in place")
+                else:
+                    self.body.append(
+                        f"{n.name} = reinterpret_tensor({src}, {_shape(L.size)}, {_shape(L.stride)}, 0)  # in place"
+                    )
+            else:
+                self._allocate(n.name, n.buf.layout)
+            plan.live.append(n.name)
+        self.body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
+
+    def _emit_extern_item(self, item: Any) -> None:
+        """A MultiOutput's element, an extern or fallback kernel's call, or an empty buffer's
+        allocation."""
+        buf = item.buf
+        body = self.body
+        if isinstance(buf, ir.MultiOutput):
+            path = "".join(f"[{p}]" for p in buf.path)
+            body.append(f"{buf.name} = {buf.parent.name}{path}")
+            if buf.name in self.plan.readers or buf.name in self.plan.out_names:
+                # an unread output is not checked: aten may leave it empty where the meta kernel
+                # gives it a shape (embedding_bag's offset2bag on the CPU)
+                body.append(self._ensure_strides(buf))
+        elif isinstance(buf, ir.ExternKernel):
+            if isinstance(buf, ir.FallbackKernel):
+                metrics.fallback_kernel_count += 1
+            elif not isinstance(buf, ir.RandomSeeds):
+                metrics.extern_kernel_count += 1
+            op = buf.op
+            a = ", ".join(self._extern_arg(x, buf.inputs) for x in buf.args)
+            kw = ", ".join(f"{k}={self._extern_arg(v, buf.inputs)}" for k, v in buf.kwargs.items())
+            out_fn = _OUT_VARIANTS.get(op) if not isinstance(buf, ir.FallbackKernel) else None
+            if (
+                out_fn is not None
+                and buf.layout is not None
+                and _contiguous(buf.layout)
+                and set(buf.kwargs) <= {"beta", "alpha"}
+            ):
+                self._allocate(buf.name, buf.layout)
+                body.append(f"{out_fn}({a}{', ' if a and kw else ''}{kw}, out={buf.name})  # {op}")
+            else:
+                call = f"{self._const(op)}({a}{', ' if a and kw else ''}{kw})"
+                body.append(f"{buf.name} = {call}  # {op}")
+                if buf.layout is not None:
+                    body.append(self._ensure_strides(buf))
+        else:  # an empty ComputedBuffer: allocation only
+            self._allocate(buf.name, buf.layout)
+        self.plan.live.append(buf.name)
+
+    def _allocate(self, name: str, L: Any) -> None:
+        """The lines giving buffer ``name`` its storage (``MemoryPlanner.allocate``): a freed
+        buffer's storage (its ``del`` line blanked), or a fresh allocation."""
+        alloc = self.plan.allocate(name, L)
+        if alloc.reuses is not None:
+            old = alloc.reuses
+            self.body[alloc.drop_line] = ""
+            self.body.append(
+                f"{name} = {old}"
+                if alloc.same_layout
+                else f"{name} = reinterpret_tensor({old}, {_shape(L.size)}, {_shape(L.stride)}, 0)"
+            )
+            self.body.append(f"del {old}  # reused")
+        elif self.device.type == "cuda":
+            # torch's C entry point for a CUDA allocation on the current device (the call runs
+            # under the graph's device guard), as Inductor's wrapper: no Python argument parsing
+            # or dispatch, which a training step's hundreds of allocations per call notice
+            self.body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
+        else:
+            self.body.append(
+                f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, dtype={L.dtype}, device=_device)"
+            )
+
+    def _call_function(self, body: list[str], rets: list[str]) -> list[str]:
+        """``def call(args)``: unpack and clear the boxed inputs, compute the size symbols and
+        constants it uses, run ``body`` (under the graph's device guard on CUDA) and return."""
+        g = self.graph
         sig = [n or f"_unused{k}" for k, n in enumerate(g.graph_input_order)]
         call = ["def call(args):"]
         if sig:
@@ -472,10 +313,73 @@ class WrapperCodegen:
         else:
             call += ["    " + ln for ln in body]
             call.append("    " + ret)
-        # launchers after all kernels: a kernel's first line (part of Triton's cache key) does not
-        # depend on them
-        tail = launchers + [f"_launchers = [{', '.join(k.name + '_launcher' for k in self.kernels)}]", "", "", ""]
-        src = "\n".join(head) + "\n\n".join(kernel_src) + "\n\n" + "\n".join(tail) + "\n".join(call) + "\n"
-        consts = dict(self.consts)
-        consts["_constants"] = dict(g.constants)
-        return src, consts
+        return call
+
+
+# the generated module's imports and the Triton helpers its kernels call (combine functions of
+# reductions and scans, integer power)
+_HELPERS = [
+    "",
+    "",
+    "@_jit",
+    "def _prod_combine(a, b):",
+    "    return a * b",
+    "",
+    "",
+    "@_jit",
+    "def _max_nan_combine(a, b):",
+    "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+    "",
+    "",
+    "@_jit",
+    "def _min_nan_combine(a, b):",
+    "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+    "",
+    "",
+    "@_jit",
+    "def _ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):",
+    "    # integer a ** b as torch's powi: squaring over the exponent's bits (products wrap),",
+    "    # and for b < 0: 1 for a == 1, +-1 for a == -1, else 0",
+    "    r = a * 0 + 1",
+    "    x = a",
+    "    e = b",
+    "    for _ in range(BITS):",
+    "        r = tl.where((e & 1) != 0, r * x, r)",
+    "        x = x * x",
+    "        e = e >> 1",
+    "    if SIGNED:",
+    "        unit = tl.where((b & 1) != 0, r * 0 - 1, r * 0 + 1)",
+    "        r = tl.where(b < 0, tl.where(a == 1, r * 0 + 1, tl.where(a == -1, unit, r * 0)), r)",
+    "    return r",
+    "",
+    "",
+    "@_jit",
+    "def _logaddexp_combine(a, b):",
+    "    # log(exp(a) + exp(b)); equal operands (both +-inf included) give m + log 2",
+    "    m = tl.maximum(a, b)",
+    "    mn = tl.minimum(a, b)",
+    "    r = tl.where(mn == m, m + 0.6931471805599453, m + tl.log(1.0 + tl.exp(mn - m)))",
+    "    return tl.where((a != a) | (b != b), a + b, r)",
+    "",
+    "",
+]
+
+
+def _module_header(graph_name: str, device: torch.device) -> list[str]:
+    """The generated module's first lines: its title, imports, the graph's device, the allocation
+    and JIT entry points, and the Triton helper functions (``_HELPERS``)."""
+    return [
+        f"# tilefuse: generated module for graph {graph_name}",
+        "import functools",
+        "import torch",
+        "import triton",
+        "import triton.language as tl",
+        "from triton.language.extra import libdevice  # noqa: F401",
+        "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
+        "",
+        f"_device = torch.device({str(device)!r})",
+        "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
+        "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
+        f"_jit = jit_for({device.type!r})",
+        f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
+    ] + _HELPERS
