@@ -1,19 +1,19 @@
-"""Kernel CSE lookups: the codegen's Python dict-chain scope vs the native table (``CseScope``).
+"""Kernel CSE lookups: the native table the codegen uses (``CseScope``) vs a Python dict-chain scope.
 
 Records every CSE scope operation of real compiles (scope creation, ``get``, the write after a
 miss), then replays the recorded sequence against both implementations and reports the time per
 operation and per compile. The native scope must not make compiling slower.
 
-Recording: the codegen's scope class (``_Scope``, found in the ``tilefuse.codegen`` modules) is
-replaced by a recording subclass while the workloads compile on the CPU (``TRITON_INTERPRET=1``,
+Recording: the codegen's scope class (``tilefuse.codegen.cse.Scope``) is replaced by a recording
+subclass of the dict-chain reference (``cse.DictScope``) while the workloads compile on the CPU (``TRITON_INTERPRET=1``,
 graph cache off, Dynamo reset before each workload). Workloads: ``gpt2`` (the tiny GPT-2 of
 ``tilefuse.demo``, forward under ``no_grad``), ``gpt2_train`` (forward + backward), ``ln_softmax``
 (layer_norm then softmax of a 64 x 256 tensor).
 
 Replay: each run gets fresh copies of the key strings (the codegen builds each key with an
 f-string just before the lookup, so Python has not cached its hash yet), and calls exactly what
-the codegen calls: ``scope.get(key)``, then on a miss ``scope.cache[key] = var`` (the dict write;
-for the native scope also ``scope.put(key, var)``). The figure is the best of ``--repeat`` runs;
+the codegen calls: ``scope.get(key)``, then on a miss ``scope.put(key, var)`` (the codegen's write;
+``scope.cache[key] = var`` is timed as well). The figure is the best of ``--repeat`` runs;
 ``loop`` is the replay loop with the calls left out, subtracted to give the cost of the calls
 alone. Every replay's ``get`` results must equal the recorded ones (the same CSE decisions, so the
 same kernel text).
@@ -30,9 +30,7 @@ numbering of indirect-index symbols ``ind<N>``).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
 import re
 import sys
 import time
@@ -46,33 +44,26 @@ WORKLOADS = ("gpt2", "gpt2_train", "ln_softmax")
 
 
 def _scope_modules() -> list[Any]:
-    """The ``tilefuse.codegen`` modules that define or import the codegen's ``_Scope``."""
-    import tilefuse.codegen as pkg
+    """The module whose ``Scope`` the codegen's CSE table builds its scopes from."""
+    from tilefuse.codegen import cse
 
-    mods = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        m = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        if isinstance(getattr(m, "_Scope", None), type):
-            mods.append(m)
-    if not mods:
-        raise SystemExit("no _Scope class in tilefuse.codegen: the recorder needs updating")
-    return mods
+    return [cse]
 
 
 class _Patch:
-    """Replace ``_Scope`` in every module that has it for the duration of a ``with`` block."""
+    """Replace ``Scope`` in ``mods`` for the duration of a ``with`` block."""
 
     def __init__(self, mods: list[Any], cls: type) -> None:
         self.mods, self.cls, self.saved = mods, cls, []
 
     def __enter__(self) -> None:
-        self.saved = [m._Scope for m in self.mods]
+        self.saved = [m.Scope for m in self.mods]
         for m in self.mods:
-            m._Scope = self.cls
+            m.Scope = self.cls
 
     def __exit__(self, *exc: Any) -> None:
         for m, c in zip(self.mods, self.saved):
-            m._Scope = c
+            m.Scope = c
 
 
 def _recording_class(base: type, trace: list, results: list) -> type:
@@ -103,6 +94,9 @@ def _recording_class(base: type, trace: list, results: list) -> type:
             trace.append((GET, self.sid, key, None))
             results.append(r)
             return r
+
+        def put(self, key: str, var: str) -> None:
+            self.cache[key] = var
 
     return Recording
 
@@ -205,10 +199,9 @@ def _normalized(source: str) -> str:
 def _check_kernels(name: str, mods: list[Any], native: type) -> str:
     """Compile ``name`` with the Python scope and with the native one; compare kernel sources
     (up to the numbering of ``ind<N>`` symbols)."""
-    owners = [m for m in mods if hasattr(getattr(m, "TritonKernelCodegen", None), "generate")]
-    if not owners:
-        return "skipped (no TritonKernelCodegen.generate next to _Scope)"
-    cls = owners[0].TritonKernelCodegen
+    from tilefuse.codegen.cse import DictScope
+    from tilefuse.codegen.triton_kernel import TritonKernelCodegen as cls
+
     orig = cls.generate
     sources: list[str] = []
 
@@ -219,7 +212,8 @@ def _check_kernels(name: str, mods: list[Any], native: type) -> str:
 
     cls.generate = generate
     try:
-        _compile(name)
+        with _Patch(mods, DictScope):
+            _compile(name)
         python_src = list(sources)
         sources.clear()
         with _Patch(mods, native):
@@ -241,10 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
 
-    from tilefuse.codegen.cse_native import Scope as NativeScope
+    from tilefuse.codegen.cse import DictScope as python_scope
+    from tilefuse.codegen.cse import Scope as NativeScope
 
     mods = _scope_modules()
-    python_scope = mods[0]._Scope
     for name in args.only.split(","):
         trace: list = []
         results: list = []

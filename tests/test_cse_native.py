@@ -1,36 +1,17 @@
-"""The native CSE scope (``tilefuse.codegen.cse_native.Scope``) against the codegen's dict-chain
-semantics: random operation sequences over trees of scopes (hypothesis), the mapping protocol of
-a scope's own entries, argument errors, and kernels compiled with the native scope in the codegen
-equal to those compiled with the Python one."""
+"""The native CSE scope the codegen uses (``tilefuse.codegen.cse.Scope``) against the dict-chain
+reference (``DictScope``): random operation sequences over trees of scopes (hypothesis), the
+mapping protocol of a scope's own entries, argument errors, and kernels compiled with the native
+scope equal to those compiled with the Python one."""
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilefuse.codegen.cse_native import Scope
-
-
-class DictScope:
-    """Reference model: the codegen's scope, a dict of this scope's entries and a parent that
-    lookups fall through to."""
-
-    def __init__(self, parent: "DictScope | None" = None) -> None:
-        self.cache: dict[str, str] = {}
-        self.parent = parent
-
-    def get(self, key: str) -> str | None:
-        s: DictScope | None = self
-        while s is not None:
-            if key in s.cache:
-                return s.cache[key]
-            s = s.parent
-        return None
+from tilefuse.codegen import cse
+from tilefuse.codegen.cse import DictScope, Scope
 
 
 KEY_TEXTS = ["tmp1 + tmp2", "tl.load(in_ptr0 + (x0), xmask)", "", "x", "é∑", "tmp1 + tmp2 "]
@@ -118,26 +99,12 @@ def test_argument_errors():
     assert "root" in repr(s) and "child" in repr(Scope(s))
 
 
-def _scope_modules():
-    import tilefuse.codegen as pkg
-
-    mods = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        m = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        if isinstance(getattr(m, "_Scope", None), type) and m._Scope is not Scope:
-            mods.append(m)
-    return mods
-
-
 @pytest.mark.parametrize("cols", [256, 8192], ids=["persistent", "looped"])
 def test_kernels_identical_with_native_scope(monkeypatch, cols):
     """layer_norm + softmax (a looped reduction opens child scopes) compiles to the same kernels
-    with the native scope in the codegen as with its own."""
-    mods = _scope_modules()
-    owners = [m for m in mods if hasattr(getattr(m, "TritonKernelCodegen", None), "generate")]
-    if not owners:
-        pytest.skip("the codegen has no _Scope / TritonKernelCodegen.generate to swap")
-    cls = owners[0].TritonKernelCodegen
+    with the native scope (the codegen's) as with the dict-chain reference."""
+    from tilefuse.codegen.triton_kernel import TritonKernelCodegen as cls
+
     orig = cls.generate
     sources: list[str] = []
 
@@ -159,10 +126,10 @@ def test_kernels_identical_with_native_scope(monkeypatch, cols):
         out = torch.compile(f, backend="tilefuse")(x)
         return list(sources), out
 
-    python_src, python_out = compile_once()
-    for m in mods:
-        monkeypatch.setattr(m, "_Scope", Scope)
     native_src, native_out = compile_once()
+    assert cse.KernelCSE()._scope_class is Scope
+    monkeypatch.setattr(cse, "Scope", DictScope)
+    python_src, python_out = compile_once()
     assert python_src and native_src == python_src
     torch.testing.assert_close(native_out, python_out)
     if cols == 8192:
