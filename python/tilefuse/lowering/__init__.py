@@ -8,11 +8,12 @@ torch would reject. Type promotion follows torch's ``elementwise_dtypes``; half-
 compute in float32 (``ir.dtypes.accumulator_dtype``), as eager does.
 
 Modules: ``registry`` (the table, ``EXTERN_OPS``, ``KERNEL_DTYPES``, promotion kinds),
-``common`` (``make_pointwise``, broadcasting, fills, index helpers), ``pointwise``, ``creation``,
-``random``, ``views``, ``reductions`` (``make_reduction``, mean/var/norms, layer norm),
-``softmax`` (softmax, log_softmax, logsumexp), ``scans``, ``indexing`` (gathers, cat, pad,
-slice/diagonal/select scatter), ``strided`` (as_strided), ``scatter`` (scatter, index_put,
-index_add), ``extern`` (mm/addmm and the matmul padding) and ``pooling`` (pooling, nll_loss).
+``common`` (``make_pointwise``, ``make_reduction``, broadcasting, fills, index helpers),
+``pointwise``, ``creation``, ``random``, ``views``, ``reductions`` (sum/prod/max/min over dims,
+mean/var/std, norms, layer norm), ``softmax`` (softmax, log_softmax, logsumexp), ``scans``,
+``indexing`` (gathers, cat, pad, slice/diagonal/select scatter), ``strided`` (as_strided),
+``scatter`` (scatter, index_put, index_add), ``extern`` (mm/addmm and the matmul padding) and
+``pooling`` (pooling, nll_loss).
 Importing this package imports every family, so every lowering is registered.
 """
 
@@ -35,8 +36,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     pooling,
     scans,
 )
-from .common import broadcast_shapes, make_pointwise, to_dtype_value
-from .reductions import make_reduction
+from .common import broadcast_shapes, make_pointwise, make_reduction, to_dtype_value
 from .registry import EXTERN_OPS, KERNEL_DTYPES, is_tensor, lowerings, register_lowering
 from .softmax import max_and_sumexp_pair
 

@@ -1,5 +1,5 @@
 """Builders the op families share: broadcasting, dtype conversion of loaded values, the
-pointwise builder ``make_pointwise``, constant fills, and the clamped/masked index helpers of
+pointwise and reduction builders ``make_pointwise`` and ``make_reduction``, constant fills, and the clamped/masked index helpers of
 select-style and gather-style ops.
 """
 
@@ -14,13 +14,11 @@ from .. import sizevars as SV
 from .. import symbolic as S
 from ..ir import graph_context as G
 from ..ir import nodes as ir
-from ..ir.nodes import Pointwise, TensorBox
+from ..ir.dtypes import accumulator_dtype, is_half_precision
+from ..ir.nodes import Pointwise, Reduction, TensorBox, prod
 from ..sizevars import SymbolicFloat
 from ..virtualized import ops
 from .registry import DEFAULT, NO_OPMATH, _meta, is_tensor
-
-aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 def broadcast_shapes(*shapes):
@@ -172,3 +170,88 @@ def _clamped(e, n):
     """``e`` clamped into ``[0, n - 1]`` (an index into a dim of length ``n``, int or symbolic)."""
     hi = S.Integer(max(n - 1, 0)) if isinstance(n, int) else n - 1
     return S.Max(S.Integer(0), S.Min(e, hi))
+
+
+def _reduction_dims(x, dims) -> list[int]:
+    n = len(x.get_size())
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % n if n else 0 for d in dims}) if n else []
+
+
+def _reduction_inner(x, rdims: list[int], val_dtype: torch.dtype) -> Callable:
+    """The body of a reduction of ``x`` over ``rdims``: ``inner(idx, ridx)`` loads ``x`` at the kept
+    dims' index ``idx`` and the reduced dims' ``ridx``, converted to ``val_dtype`` (a bool
+    ``val_dtype`` tests ``!= 0``, as ``any``)."""
+    size = list(x.get_size())
+    kept = [i for i in range(len(size)) if i not in rdims]
+    loader = x.make_loader()
+
+    def inner(idx, ridx):
+        full = [None] * len(size)
+        for k, i in enumerate(kept):
+            full[i] = idx[k]
+        for k, i in enumerate(rdims):
+            full[i] = ridx[k]
+        v = loader(full)
+        if val_dtype == torch.bool and v.dtype != torch.bool:
+            return ops.ne(v, ops.constant(0, v.dtype))
+        return to_dtype_value(v, val_dtype)
+
+    return inner
+
+
+def make_reduction(reduction_type: str, allow_split: bool = True):
+    """A lowering for sum/prod/amax/amin/any/argmax/argmin/sqdev over ``dims`` (all when empty);
+    ``allow_split``: see ``Reduction.create``."""
+
+    def lower(x, dims=None, keepdim=False, *, dtype=None):
+        size = list(x.get_size())
+        rdims = _reduction_dims(x, dims)
+        if reduction_type in ("argmax", "argmin") and dims is None:
+            # torch flattens first
+            x = ir.reshape_view(x, [prod(size)])
+            size, rdims = [prod(size)], [0]
+        kept = [i for i in range(len(size)) if i not in rdims]
+        ranges = [size[i] for i in kept]
+        rranges = [size[i] for i in rdims]
+        src = x.get_dtype()
+        if reduction_type in ("sum", "prod", "sqdev"):
+            out = dtype or (torch.int64 if (not src.is_floating_point and not src.is_complex) else src)
+        elif reduction_type in ("argmax", "argmin"):
+            out = torch.int64
+        elif reduction_type == "any":
+            out = torch.uint8 if src == torch.uint8 else torch.bool  # torch: any/all of uint8 is uint8
+        else:
+            out = src
+        acc = accumulator_dtype(out)
+        if reduction_type in ("max", "min", "argmax", "argmin") and is_half_precision(src):
+            val_dtype = torch.float32
+        elif reduction_type in ("argmax", "argmin"):
+            val_dtype = src
+        elif reduction_type == "any":
+            val_dtype = torch.bool
+        else:
+            val_dtype = acc
+        inner = _reduction_inner(x, rdims, val_dtype)
+        rtype = {"amax": "max", "amin": "min"}.get(reduction_type, reduction_type)
+        res = Reduction.create(
+            x.get_device(),
+            {"argmax": out, "argmin": out, "any": torch.bool}.get(rtype, acc),
+            inner,
+            ranges,
+            rranges,
+            rtype,
+            val_dtype,
+            allow_split=allow_split,
+        )
+        if res.get_dtype() != out:
+            res = _to_dtype_lowering(res, out)
+        if keepdim:
+            ksize = [1 if i in rdims else s for i, s in enumerate(size)]
+            res = ir.reshape_view(res, ksize)
+        return res
+
+    return lower

@@ -23,7 +23,6 @@ from .pointwise import _clone
 from .registry import NO_OPMATH, _meta, register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 @register_lowering(aten.embedding.default)

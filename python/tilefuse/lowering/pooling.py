@@ -18,7 +18,6 @@ from .reductions import _sum_all
 from .registry import lowerings, register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 @register_lowering(aten.nll_loss_forward.default)

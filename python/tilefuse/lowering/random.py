@@ -17,7 +17,6 @@ from .common import _as_device, to_dtype_value
 from .registry import register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 # the largest value below 1 of each half type: float32 uniforms above it would round up to 1.0

@@ -12,7 +12,6 @@ from .common import _to_dtype_lowering, to_dtype_value
 from .registry import register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 def _scan(x, dim: int, stype: str, out: torch.dtype):

@@ -21,7 +21,6 @@ from .pointwise import _clone
 from .registry import is_tensor, register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 @register_lowering(aten.scatter.value)
@@ -214,8 +213,7 @@ def _index_add(x, dim, index, source, *, alpha=1):
     ``alpha * source[..., i, ...]`` added atomically at ``x[..., index[i], ...]`` along ``dim``
     (repeated indices accumulate), ``source`` converted to ``x``'s dtype. An index outside
     ``[0, x.size(dim))``, negative ones included, trips the bounds check as eager's kernels raise
-    (torch's decomposition through ``index_put``, which the table used, wrapped -1 to the last
-    row: a fresh-user trial). 0-d operands and the atomic adds ``_accumulate_into_copy``
+    (torch's decomposition through ``index_put`` would wrap -1 to the last row). 0-d operands and the atomic adds ``_accumulate_into_copy``
     declines run as the aten op."""
     size, ssize = list(x.get_size()), list(source.get_size())
     if not size or len(ssize) != len(size) or len(index.get_size()) != 1:

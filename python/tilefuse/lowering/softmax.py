@@ -14,12 +14,10 @@ from ..ir import nodes as ir
 from ..ir.dtypes import accumulator_dtype
 from ..ir.nodes import Pointwise
 from ..virtualized import ops
-from .common import _to_dtype_lowering, make_pointwise
-from .reductions import _reduction_dims, make_reduction
+from .common import _reduction_dims, _to_dtype_lowering, make_pointwise, make_reduction
 from .registry import NO_OPMATH, register_lowering
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 def _max_and_sumexp(x, dims):
@@ -59,9 +57,8 @@ def _normalizer_chunks(size, rdims) -> int:
     ``config.persistent_reduction_threshold`` would be a looped reduction — an online
     log-sum-exp with one block maximum and one rescale per chunk — which reads memory well below
     the copy bandwidth; cut into the fewest power-of-two count of chunks no longer than the
-    threshold, each chunk is a persistent reduction (H200, 8192 rows of 32000 bf16, max and
-    sum-exp of each row: looped 157 µs, 78% of the copy bandwidth; 8 persistent chunks of 4000
-    and their combination 142 µs, 87%; docs/benchmarks.md). Only one reduced dim, the last, of a
+    threshold, each chunk is a persistent reduction, and the chunks and their combination read
+    closer to the copy bandwidth than the looped reduction (docs/benchmarks.md). Only one reduced dim, the last, of a
     static length; never with ``config.split_long_normalizers`` off."""
     if not config.split_long_normalizers:
         return 1
@@ -84,7 +81,7 @@ def _chunked_max_and_sumexp(xs, size, dim: int, chunks: int):
     by 0). ``m - M`` is taken before anything is added to it, so rows of huge values (an
     attention row masked with -1e9 or the dtype's minimum) keep every chunk's share: combining the
     chunks' log-sum-exps ``m + log s`` instead rounds ``log s`` away at that magnitude (a row of
-    5000 × -1e9 in 4 chunks gave a softmax summing to 2500). Special rows as the unsplit pair:
+    5000 × -1e9 in 4 chunks would give a softmax summing to 2500). Special rows as the unsplit pair:
     only ``-inf`` gives ``M = -inf`` and ``S = 0``, a ``+inf`` gives ``M = +inf`` and ``S`` NaN,
     a NaN gives NaN. Positions past the row's end in the last chunk read ``-inf``; a chunk of
     ``-inf`` only adds 0 to ``S``."""

@@ -17,7 +17,6 @@ from .registry import register_lowering
 from .views import _view_dtype
 
 aten = torch.ops.aten
-prims = torch.ops.prims
 
 
 def _dense_layout(size: list, stride: list) -> bool:
@@ -111,8 +110,8 @@ def _as_strided(x, size, stride, storage_offset=None):
     (``_storage_base``), laid out by that owner's eager strides (its FX meta value), whatever
     layout tilefuse would give it. ``(x * 2).as_strided(...)`` or
     ``(x * 2)[:, ::2].as_strided(...)`` of a transposed ``x`` reads ``x * 2`` in ``x``'s
-    transposed order, as eager (both ran as the aten op on tilefuse's contiguous ``x * 2`` and
-    read other elements: fresh-user trials).
+    transposed order, as eager (the aten op on tilefuse's contiguous ``x * 2`` would read other
+    elements).
 
     With static sizes, an owner whose eager layout is dense and non-overlapping (contiguous, or a
     permutation of it: transposed, channels-last; each storage position holds one element) and a
@@ -191,9 +190,8 @@ def _as_strided_scatter(x, src, size, stride, storage_offset=None):
     an in-place write through an ``as_strided`` view): a copy of ``x`` laid out as eager lays out
     ``x.clone()``, with ``src`` written at storage positions ``offset + sum(i*stride)`` of that
     copy. The aten op, on ``x`` with exactly the strides of its FX meta value, so that its clone
-    has eager's storage order: tilefuse's contiguous ``x`` of a transposed eager value put
-    ``src`` at other elements (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``: a fresh-user
-    trial). ``_in_eager_layout`` gives ``x`` those strides."""
+    has eager's storage order (tilefuse's contiguous ``x`` of a transposed eager value would put
+    ``src`` at other elements). ``_in_eager_layout`` gives ``x`` those strides."""
     g = G.graph()
     arg = g.current_node.args[0]
     meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
