@@ -283,7 +283,7 @@ def test_float_floor_division_and_remainder_as_aten_computes_them(dtype):
 def test_negative_zero_constants_and_negation_keep_the_sign_bit(dtype):
     """``-0.0`` as a constant (Triton's ``tl.full`` builds every zero as +0.0) and ``-x`` of +0.0
     (Triton's unary minus is ``0 - x``) keep eager's sign: ``x // -0.0`` is -inf for x > 0, ``-0.0
-    % x`` and ``-(x * 0)`` are -0.0 (a fresh-user trial). Compared with the sign of every zero."""
+    % x`` and ``-(x * 0)`` are -0.0. Compared with the sign of every zero."""
     x = torch.tensor([1.0, -1.0, 0.0, -0.0, 5.0, float("inf"), float("nan")], dtype=dtype)
 
     def f(x):
@@ -299,9 +299,9 @@ def test_negative_zero_constants_and_negation_keep_the_sign_bit(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_log1p_expm1_and_tanh_keep_their_precision_near_zero(dtype):
     """``log1p``/``expm1`` (and softplus, ELU, logaddexp built on them) and ``tanh`` to within a few
-    ulp, relative, for tiny arguments: without libdevice they were ``log(1 + x)``, ``exp(x) - 1``
-    and ``2 * sigmoid(2x) - 1``, which gave ``log1p(1e-10) == 0`` and ``softplus(-20) == 0`` (a
-    fresh-user trial); special values and the signs of zeros as eager."""
+    ulp, relative, for tiny arguments (the naive ``log(1 + x)``, ``exp(x) - 1`` and
+    ``2 * sigmoid(2x) - 1`` give ``log1p(1e-10) == 0`` and ``softplus(-20) == 0``); special values
+    and the signs of zeros as eager."""
     x = torch.tensor(
         [
             1e-30,
@@ -347,8 +347,8 @@ def test_log1p_expm1_and_tanh_keep_their_precision_near_zero(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_nan_constants_keep_the_sign_bit_as_torch_rounds_them(dtype):
     """A NaN fill with its sign bit set (``copysign(nan, -1)``) keeps it in the dtypes where torch's
-    conversion keeps it (float32/64, float16) and loses it where torch's does (bfloat16): the
-    generated constant was ``float("nan")``, always positive (a fresh-user trial, ``signbit``)."""
+    conversion keeps it (float32/64, float16) and loses it where torch's does (bfloat16), not
+    ``float("nan")``, always positive (checked with ``signbit``)."""
     neg_nan = math.copysign(math.nan, -1.0)
     x = torch.tensor([1.0, -2.0, 0.5], dtype=dtype)
 
@@ -985,8 +985,8 @@ def test_index_put_accumulate_and_scatter_add_with_repeated_indices():
 )
 def test_scatter_into_a_size_one_axis(case):
     """A scatter whose target has a size-1 axis: the indirect index along it drops out of the
-    store's address, which must still be a block of the stored value's shape (a fresh-user trial:
-    Triton's "Cannot broadcast" at the first call, on the GPU and under the interpreter)."""
+    store's address, which must still be a block of the stored value's shape (else Triton raises
+    "Cannot broadcast" at the first call, on the GPU and under the interpreter)."""
     z = torch.zeros(6, dtype=torch.long)
     v = make([6, 4])
     fns = {
@@ -1261,8 +1261,8 @@ def test_integer_pow_with_a_tensor_exponent_is_torchs_powi(dtype):
 
 def test_per_sample_gradients_with_vmap_of_grad():
     """functorch's ``vmap(grad(f))`` traces ``_to_copy`` of a Python number (the constant 2.5 as
-    a float32 tensor): a 0-d tensor of the node's dtype (the lowering took every input for a
-    tensor: AttributeError, a fresh-user trial)."""
+    a float32 tensor): a 0-d tensor of the node's dtype, not an AttributeError from taking every
+    input for a tensor."""
     from torch.func import grad, vmap
 
     w, x = make([3]), make([5, 3])
@@ -1312,8 +1312,8 @@ def test_long_scans_loop_over_chunks_with_a_carry(dtype):
 @pytest.mark.parametrize("n", [20, 5000])
 def test_scan_with_a_narrowing_dtype_rounds_the_input_first(n):
     """``cumsum(dtype=float16)`` casts the input to float16 and then scans (torch's rule); the
-    scan skipped that rounding and summed float32 values eager never sees (fresh-user trial:
-    3002 for eager's 3000 after 3000 values of 1.0004; int32 2049 became 2050, not 2048). Short
+    scan must not skip that rounding and sum float32 values eager never sees (3002 for eager's
+    3000 after 3000 values of 1.0004; int32 2049 would become 2050, not 2048). Short
     (persistent) and long (looped) rows; cumprod and bfloat16 alike. The reference is torch's
     rule with a float32 accumulator rounded once: CUDA eager adds half precision in half
     precision (its sum of 5000 float16 ones stops at 2048), CPU eager accumulates in float32."""
@@ -1361,7 +1361,7 @@ def test_scan_with_a_narrowing_dtype_rounds_the_input_first(n):
 def test_long_float32_logcumsumexp_and_cumprod_match_eager_at_default_tolerance():
     """Under the interpreter float32 scans combine in float64, as eager's CPU kernels: a
     logcumsumexp down 5000 rows was 2.3e-5 from the exact result in float32 (eager 4.8e-7),
-    beyond assert_close's default 1e-5 (fresh-user trial). On a GPU the combine is float32."""
+    beyond assert_close's default 1e-5. On a GPU the combine is float32."""
     tol = (1e-5, 1.3e-6) if DEVICE == "cpu" else (1e-4, 1e-5)
     check(lambda a: torch.logcumsumexp(a, 0), make([5000, 3]), kernels=1, tol=tol)
     check(lambda a: (a * 1e-4 + 1).cumprod(0), make([5000, 3]), kernels=1, tol=tol)
@@ -1628,9 +1628,8 @@ def test_as_strided_within_a_contiguous_tensor_is_a_view():
 def test_as_strided_of_a_permuted_intermediate_reads_eagers_storage_order(offset):
     """Eager computes ``x * 2`` of a transposed (or channels-last) ``x`` in ``x``'s layout, and
     ``as_strided`` reads that storage: the view must follow the value's eager strides, not the
-    contiguous layout tilefuse might store it in (it ran as the aten op on a contiguous ``x * 2``
-    and read other elements: ``[0, 16, 8, 2]`` for eager's ``[0, 4, 2, 6]``, a fresh-user
-    trial). Native (no fallback) for dense layouts; brute force: eager's own values."""
+    contiguous layout tilefuse might store it in (the aten op on a contiguous ``x * 2`` reads
+    other elements: ``[0, 16, 8, 2]`` for eager's ``[0, 4, 2, 6]``). Native (no fallback) for dense layouts; brute force: eager's own values."""
     x = torch.arange(12.0).view(3, 4).t()
     check(lambda a: (a * 2).as_strided((2, 2), (1, 2), offset) + 1, x, exact=True)
     check(lambda a: (a * 2).as_strided((3, 2), (2, 1), offset), x, exact=True)
@@ -1699,9 +1698,8 @@ def _fill_through_as_strided(a):
 def test_as_strided_scatter_writes_eagers_storage_positions(name, dynamic):
     """``as_strided_scatter`` (functionalization's form of an in-place write through an
     ``as_strided`` view) clones its input and writes at storage positions of the clone, so the
-    input must have eager's (here transposed) strides: it put ``-1`` at ``(0, 2), (1, 1)`` …
-    of tilefuse's contiguous ``x * 2`` (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``, a
-    fresh-user trial). Brute force: eager's own values and strides."""
+    input must have eager's (here transposed) strides, else ``-1`` lands at ``(0, 2), (1, 1)`` …
+    of tilefuse's contiguous ``x * 2`` (``[0, -1, -1, 36]`` for eager's ``[0, -1, 24, 36]``). Brute force: eager's own values and strides."""
     fns = {
         "scatter": lambda a: torch.as_strided_scatter(
             a * 2, torch.full((2, 2), -1.0, device=a.device), (2, 2), (1, 4), 1
@@ -1739,9 +1737,9 @@ _DTYPE_VIEW_CHAINS = {
 @pytest.mark.parametrize("name", sorted(_DTYPE_VIEW_CHAINS))
 def test_as_strided_through_a_dtype_view_of_the_same_size_reads_the_owners_storage(name, layout, dynamic):
     """A ``view(dtype)`` of the same element size keeps the storage's positions: the view chain
-    continues through it to the storage's owner, read with its bits reinterpreted (a fresh-user
-    trial: the chain stopped at the dtype view, whose tilefuse value is a bitcast copy of the
-    slice only: garbage, wrong elements or an out-of-bounds error). Brute force: eager's bits."""
+    continues through it to the storage's owner, read with its bits reinterpreted (stopping at
+    the dtype view, whose tilefuse value is a bitcast copy of the slice only, reads garbage, wrong
+    elements or out of bounds). Brute force: eager's bits."""
     fn = _DTYPE_VIEW_CHAINS[name]
     x = torch.arange(48.0).view(6, 8) if layout == "contiguous" else torch.arange(48.0).view(8, 6).t()
     x = to_device(x)

@@ -315,8 +315,8 @@ def test_sizevars_all_below_guards_only_the_largest_sizes():
 def test_a_power_of_a_size_symbol_stays_symbolic():
     """A cube input's dims share one symbol ``s`` (Dynamo's duck shaping), so a view's size
     ``numel // (d1 * d2)`` reaches the graph as ``s ** 3`` (``operator.pow`` on SymInts). It is size
-    arithmetic like ``*`` and ``//``, not a reason to compile per shape (a fresh-user trial: five
-    per-shape compiles for four sizes, the ``pow`` node refused as a fallback with a SymInt output)."""
+    arithmetic like ``*`` and ``//``, not a reason to compile per shape (nor a fallback node with a
+    SymInt output)."""
 
     def f(x):
         y = x.reshape(-1)
@@ -338,8 +338,8 @@ def test_a_power_of_a_size_symbol_stays_symbolic():
 def test_a_data_dependent_size_runs_eagerly_after_one_warning_for_every_shape():
     """A slice by a count read from the data (``capture_scalar_outputs``: an unbacked size) cannot
     be compiled, for symbolic sizes nor per shape: the graph runs eagerly after one warning, and
-    later shapes reuse the eager graph without another attempt or warning (a fresh-user trial
-    found one failed compile and one warning per new shape). Results and gradients match eager."""
+    later shapes reuse the eager graph without another attempt or warning (not one failed compile
+    and one warning per new shape). Results and gradients match eager."""
     import warnings
 
     def f(x, m):
@@ -422,9 +422,9 @@ _VIEW_OPS = {
 
 @pytest.mark.parametrize("name", sorted(_VIEW_OPS))
 def test_view_lowerings_with_symbolic_output_sizes(name):
-    """split, chunk, diagonal and unfold of symbolic sizes are lazy views (they ran as aten
-    fallback kernels: the lowerings computed sizes with ``min``/``range`` on symbolic sizes, a
-    fresh-user trial): one graph for every size, eager's values and strides."""
+    """split, chunk, diagonal and unfold of symbolic sizes are lazy views (not aten fallback
+    kernels: the lowerings take sizes they cannot compute with ``min``/``range`` from the meta
+    value): one graph for every size, eager's values and strides."""
     f = _VIEW_OPS[name]
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for n, m in ((6, 8), (9, 7), (11, 13), (8, 8)):
@@ -440,8 +440,7 @@ def test_view_lowerings_with_symbolic_output_sizes(name):
 
 def test_scans_over_symbolic_rows_loop_with_a_carry():
     """cumsum / cumprod / logcumsumexp over a row of symbolic length (no proven bound) loop over
-    chunks with a per-row carry: one graph for every length, no fallback (they ran as aten
-    kernels before, a fresh-user trial)."""
+    chunks with a per-row carry: one graph for every length, no fallback (no aten kernels)."""
     f = lambda x: (x.cumsum(1), (x * 1e-3 + 1).cumprod(1), torch.logcumsumexp(x, 1), x.cumsum(0))  # noqa: E731
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for n in (7, 700, 2500, 4500):

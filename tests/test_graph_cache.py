@@ -151,7 +151,7 @@ def test_unusable_cache_dir_falls_back_to_a_private_one(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="private") as rec:
         got = torch.compile(_f, backend="tilefuse")(x, y)
     torch.testing.assert_close(got[0], _f(x, y)[0])
-    # pointed at the user's line (a fresh-user trial saw tilefuse's own file named)
+    # pointed at the user's line, not at tilefuse's own file
     assert [os.path.abspath(w.filename) for w in rec if "private" in str(w.message)] == [os.path.abspath(__file__)]
 
 
@@ -209,7 +209,7 @@ def test_different_shapes_dtypes_and_options_miss():
 def test_the_default_dtype_is_part_of_the_key():
     """``i / 3`` of an integer tensor and ``torch.ones`` take torch's default dtype, which the aten
     graph leaves implicit: after ``torch.set_default_dtype`` the same graph text must compile
-    again (a fresh-user trial got float32 values from the cache where eager gave float64), and
+    again (not give float32 values from the cache where eager gives float64), and
     going back hits the first entry."""
 
     def f(i):
@@ -259,7 +259,7 @@ def test_the_current_cuda_device_is_part_of_the_key(monkeypatch):
 
 def test_the_sign_of_a_nan_constant_is_part_of_the_key():
     """``repr`` prints ``-nan`` as ``nan``: two graphs differing only in a NaN constant's sign
-    must not share an entry (a fresh-user trial), and each gives eager's sign bit."""
+    must not share an entry, and each gives eager's sign bit."""
     neg = math.copysign(math.nan, -1.0)
     x = torch.randn(4, device=DEVICE)
     keys = set()

@@ -241,8 +241,8 @@ def test_dynamic_shapes_outputs_keep_eager_strides():
 def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
     """``t.view(6, 4)`` of a permuted ``[s0, s1, 4]`` input: the lowered sizes are the literal
     ``[6, 4]``, the FX meta value's ``[s0*s1, 4]``, equal only by Dynamo's guard
-    ``s0*s1 == 6`` (``SizeVars.known_equal`` asks the ShapeEnv). Unproven, the output was
-    stored contiguously: strides ``(4, 1)`` for eager's ``(1, 6)`` (a fresh-user trial)."""
+    ``s0*s1 == 6`` (``SizeVars.known_equal`` asks the ShapeEnv). Unproven, the output would be
+    stored contiguously: strides ``(4, 1)`` for eager's ``(1, 6)``."""
     fns = {
         "view_then_mul": lambda t: t.view(6, 4) * 2,
         "mul_then_view": lambda t: (t * 2).view(6, 4),
@@ -318,8 +318,8 @@ def test_batch_norm_of_a_transposed_input_keeps_torchs_meta_strides_and_views_of
     it), also where eager's kernel picks contiguous (a ``BatchNorm1d`` of a transposed
     ``[N, C, L]`` view). AOTAutograd regenerates returned views from those strides: returning the
     output with ``y.transpose(1, 2).reshape(N, -1)`` (a view under the meta strides) must work in
-    grad mode. Giving the output eager's contiguous layout instead (tried in the twenty-sixth
-    session) made that call raise ("view size is not compatible")."""
+    grad mode. Giving the output eager's contiguous layout instead makes that call raise ("view
+    size is not compatible")."""
     torch.manual_seed(0)
     bn_c, bn_e = torch.nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)
     x = torch.randn(3, 7, 4).transpose(1, 2)

@@ -932,8 +932,8 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
     """An inference graph's ``native_layer_norm`` reaches ``_native_layer_norm`` whole: output,
     mean and rstd (their dtype too: the computation dtype, or ``x``'s on the CPU) match eager
     with and without weight and bias, over one and two trailing dims, and of a transposed input,
-    static and symbolic; a half input with float32 weight and bias too (a fresh-user trial found
-    its mean and rstd converted to the half dtype)."""
+    static and symbolic; a half input with float32 weight and bias too (its mean and rstd stay
+    float32)."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(4, 6, 48, generator=g, dtype=torch.float64) * 2 + 3).to(dtype).to(DEVICE)
     w, b = [torch.randn(48, generator=g, dtype=torch.float64).to(dtype).to(DEVICE) for _ in range(2)]
@@ -958,9 +958,9 @@ def test_native_layer_norm_lowered_whole_matches_eager(dtype, dynamic):
 
 def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
     """A looped sqdev takes the values relative to the row's first one. Unshifted, float32 lanes
-    whose running means sat near 1e4 lost up to 2e-4 of the variance of rows with spread 1 (a
-    fresh-user trial: a ``dynamic=True`` graph first compiled for rows of 17, so later rows of
-    3000 ran in 32-element chunks; the two-pass form had 7e-7). Shifted, the error is at float32
+    whose running means sat near 1e4 lose up to 2e-4 of the variance of rows with spread 1 (a
+    ``dynamic=True`` graph first compiled for rows of 17 runs later rows of 3000 in 32-element
+    chunks; the two-pass form has 7e-7). Shifted, the error is at float32
     rounding, and a looped constant row's variance is exactly 0."""
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(64, 3000, generator=g, dtype=torch.float64) + 1e4).float().to(DEVICE)
@@ -987,9 +987,9 @@ def test_looped_variance_is_accurate_far_from_zero_and_exact_on_constant_rows():
 def test_variance_and_layer_norm_of_rows_with_a_first_element_outlier_match_eager(mode):
     """A row whose first element is far from the rest (a large activation in channel 0) keeps
     float32's accuracy: mean, variance and layer norm within a few 1e-7 of float64, as eager. A
-    mean taken relative to the first element (x0 + Σ(x - x0) / n, tried in the twenty-fifth
-    session for exact constant rows) summed n values of about -x0: layer norm errors of 1e-2
-    relative, var_mean's mean off by 1e-3 relative (a fresh-user trial). Values near float32's
+    mean taken relative to the first element (x0 + Σ(x - x0) / n, exact for constant rows) would
+    sum n values of about -x0: layer norm errors of 1e-2 relative, var_mean's mean off by 1e-3
+    relative. Values near float32's
     largest, whose differences overflow, give the CPU kernel's var inf and mean 0."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 3000, generator=g, dtype=torch.float64).float()

@@ -10,7 +10,6 @@ where another source is selected (Inductor masks those loads instead).
 
 from __future__ import annotations
 
-
 import torch
 from torch._prims_common import elementwise_dtypes
 

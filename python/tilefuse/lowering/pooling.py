@@ -4,7 +4,6 @@ kernel), max-pool backward, and ``nll_loss_forward``.
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import symbolic as S

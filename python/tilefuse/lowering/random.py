@@ -4,7 +4,6 @@ per-call seed from the graph's ``RandomSeeds`` buffer and each element's flat of
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import symbolic as S

@@ -6,7 +6,6 @@ passes over it (``ir.MutationBuffer``): stores, or atomic adds/max/min where ind
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import config

@@ -5,7 +5,6 @@ pair ``max_and_sumexp_pair`` that ``GraphLowering`` uses for ``fx_passes.online_
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import config

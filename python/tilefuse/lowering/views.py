@@ -5,7 +5,6 @@ compute nothing until a consumer reads them.
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import symbolic as S
