@@ -47,10 +47,11 @@ def scheduled(fn, *args, decompose: bool = False):
     decompositions when ``decompose``), lowered and scheduled."""
     from tilefuse.graph import GraphLowering
     from tilefuse.ir import graph_context as G
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
     from tilefuse.scheduler import schedule
 
-    gm = make_fx(fn, decomposition_table=decompositions() if decompose else None)(*args)
+    gm = make_fx(fn, decomposition_table=decompositions(lowered=lowerings) if decompose else None)(*args)
     graph = GraphLowering(gm, list(args), "test")
     graph.run()
     with G.set_graph(graph):

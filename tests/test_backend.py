@@ -630,10 +630,11 @@ def test_misaligned_matrix_products_match_eager():
 
 
 def test_decomposition_table_keeps_what_tilefuse_lowers():
-    from tilefuse.lowering import decompositions, lowerings
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
 
     aten = torch.ops.aten
-    table = decompositions()
+    table = decompositions(lowered=lowerings)
     # lowered ops reach the lowering whole, except the three the min-cut partitioner must see
     # through (detach -> alias, log_softmax -> torch's amax / exp / sum decomposition, layer norm)
     assert {k for k in table if k in lowerings} == {
@@ -646,11 +647,11 @@ def test_decomposition_table_keeps_what_tilefuse_lowers():
     # still decomposed: what export's core table adds besides composite ops, and tilefuse's own picks
     for op in (aten.upsample_nearest2d.default, aten.native_layer_norm.default, aten.gelu.default):
         assert op in table
-    assert decompositions() is table  # built once per process
+    assert decompositions(lowered=lowerings) is table  # built once per process
     # an inference graph (no backward to partition) keeps log_softmax and layer norm whole as well
-    inference = decompositions(training=False)
+    inference = decompositions(training=False, lowered=lowerings)
     assert {k for k in inference if k in lowerings} == {aten.detach.default}
-    assert decompositions(False) is inference
+    assert decompositions(False, lowered=lowerings) is inference
     assert {k.overloadpacket for k in set(table) - set(inference)} == {aten._log_softmax, aten.native_layer_norm}
 
 
@@ -661,7 +662,8 @@ def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, mo
     trace; a graph with a backward still decomposes both for the min-cut partitioner. Both match
     eager, and so does the gradient."""
     from tilefuse import backend as tf_backend
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
 
     seen = []
     real = tf_backend.compile_graph
@@ -689,7 +691,7 @@ def test_log_softmax_reaches_its_lowering_whole_only_without_a_backward(grad, mo
         (gx,) = torch.autograd.grad(got, x)
         (wx,) = torch.autograd.grad(want, x)
         torch.testing.assert_close(gx, wx, atol=1e-5, rtol=1e-5)
-    assert decompositions(training=False) is not decompositions(training=True)
+    assert decompositions(training=False, lowered=lowerings) is not decompositions(training=True, lowered=lowerings)
 
 
 def test_views_the_table_no_longer_decomposes_match_eager():
@@ -1159,13 +1161,14 @@ def test_a_graph_input_is_released_once_the_call_is_done_with_it():
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse.backend import compile_graph
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
 
     def f(a, b):
         return torch.relu((a * 2) @ b) + 1
 
     a, b = torch.randn(16, 8), torch.randn(8, 4)
-    gm = make_fx(f, decomposition_table=decompositions())(a, b)
+    gm = make_fx(f, decomposition_table=decompositions(lowered=lowerings))(a, b)
     cg = compile_graph(gm, [a, b], "inference")
     assert "del arg0" in cg.source
     want = f(a, b)

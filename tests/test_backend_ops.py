@@ -1645,10 +1645,8 @@ def test_as_strided_of_a_permuted_intermediate_reads_eagers_storage_order(offset
 def test_as_strided_of_a_view_of_a_permuted_intermediate_reads_its_bases_storage(name):
     """``as_strided`` of a view (slice, select, split, permute, expand) of a computed value reads
     the storage of that value, laid out by the value's eager strides (transposed here): the
-    lowering follows the FX view chain back to the value (``lowering._storage_base``). Before,
-    ``(x * 2)[:, ::2].as_strided(...)`` ran as the aten op on tilefuse's contiguous ``x * 2`` and
-    read other elements (``[17, 3, 33]`` for eager's ``[3, 13, 5]``). Brute force: eager's own
-    values; no fallback kernel."""
+    lowering follows the FX view chain back to the value (``lowering.strided._storage_base``), not
+    tilefuse's contiguous ``x * 2``. Brute force: eager's own values; no fallback kernel."""
     fns = {
         "slice_step": lambda a: (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
         "select": lambda a: (a * 2)[1].as_strided((2, 2), (3, 1), 2) + 1,
@@ -1665,10 +1663,9 @@ def test_as_strided_of_a_view_of_a_permuted_intermediate_reads_its_bases_storage
 def test_as_strided_with_symbolic_sizes_reads_eagers_storage(name):
     """With ``dynamic=True`` the lowering cannot prove the view's reads in range, so ``as_strided``
     runs as the aten op, on the storage owner realized in its eager (here transposed) layout
-    (``lowering._in_eager_layout``: laid out so before it is realized, or copied when an extern
-    kernel realized it first) or on the graph input itself. It ran on tilefuse's contiguous
-    ``x * 2`` before and returned ``[17, 49, 33, 65]`` for eager's ``[3, 7, 5, 9]``. Brute
-    force: eager's own values and strides."""
+    (``lowering.strided._in_eager_layout``: laid out so before it is realized, or copied when an
+    extern kernel realized it first) or on the graph input itself, not on tilefuse's contiguous
+    ``x * 2``. Brute force: eager's own values and strides."""
     fns = {
         "dense": lambda a: (a * 2).as_strided((2, 2), (1, 2), 1) + 1,
         "slice_step": lambda a: (a * 2)[:, ::2].as_strided((3, 2), (1, 5), 1) + 1,
@@ -1828,12 +1825,12 @@ def test_view_as_a_dtype_of_the_same_size_is_a_bitcast(src, dst):
 
 
 def test_dense_layout_matches_torchs_own_test():
-    """``lowering._dense_layout`` against torch's ``is_non_overlapping_and_dense`` (brute force
+    """``lowering.strided._dense_layout`` against torch's ``is_non_overlapping_and_dense`` (brute force
     over small sizes and strides)."""
     import itertools
 
     from torch._prims_common import is_non_overlapping_and_dense_or_false
-    from tilefuse.lowering import _dense_layout
+    from tilefuse.lowering.strided import _dense_layout
 
     for size in itertools.product([0, 1, 2, 3], repeat=2):
         for stride in itertools.product([0, 1, 2, 3, 6], repeat=2):

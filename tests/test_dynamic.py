@@ -409,7 +409,7 @@ def test_op_lowerings_with_symbolic_sizes(name):
 
 
 # view ops whose output sizes are arithmetic on a symbolic size (a chunk count, a diagonal's
-# length, a window count): taken from the FX meta value (``lowering._meta_output_sizes``)
+# length, a window count): taken from the FX meta value (``lowering.views._meta_output_sizes``)
 _VIEW_OPS = {
     "split": lambda x: [t * 2 for t in x.split(3, 1)],
     "split_returned": lambda x: x.split(4, 0),

@@ -334,7 +334,7 @@ def test_closures_with_one_name_never_share_an_entry():
 
 
 def test_lowering_switches_that_change_code_are_in_the_key(monkeypatch):
-    from tilefuse import lowering
+    from tilefuse import config
 
     x, w = torch.randn(10, 13, device=DEVICE), torch.randn(13, 97, device=DEVICE)
 
@@ -343,8 +343,8 @@ def test_lowering_switches_that_change_code_are_in_the_key(monkeypatch):
 
     torch.compile(f, backend="tilefuse")(x, w)
     _fresh()
-    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
-    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    monkeypatch.setattr(config, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(config, "PAD_MM_MIN_MACS", 0)
     got = torch.compile(f, backend="tilefuse")(x, w)
     assert metrics.graph_cache_hits == 0  # padding now applies: compiled anew, not the unpadded module
     torch.testing.assert_close(got, f(x, w), atol=1e-4, rtol=1e-4)

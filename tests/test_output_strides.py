@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import tilefuse.lowering as lowering
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
 from tilefuse import config, metrics
 
@@ -152,8 +151,8 @@ def test_padded_matrix_product_slices_get_eager_strides(monkeypatch):
     """pad_mm (forced on this device, at any size): a slice of a product computed on zero-padded
     operands is a view with the padded row stride (28 here); as an output it comes back with
     eager's (27)."""
-    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
-    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    monkeypatch.setattr(config, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(config, "PAD_MM_MIN_MACS", 0)
     a, b, c = torch.randn(16, 9), torch.randn(9, 27), torch.randn(27)
 
     def f(a, b, c):
@@ -174,8 +173,8 @@ def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_pa
     along the rows of the transposed view, the same columns of ``g``): one padded copy serves
     both, the second as its transposed view, and ``g`` is computed straight into it (no unpadded
     copy). Gradients are eager's."""
-    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
-    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    monkeypatch.setattr(config, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(config, "PAD_MM_MIN_MACS", 0)
     torch.manual_seed(0)
     h = torch.randn(32, 16, device=DEVICE, requires_grad=True)
     w = torch.randn(97, 16, device=DEVICE, requires_grad=True)
@@ -203,8 +202,8 @@ def test_a_3d_gradient_input_used_transposed_first_is_padded_once(monkeypatch, t
     uses it transposed (``g.t() @ h``, the weight gradient), the second plain (``g @ W``). One
     padded copy of ``g`` serves both (it had been one padded transposed copy plus one padded
     copy, 2 x 412 MB per step at vocabulary 50257); results are eager's."""
-    monkeypatch.setattr(lowering, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
-    monkeypatch.setattr(lowering, "PAD_MM_MIN_MACS", 0)
+    monkeypatch.setattr(config, "PAD_MM_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(config, "PAD_MM_MIN_MACS", 0)
     torch.manual_seed(0)
     g3, h, w = torch.randn(2, 16, 97), torch.randn(32, 16), torch.randn(97, 16)
 
@@ -262,7 +261,7 @@ def test_dynamic_view_with_literal_sizes_keeps_eager_strides(name):
 def test_adaptive_avg_pool_of_a_channels_last_input_stays_channels_last(size):
     """torch's decomposition of ``_adaptive_avg_pool2d`` (gathers and a mean) made a contiguous
     result for windows that do not divide the input; eager and the op's meta function keep
-    channels-last (``lowering._in_the_inputs_memory_format``)."""
+    channels-last (``decompositions._in_the_inputs_memory_format``)."""
     x = torch.randn(2, 4, 7, 9).contiguous(memory_format=torch.channels_last)
     compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x)
     compile_and_compare(lambda t: F.adaptive_avg_pool2d(t, size), x.contiguous())

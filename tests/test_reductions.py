@@ -63,10 +63,11 @@ def _decomposed_groups(fn, *args) -> list[tuple[int, int]]:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse.graph import GraphLowering
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
     from tilefuse.scheduler import KernelGroup, schedule
 
-    gm = make_fx(fn, decomposition_table=decompositions())(*args)
+    gm = make_fx(fn, decomposition_table=decompositions(lowered=lowerings))(*args)
     graph = GraphLowering(gm, list(args), "test")
     graph.run()
     with G.set_graph(graph):
@@ -624,7 +625,7 @@ def test_decomposed_max_and_sumexp_is_one_normalizer():
     kernel for rows of 100, a chunk kernel and its combination for rows of 5000, with eager's
     values, NaN for rows of only -inf or holding +inf. Other dims, a different tensor under the
     max, a sum without keepdim or a float16 input are not matched and still give eager's values."""
-    from tilefuse.lowering import online_normalizers
+    from tilefuse.fx_passes import online_normalizers
 
     def f(t):
         return torch.exp(t - t.amax(-1, keepdim=True)).sum(-1, keepdim=True)
@@ -728,7 +729,8 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse.codegen.heuristics import alu_ops
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
 
     x, b = torch.randn(64, 256, dtype=torch.bfloat16), torch.randn(256, dtype=torch.bfloat16)
     for fn, heavy in (
@@ -736,7 +738,7 @@ def test_alu_heavy_pointwise_kernels_get_2048_elements_per_program():
         (lambda a, c: torch.nn.functional.silu(a) * c, False),
     ):
         # traced with the backend's decompositions, as AOTAutograd does
-        gs, graph = groups_of(make_fx(fn, decomposition_table=decompositions())(x, b), x, b)
+        gs, graph = groups_of(make_fx(fn, decomposition_table=decompositions(lowered=lowerings))(x, b), x, b)
         with G.set_graph(graph):
             (g,) = gs
             cg = TritonKernelCodegen(g, "k0", torch.device("cuda"), keep=set(g.names()))

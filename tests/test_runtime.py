@@ -167,9 +167,10 @@ def _compile_aten(f, *args):
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse.backend import compile_graph
-    from tilefuse.lowering import decompositions
+    from tilefuse.decompositions import decompositions
+    from tilefuse.lowering import lowerings
 
-    gm = make_fx(f, decomposition_table=decompositions())(*args)
+    gm = make_fx(f, decomposition_table=decompositions(lowered=lowerings))(*args)
     return compile_graph(gm, list(args), "inference")
 
 

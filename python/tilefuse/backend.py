@@ -756,7 +756,8 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
     ``opts`` already patched in by the caller)."""
     from torch._dynamo.backends.common import aot_autograd
 
-    from .lowering import decompositions
+    from .decompositions import decompositions
+    from .lowering import lowerings
     from .runtime import start_warmup
 
     def make_compiler(kind: str):
@@ -791,7 +792,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
             fw_compiler=make_compiler("forward"),
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
-            decompositions=decompositions(training),
+            decompositions=decompositions(training, lowered=lowerings),
             **extra,
         )(gm, example_inputs)
 
@@ -810,7 +811,7 @@ _WRONG_TORCH_DECOMPOSITIONS = ("multilabel_margin_loss_forward.default",)
 def _without_wrong_torch_decompositions():
     """While AOTAutograd traces: the Python Autograd kernels of ``_WRONG_TORCH_DECOMPOSITIONS``
     set aside (and put back after, also on an error), so that those ops reach the graph whole and
-    run as aten kernels (``lowering.decompositions`` does not decompose them either)."""
+    run as aten kernels (``decompositions.decompositions`` does not decompose them either)."""
     from torch._C import DispatchKey
 
     saved = []

@@ -99,7 +99,7 @@ Options:
         maximum and sum of exponentials of a softmax, log_softmax, logsumexp or cross-entropy over
         a last dim longer than ``persistent_reduction_threshold`` are computed per chunk of the row
         (persistent reductions of at most that length) and then combined, instead of by one looped
-        online reduction over the row (``lowering._normalizer_chunks``). False: looped.
+        online reduction over the row (``lowering.softmax._normalizer_chunks``). False: looped.
     pause_gc (bool, env TILEFUSE_PAUSE_GC, default True): Python's cyclic garbage collector is
         paused while Dynamo compiles a frame for tilefuse (its bytecode tracing, guards and the
         backend call: ``backend.install_dynamo_gc_pause``, through Dynamo's compile callbacks)
@@ -132,7 +132,7 @@ Options:
         (Inductor 577). False: graph order.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
-        (``lowering._mm_padding``); a graph output that is (a view of) such a product comes back
+        (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
         with eager's strides.
 
 Runtime tunables: module constants that ``tilefuse.runtime`` reads each time it uses them (so a
@@ -153,6 +153,19 @@ import, that must hold a positive number, and none is a per-compile option:
         threads run (``runtime.warmup``): their file reads and hashing give the GIL up often, and
         at Python's default 5 ms each return waits that long for a main thread busy tracing. The
         interval is only ever lowered, and put back when the last warm-up thread ends.
+
+Module-level tunables (not options: set only by assignment, e.g. by tests; no environment
+variable):
+    PAD_MM_MIN_MACS (int, default 2**27): with ``pad_mm``, a product is padded only when it has
+        at least this many multiply-adds (m*n*k); below it the padding copies cost about what the
+        aligned kernel saves.
+    PAD_MM_DEVICE_TYPES (tuple of str, default ("cuda",)): the device types whose products are
+        padded (cuBLAS's); tests add "cpu", with ``PAD_MM_MIN_MACS`` lowered, to run the padded
+        path under Triton's interpreter.
+    SCATTER_PROD_MAX_WORK (int, default 2**22): the most multiply-adds (the target's element count
+        times the index's extent along the scatter dim) a ``scatter_reduce(..., "prod")`` may take,
+        gathering each output element's factors (``lowering.scatter._scatter_prod``); a larger
+        one runs as the aten kernel, whose work is linear in the index.
 """
 
 from __future__ import annotations
@@ -260,7 +273,7 @@ precompile_wait_all: bool = _env_bool("TILEFUSE_PRECOMPILE_WAIT_ALL", True)
 symbolic_shapes: bool = _env_bool("TILEFUSE_SYMBOLIC_SHAPES", True)
 graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
-# run on zero-padded operands (lowering._mm_padding: Inductor's pad_mm rule, by size, not timing)
+# run on zero-padded operands (lowering.extern._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
@@ -306,6 +319,12 @@ TILE_CONFIGS: tuple[tuple[int, int, int], ...] = ((64, 64, 4), (128, 64, 8), (64
 # At most this many op names in a generated kernel's name (``codegen.triton_kernel.kernel_name``;
 # Inductor's ``kernel_name_max_ops`` is 10).
 KERNEL_NAME_MAX_OPS: int = 6
+
+# --- lowering
+# tunables of the lowerings (module-level, not options; documented in the module docstring)
+PAD_MM_MIN_MACS: int = 1 << 27
+PAD_MM_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
+SCATTER_PROD_MAX_WORK: int = 1 << 22
 
 _OPTIONS = (
     "fallback_on_error",

@@ -21,7 +21,9 @@ from . import sizevars as SV
 from .ir import graph_context as G
 from . import symbolic as S
 from .ir import nodes as ir
-from .lowering import EXTERN_OPS, lowerings, max_and_sumexp_pair, online_normalizers
+from .fx_passes import online_normalizers
+from .ir.layout_utils import strides_match as _strides_match
+from .lowering import EXTERN_OPS, lowerings, max_and_sumexp_pair
 
 log = logging.getLogger("tilefuse")
 
@@ -41,16 +43,6 @@ def _runtime_layout(t: torch.Tensor) -> ir.FixedLayout:
     lay = _layout_from_meta(t)
     lay.offset = 0
     return lay
-
-
-def _strides_match(size, stride, want, sv: SV.SizeVars) -> bool:
-    """Whether ``stride`` equals ``want`` on every dim of ``size`` other than 1 (the strides torch
-    compares; an empty tensor's never matter). Symbolic strides must be provably equal: no guard
-    is taken (equal by the graph's existing guards counts: ``SizeVars.known_equal``), and a stride
-    not proven equal counts as different (a copy, correct for every size)."""
-    if any(isinstance(s, int) and s == 0 for s in size):
-        return True
-    return len(stride) == len(want) and all(s == 1 or sv.known_equal(a, b) for s, a, b in zip(size, stride, want))
 
 
 def _broadcast_dims(size, stride) -> list[bool]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.dtypes import accumulator_dtype
 from .triton_ops import reduction_identity, tl_dtype
 
 
@@ -84,8 +85,8 @@ class ReductionMixin:
             return self._codegen_sqdev(v, dtype)
         acc_dt = dtype if rtype not in ("argmax", "argmin") else src_dtype
         if rtype in ("argmax", "argmin"):
-            # the half-precision accumulator rule: float16 / bfloat16 values compare in float32
-            acc_dt = torch.float32 if src_dtype in (torch.float16, torch.bfloat16) else src_dtype
+            # float16 / bfloat16 values compare in their accumulator dtype (float32)
+            acc_dt = accumulator_dtype(src_dtype)
         ident = reduction_identity(rtype, acc_dt)
         tdt = tl_dtype(acc_dt)
         vb = self.cse(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])")

@@ -8,7 +8,7 @@ CUDA device, the tilefuse options that change generated code (all but those in
 ``_KEY_EXCLUDED_OPTIONS``: ``debug_dir``, ``compile_workers``, ``compile_pool``,
 ``precompile_overlap``, ``precompile_wait_all``, ``graph_cache``, ``fallback_on_error``, ``warmup``,
 ``triton_key_from_stat``, ``pause_gc`` and ``eager_backward``) and the
-lowering's module-level pad_mm switches (``PAD_MM_DEVICE_TYPES``, ``PAD_MM_MIN_MACS``), the graph's nodes (with every nested
+the lowering's pad_mm tunables (``config.PAD_MM_DEVICE_TYPES``, ``config.PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
 input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
 ShapeEnv expressions, with the value range of every symbol they use. Hints are not in the key:
@@ -292,11 +292,11 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
             torch.cuda.current_device() if torch.cuda.is_initialized() else 0,
         )
     )
-    from .. import lowering
+    from .. import config
 
-    # module-level switches of the lowering that change generated code (set by tests and
+    # module-level tunables of the lowering that change generated code (set by tests and
     # experiments, not options)
-    parts.append((tuple(lowering.PAD_MM_DEVICE_TYPES), lowering.PAD_MM_MIN_MACS))
+    parts.append((tuple(config.PAD_MM_DEVICE_TYPES), config.PAD_MM_MIN_MACS))
     parts.append(_graph_part(gm))
     parts.append([_input_part(a, shape_env) for a in example_inputs])
     if shape_env is not None:

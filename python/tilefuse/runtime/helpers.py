@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# the per-call seeds of random ops: defined beside ``ir.RandomSeeds``, which lowering builds
+from ..ir.random_seeds import random_seeds  # noqa: F401
+
 
 def _reinterpret_py(t: Any, size: tuple, stride: tuple, offset: int) -> Any:
     return t.as_strided(size, stride, t.storage_offset() + offset)
@@ -52,16 +55,3 @@ def ensure_strides(t: Any, size: tuple, stride: tuple) -> Any:
     out = torch.empty_strided(tuple(src.shape), tuple(stride), dtype=t.dtype, device=t.device)
     out.copy_(src)
     return out.expand(tuple(size)) if broadcast else out
-
-
-# The per-call seeds of random ops: generated wrappers call this through ``ir.RandomSeeds``, which
-# lowering builds. The definition is to move below the lowering layer; once it has, this function
-# becomes a one-line re-export of it here (``from ..ir.<module> import random_seeds``), and
-# ``tilefuse.runtime.random_seeds`` stays the same object.
-def random_seeds(n: int, device: Any = "cpu") -> Any:
-    """``n`` int64 seeds in ``[0, 2**62)`` from torch's default generator of ``device`` (so
-    ``torch.manual_seed`` fixes them): the per-call seeds of a graph's random ops
-    (``ir.RandomSeeds``)."""
-    import torch
-
-    return torch.randint(0, 2**62, (n,), dtype=torch.int64, device=device)

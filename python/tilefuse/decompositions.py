@@ -1,0 +1,244 @@
+"""The decomposition table AOTAutograd traces with (``decompositions``), and the tilefuse
+decompositions in it that replace torch's (GELU of half inputs, adaptive average pooling's memory
+format, integer linspace)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Collection
+
+import torch
+
+from .ir.dtypes import is_half_precision
+
+aten = torch.ops.aten
+
+# nearest upsampling: not CompositeImplicitAutograd, so only the export table
+# (``core_aten_decompositions``) lists it besides the core decompositions proper
+_UPSAMPLE_NEAREST = (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+)
+
+
+def decompositions(training: bool = True, *, lowered: Collection[Any]) -> dict:
+    """The decomposition table AOTAutograd traces with: torch's core aten decompositions plus the
+    torch decompositions of composite ops that tilefuse fuses better as primitives (softmax,
+    layer norm, GELU, …), less the ops in ``lowered`` (the ops tilefuse lowers itself:
+    ``lowering.lowerings``; passed in because the lowerings sit above this module). Built once
+    per process per ``training`` and set of lowered ops, and shared: callers must not modify it.
+    ``training``: the graph has a backward (AOTAutograd traces a joint graph), so log_softmax and
+    layer norm are decomposed for the partitioner (below); an inference graph keeps them whole,
+    lowered directly (``_log_softmax``, ``_native_layer_norm``), which spares the
+    decompositions' trace (with ``dynamic=True`` log_softmax's symbolic-shape reasoning is a
+    large part of a cross-entropy graph's trace).
+
+    torch's core table for export (``core_aten_decompositions``) also lists every
+    CompositeImplicitAutograd op, which it finds by walking all registered ops (a slow walk on
+    the critical path of a first compile); those decompose on their own while AOTAutograd
+    traces, so the table here is the core decompositions proper
+    (``_core_aten_decompositions_post_autograd``) plus the six non-composite ops the export table
+    adds (nearest upsampling)."""
+    return _decompositions(bool(training), frozenset(lowered))
+
+
+@functools.lru_cache(maxsize=None)
+def _decompositions(training: bool, lowered: frozenset) -> dict:
+    if not training:
+        # the training table less the decompositions added back for the partitioner (below)
+        return {
+            k: v
+            for k, v in _decompositions(True, lowered).items()
+            if getattr(k, "overloadpacket", None) not in (aten._log_softmax, aten.native_layer_norm)
+        }
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    try:
+        from torch._decomp import _core_aten_decompositions_post_autograd
+    except ImportError:  # another torch: the export table, slower to build, the same traces
+        table = dict(core_aten_decompositions())
+    else:
+        table = dict(_core_aten_decompositions_post_autograd())
+        table.update(get_decompositions([getattr(aten, name) for name in _UPSAMPLE_NEAREST]))
+    table.update(
+        get_decompositions(
+            [
+                aten.native_layer_norm,
+                aten.gelu,
+                aten.gelu_backward,
+                aten.native_dropout,
+                aten.sigmoid_backward,
+                aten.tanh_backward,
+                aten.silu,
+                aten.silu_backward,
+                aten.hardtanh,
+                aten.leaky_relu,
+                aten.native_group_norm,
+                aten.native_batch_norm,
+                aten.mish,
+                aten._softmax_backward_data,
+                aten._log_softmax_backward_data,
+                aten.native_layer_norm_backward,
+                aten.addcmul,
+                aten.addcdiv,
+                aten.lerp,
+                aten.logit,
+                aten.elu,
+                aten.elu_backward,
+                aten.hardtanh_backward,
+                aten.leaky_relu_backward,
+                aten.threshold_backward,
+                aten._native_batch_norm_legit,
+                aten._native_batch_norm_legit_no_training,
+                aten._native_batch_norm_legit_functional,
+                aten.native_batch_norm_backward,
+                aten._batch_norm_with_update,
+                aten._batch_norm_with_update_functional,
+                aten._adaptive_avg_pool2d,
+                aten.ldexp,
+                aten.narrow_copy,
+                aten.view_copy,
+                aten.permute_copy,
+                aten.unbind_copy,
+                aten.dist,
+                aten.index_fill,
+                aten.aminmax,
+            ]
+        )
+    )
+    # keep these as primitives that tilefuse lowers or calls directly. Attention stays whole: its
+    # forward and backward kernels must agree on what is saved (torch's CPU-flash decomposition
+    # returns the probabilities where the aten backward expects the logsumexp)
+    keep = (
+        aten.addmm,
+        aten.mm,
+        aten.bmm,
+        aten.convolution,
+        aten.var_mean,
+        aten.var,
+        aten.std,
+        aten._softmax,
+        aten._log_softmax,
+        aten.logsumexp,  # lowered with an online normalizer
+        # (log_softmax's own decomposition is put back below)
+        aten._scaled_dot_product_flash_attention_for_cpu,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward,
+        aten._scaled_dot_product_flash_attention,
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_cudnn_attention,
+    )
+    # ... and an op tilefuse lowers itself is not decomposed either (Inductor's rule): the core
+    # table rewrites views (transpose, split, _unsafe_view, squeeze, …) through torch's Python
+    # references, whose stride and contiguity reasoning is slow under symbolic sizes
+    for k in list(table):
+        if k in lowered or getattr(k, "overloadpacket", None) in keep:
+            del table[k]
+    # ... except where the min-cut partitioner needs to see through an op to recompute around it
+    # (see _log_softmax_as_logsumexp): detach becomes alias, a view it may recompute; a detach
+    # left whole counts as a non-fusible user, which makes the tensor it detaches (log-probs
+    # saved for log_softmax's backward) "materialized" and so saved rather than recomputed
+    table.update(get_decompositions([aten.detach]))
+    # log_softmax as torch decomposes it, ``(x - amax) - log(sum(exp(x - amax)))``: the partitioner
+    # recomputes the log-probabilities in the backward from the input and two per-row values (a
+    # whole log_softmax is an op it cannot recompute, so it would save the log-probabilities, as
+    # large as the logits); GraphLowering lowers the
+    # amax and the sum of exponentials as one row normalizer (online_normalizers). The output is
+    # rounded at the size of ``x - amax``, as eager's kernel rounds it. Only with a backward: an
+    # inference graph has no partition to recompute for (``_decompositions(False)``)
+    table.update(get_decompositions([aten._log_softmax]))
+    # layer norm likewise: decomposed for the partitioner in a graph with a backward, lowered
+    # whole (``_native_layer_norm``) in an inference graph
+    table.update(get_decompositions([aten.native_layer_norm]))
+    table[aten.gelu.default] = _gelu_polynomial_erfc
+    if aten._adaptive_avg_pool2d.default in table:
+        table[aten._adaptive_avg_pool2d.default] = functools.partial(
+            _in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default]
+        )
+    # torch decompositions that are wrong in torch 2.11 (the aten op runs instead, a fallback
+    # kernel): multilabel_margin_loss_forward gathers the positions after a target's -1 (the
+    # documented end of its label list) as class 0 (aot_eager and Inductor share the error)
+    for op in (aten.multilabel_margin_loss_forward.default,):
+        table.pop(op, None)
+    if aten.linspace.default in table:
+        table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
+    return table
+
+
+def _in_the_inputs_memory_format(
+    decomposition: Callable[..., Any], x: torch.Tensor, *args: Any, **kwargs: Any
+) -> torch.Tensor:
+    """``decomposition(x, ...)`` laid out in ``x``'s suggested memory format (channels-last for a
+    channels-last ``x``), as the op's own kernel and meta function lay it out. torch's
+    decomposition of ``_adaptive_avg_pool2d`` into gathers and a mean returns a contiguous result
+    for window sizes that do not divide the input, where eager returns channels-last (strides
+    ``(48, 12, 4, 1)`` for eager's ``(48, 1, 16, 4)``); the copy is a layout
+    tilefuse's lowering gives the stored value, not an extra kernel."""
+    from torch._prims_common import suggest_memory_format
+
+    out = decomposition(x, *args, **kwargs)
+    fmt = suggest_memory_format(x)
+    if fmt != torch.contiguous_format and out.dim() == x.dim() and not out.is_contiguous(memory_format=fmt):
+        out = out.contiguous(memory_format=fmt)
+    return out
+
+
+def _linspace_integers_in_float64(
+    decomposition: Callable[..., Any], start: Any, end: Any, steps: int, **kwargs: Any
+) -> torch.Tensor:
+    """Decomposition of ``aten.linspace`` (torch's ``decomposition``, a ``torch._refs.linspace``)
+    that computes an integer result in float64 and converts it, as eager's kernel computes it in
+    double: the reference multiplies its int64 positions by a Python-float step, which promotes
+    to float32 and rounds every value past 2**24 (``linspace(2**31 - 10, 2**31 + 10, 5,
+    dtype=torch.int64)`` gave 2147483648 five times). Floating and bool results are the
+    reference's."""
+    dtype = kwargs.get("dtype")
+    if dtype is None or dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return decomposition(start, end, steps, **kwargs)
+    return decomposition(start, end, steps, **{**kwargs, "dtype": torch.float64}).to(dtype)
+
+
+# log2(erfc(u)) on [0, 4] as a degree-9 polynomial in u (least squares in float64, coefficients
+# rounded to float32), lowest degree first. Relative error of 2**p against erfc: <= 2.6e-6 on
+# [0, 4) (absolute <= 8.8e-7), far below a bfloat16 or float16 result's rounding (2**-8, 2**-11).
+_LOG2_ERFC_POLY = (
+    1.2407712119966163e-06,
+    -1.62797212600708,
+    -0.9178803563117981,
+    -0.15021033585071564,
+    0.03099696896970272,
+    -0.0031328804325312376,
+    -0.0003821765712928027,
+    0.00018794197239913046,
+    -2.6785393856698647e-05,
+    1.430370616617438e-06,
+)
+
+
+def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """Decomposition of ``aten.gelu``. For a float16/bfloat16 input with ``approximate="none"``
+    the exact GELU ``x/2 * (1 + erf(x/sqrt(2)))`` is computed in float32 with ``erf`` from a
+    polynomial: ``erfc(|u|) = 2**p(|u|)`` (``_LOG2_ERFC_POLY``, 0 for ``|u| >= 4``, where float32's
+    ``1 + erf`` is already 0 or 2) and ``1 + erf(u) = 1 + sign(u) * (1 - erfc(|u|))``, which
+    rounds the tail in float32 exactly as the eager kernel's ``1 + erf`` does. Result in ``x``'s
+    dtype. Why: libdevice's ``erf`` makes a bias + GELU kernel ALU-bound on the GPU, where the
+    polynomial keeps it memory-bound, and it links libdevice into the kernel (a longer compile).
+    The result matches eager's (float32 math, one rounding to
+    the half dtype) to one unit in the last place of that dtype; float32/float64 inputs and the
+    tanh approximation keep torch's decomposition (libdevice ``erf``/``tanh``). A tilefuse
+    heuristic, not Inductor's (which calls libdevice's ``erf``)."""
+    if approximate != "none" or not is_half_precision(x.dtype):
+        from torch._refs.nn.functional import gelu as torch_gelu  # torch's decomposition
+
+        return torch_gelu(x, approximate=approximate)
+    v = x.to(torch.float32)
+    u = torch.abs(v) * 0.7071067811865476
+    p = u * _LOG2_ERFC_POLY[-1] + _LOG2_ERFC_POLY[-2]
+    for c in reversed(_LOG2_ERFC_POLY[:-2]):
+        p = p * u + c
+    erfc = torch.where(u < 4.0, torch.exp2(p), 0.0)
+    erf_abs = 1.0 - erfc
+    return (0.5 * v * (1.0 + torch.where(v < 0, -erf_abs, erf_abs))).to(x.dtype)
