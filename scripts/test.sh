@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run every test: the Rust core's cargo tests (unit, integration and
-# property tests) and the Python suite (pytest; Triton kernels run on the CPU through
-# TRITON_INTERPRET=1; tests marked `gpu` are skipped without a CUDA device). Arguments go to pytest
-# in place of the whole suite: `bash scripts/test.sh tests/test_config.py -x`.
+# Set up (scripts/setup.sh) and run every test: the linters and structural checks (scripts/lint.sh;
+# whole runs only), the Rust core's cargo tests (unit, integration and property tests) and the Python
+# suite (pytest; Triton kernels run on the CPU through TRITON_INTERPRET=1; tests marked `gpu` are
+# skipped without a CUDA device). Arguments go to pytest in place of the whole suite and skip the
+# linters: `bash scripts/test.sh tests/test_config.py -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
+if [ $# -eq 0 ]; then
+    bash scripts/lint.sh
+fi
 echo "== cargo test"
 cargo test --release
 echo "== pytest"

@@ -19,7 +19,6 @@ Importing this package imports every family, so every lowering is registered.
 
 from __future__ import annotations
 
-
 from . import (  # noqa: F401  (imported for their registrations)
     pointwise,
     creation,
