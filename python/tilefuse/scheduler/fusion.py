@@ -38,6 +38,7 @@ class Refusal(NamedTuple):
 
     @property
     def reason(self) -> str:
+        """The message, with the concrete values."""
         return self.fmt % self.args
 
 
@@ -286,8 +287,8 @@ def producer_first(item: KernelGroup, reads: set[str], guest_at: int) -> Refusal
         return None
     return Refusal(
         "producer_first",
-        "it writes nothing the node reads, and a loop-guest fit at item %d is pending",
-        (guest_at,),
+        "the kernel writes none of %s, and a loop-guest fit at item #%d is pending",
+        (sorted(reads), guest_at),
     )
 
 

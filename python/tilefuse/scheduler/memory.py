@@ -268,6 +268,7 @@ def _graph_order_hoisting_frees(model: _MemoryModel) -> list[int]:
     order: list[int] = []
 
     def frees(i: int) -> int:
+        """Bytes item i frees when it runs now (it is the last remaining reader)."""
         return sum(model.size_free.get(r, 0) for r in model.reads[i] if remaining[r] == 1)
 
     while ready:

@@ -61,17 +61,21 @@ class SchedulerNode:
 
     @property
     def name(self) -> str:
+        """The buffer's name (``buf<k>``)."""
         return self.buf.name
 
     @property
     def numel(self) -> int:
+        """Elements of the iteration space (outputs of a reduction); an int or a size Expr."""
         return ir.prod(self.sizes)
 
     @property
     def rnumel(self) -> int:
+        """Elements reduced per output (1 for a pointwise node)."""
         return ir.prod(self.rsizes) if self.rsizes else 1
 
     def is_reduction(self) -> bool:
+        """Whether the node reduces (or scans) over ``rsizes``."""
         return bool(self.rsizes)
 
     def read_deps(self) -> list:
@@ -92,9 +96,11 @@ class SchedulerNode:
         return deps
 
     def read_names(self) -> set[str]:
+        """Names of the buffers it reads."""
         return {d.name for d in self.read_deps()}
 
     def is_mutation(self) -> bool:
+        """Whether it is an in-place (atomic or scatter) update of another buffer."""
         return isinstance(self.buf, ir.MutationBuffer)
 
     @staticmethod
@@ -142,6 +148,7 @@ class ExternSchedulerNode:
 
     @property
     def name(self) -> str:
+        """The buffer's name."""
         return self.buf.name
 
     def read_deps(self) -> list[StarDep]:
@@ -163,6 +170,7 @@ class ExternSchedulerNode:
         return deps
 
     def read_names(self) -> set[str]:
+        """Names of the buffers it reads."""
         return {d.name for d in self.read_deps()}
 
 
@@ -177,6 +185,7 @@ class KernelGroup:
     maps: dict = field(default_factory=dict)
 
     def names(self) -> set[str]:
+        """Names of the buffers its nodes compute."""
         return {n.name for n in self.nodes}
 
     def has_mutation(self) -> bool:

@@ -43,6 +43,7 @@ from .nodes import KernelGroup, SchedulerNode, item_writes
 # the rules a fusion passed, as the log lists them
 _LOOKBACK_PASSED = tuple(dict.fromkeys(CANDIDATE_RULES + KERNEL_RULES + (loop_guest,)))
 _PENDING_PASSED = tuple(dict.fromkeys(CANDIDATE_RULES + KERNEL_RULES + (producer_first,)))
+_GUEST_PASSED = tuple(dict.fromkeys(CANDIDATE_RULES + KERNEL_RULES))
 _FAR_PASSED = tuple(
     dict.fromkeys((extern_call, in_place_update, iteration_space) + KERNEL_RULES + (far_guest_few_rows,))
 )
@@ -126,6 +127,7 @@ class Placement:
                         self._take(j, node, fused, f"{last - j} items back" if j < last else "latest", _LOOKBACK_PASSED)
                         return True
                     guest = (j, fused)  # kept as the last resort
+                    r = Refusal(r.rule, r.fmt + "; kept as the last resort", r.args)
                 else:
                     r = producer_first(it, reads, guest[0])
                     if r is None:
@@ -136,7 +138,7 @@ class Placement:
             written_after |= item_writes(it)
         if guest is not None:
             how = "a loop guest: no kernel within the lookback that writes what it reads took it"
-            self._take(guest[0], node, guest[1], how, CANDIDATE_RULES + KERNEL_RULES)
+            self._take(guest[0], node, guest[1], how, _GUEST_PASSED)
             return True
         return False
 
