@@ -200,6 +200,8 @@ def x_reads_loop_value(nodes: list[SchedulerNode], maps: dict) -> Refusal | None
     """A node outside the reduction loop (kind 'x': once per output row) reads no buffer written
     by a node inside the loop (kind 'xr'): that value varies along rindex, and only its last
     iteration's would be in registers after the loop."""
+    if not any(maps[n][0] == "xr" for n in nodes):
+        return None  # no value varies along rindex
     written: dict[str, tuple[str, str]] = {}
     for n in nodes:
         kind, _, loads, stores = maps[n]

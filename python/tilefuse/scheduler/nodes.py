@@ -11,6 +11,7 @@ symbols ``XINDEX`` (range numel) and ``RINDEX`` (range rnumel) and simplified wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .. import symbolic as S
@@ -64,14 +65,15 @@ class SchedulerNode:
         """The buffer's name (``buf<k>``)."""
         return self.buf.name
 
-    @property
+    @cached_property
     def numel(self) -> int:
-        """Elements of the iteration space (outputs of a reduction); an int or a size Expr."""
+        """Elements of the iteration space (outputs of a reduction); an int or a size Expr.
+        Cached: ``sizes`` is fixed once the node is created, and fusion asks often."""
         return ir.prod(self.sizes)
 
-    @property
+    @cached_property
     def rnumel(self) -> int:
-        """Elements reduced per output (1 for a pointwise node)."""
+        """Elements reduced per output (1 for a pointwise node); cached as ``numel``."""
         return ir.prod(self.rsizes) if self.rsizes else 1
 
     def is_reduction(self) -> bool:
