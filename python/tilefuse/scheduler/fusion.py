@@ -272,7 +272,7 @@ def loop_guest(fused: KernelGroup, node: SchedulerNode, reads: set[str]) -> Refu
     such a fit is kept as the last resort."""
     if node.is_reduction() or fused.maps[node][0] != "xr":
         return None
-    if any(reads & {d.name for d in n.write_deps()} for n in fused.nodes if n is not node):
+    if any(not reads.isdisjoint(n.write_names) for n in fused.nodes if n is not node):
         return None
     return Refusal(
         "loop_guest",

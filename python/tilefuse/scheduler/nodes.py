@@ -101,6 +101,12 @@ class SchedulerNode:
         """Names of the buffers it reads."""
         return {d.name for d in self.read_deps()}
 
+    @cached_property
+    def write_names(self) -> frozenset[str]:
+        """Names of the buffers it writes (of ``write_deps``); cached: placement asks for every
+        candidate kernel."""
+        return frozenset(d.name for d in self.write_deps())
+
     def is_mutation(self) -> bool:
         """Whether it is an in-place (atomic or scatter) update of another buffer."""
         return isinstance(self.buf, ir.MutationBuffer)
@@ -175,6 +181,11 @@ class ExternSchedulerNode:
         """Names of the buffers it reads."""
         return {d.name for d in self.read_deps()}
 
+    @cached_property
+    def write_names(self) -> frozenset[str]:
+        """Names of the buffers it writes (of ``write_deps``), cached."""
+        return frozenset(d.name for d in self.write_deps())
+
 
 @dataclass(eq=False)
 class KernelGroup:
@@ -235,8 +246,9 @@ def node_reduction_hint(node: SchedulerNode) -> str:
 def item_writes(item: Any) -> set[str]:
     """Buffers a scheduled item (KernelGroup, SchedulerNode or ExternSchedulerNode) writes: the
     names of its write deps."""
-    nodes = item.nodes if isinstance(item, KernelGroup) else [item]
-    return {d.name for n in nodes for d in n.write_deps()}
+    if not isinstance(item, KernelGroup):
+        return set(item.write_names)
+    return set().union(*(n.write_names for n in item.nodes))
 
 
 def item_reads(item: Any) -> set[str]:

@@ -62,7 +62,7 @@ class Placement:
 
     def record(self, j: int, node: Any) -> None:
         """``node`` (a SchedulerNode, or an extern / empty item) now sits in item ``j``."""
-        writes = {d.name for d in node.write_deps()}
+        writes = node.write_names
         for name in writes:
             self.last_writer[name] = j
         if isinstance(node, SchedulerNode):
