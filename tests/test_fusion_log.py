@@ -261,7 +261,7 @@ def _fake_node(name, *, reduction=False, writes=(), hint=None, mutation_of=None)
         rnumel=1,
         is_reduction=lambda: reduction,
         is_mutation=lambda: mutation_of is not None,
-        write_deps=lambda: [SimpleNamespace(name=w) for w in writes],
+        write_names=frozenset(writes),
         buf=SimpleNamespace(target=SimpleNamespace(name=mutation_of)),
     )
     if hint is not None:
