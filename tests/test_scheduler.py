@@ -52,7 +52,7 @@ def test_independent_node_moves_back_past_an_extern_kernel_but_a_dependent_one_d
 def test_a_fused_kernel_takes_at_most_max_fusion_size_nodes():
     """Inductor's max_fusion_size: 150 outputs over one iteration space would all fit one kernel;
     they are cut into kernels of at most MAX_FUSION_SIZE nodes, and the results still match eager."""
-    from tilefuse import scheduler
+    from tilefuse import config
 
     def f(*xs):
         return tuple(x * (k + 1) + 1 for k, x in enumerate(xs))
@@ -60,7 +60,7 @@ def test_a_fused_kernel_takes_at_most_max_fusion_size_nodes():
     xs = [torch.randn(8, 16) for _ in range(150)]
     items = scheduled(f, *xs)
     sizes = [len(i.nodes) for i in items if isinstance(i, KernelGroup)]
-    assert sum(sizes) == 150 and max(sizes) == scheduler.MAX_FUSION_SIZE and len(sizes) == 3
+    assert sum(sizes) == 150 and max(sizes) == config.MAX_FUSION_SIZE and len(sizes) == 3
 
     compiled = torch.compile(f, backend="tilefuse")
     for got, want in zip(compiled(*xs), f(*xs)):
@@ -125,7 +125,7 @@ def test_a_pointwise_node_joins_its_producer_rather_than_an_unrelated_reduction_
     """Buffers in order: row sums of x (64 rows), a full sum of y (one output, 64 elements), then
     t = 2·rowsum, a graph output. t fits both kernels: inside the full sum's loop (its 64 elements
     are that loop's elements) or as the row-sum kernel's epilogue. The full sum writes nothing t
-    reads, so t goes to its producer (_loop_guest): run in the one-program loop, its work would
+    reads, so t goes to its producer (``loop_guest``): run in the one-program loop, its work would
     not be spread over the GPU."""
 
     def f(x, y):
@@ -147,10 +147,10 @@ def test_a_node_joins_a_kernel_beyond_the_lookback_that_shares_its_buffers():
     """Ten kernels over other iteration spaces separate the row sums of x from two late nodes:
     t = 2·rowsum (reads the sums) and u = 3·x (reads x, which the row-sum kernel reads). Both are
     beyond FUSION_LOOKBACK, nothing after the row-sum kernel writes what they read, so they join
-    it (``_far_kernel``: t as its epilogue, u in its loop) instead of a new kernel at the end —
+    it (``Placement.far_kernel``: t as its epilogue, u in its loop) instead of a new kernel at the end —
     AOTAutograd's saved values and converted gradients sit that far from their producers. The
     results match eager."""
-    from tilefuse import scheduler
+    from tilefuse import config
 
     def f(x, *ys):
         s = x.sum(1)
@@ -158,7 +158,7 @@ def test_a_node_joins_a_kernel_beyond_the_lookback_that_shares_its_buffers():
         return (s * 2, x * 3, *outs)
 
     x = torch.randn(64, 300)
-    ys = [torch.randn(3, 5 + k) for k in range(scheduler.FUSION_LOOKBACK + 2)]
+    ys = [torch.randn(3, 5 + k) for k in range(config.FUSION_LOOKBACK + 2)]
     groups = [i for i in scheduled(f, x, *ys) if isinstance(i, KernelGroup)]
     assert len(groups) == 1 + len(ys)
     (rows,) = [g for g in groups if (g.numel, g.rnumel) == (64, 300)]
@@ -169,10 +169,10 @@ def test_a_node_joins_a_kernel_beyond_the_lookback_that_shares_its_buffers():
 
 
 def test_a_far_node_does_not_join_the_loop_of_a_reduction_over_few_rows():
-    """The far-kernel rule keeps ``_loop_guest``'s reason: y·2 shares y with the full sum of y
+    """The far-kernel rule keeps ``loop_guest``'s reason: y·2 shares y with the full sum of y
     (one output) ten kernels back, but inside that sum's loop it would run on one program; it
     gets a kernel of its own (or another fit), never the one-output reduction's loop."""
-    from tilefuse import scheduler
+    from tilefuse import config
 
     def f(y, *zs):
         c = y.sum()
@@ -180,7 +180,7 @@ def test_a_far_node_does_not_join_the_loop_of_a_reduction_over_few_rows():
         return (c, y * 2, *outs)
 
     y = torch.randn(8, 300)  # 2400 elements: one unsplit reduction
-    zs = [torch.randn(3, 5 + k) for k in range(scheduler.FUSION_LOOKBACK + 2)]
+    zs = [torch.randn(3, 5 + k) for k in range(config.FUSION_LOOKBACK + 2)]
     groups = [i for i in scheduled(f, y, *zs) if isinstance(i, KernelGroup)]
     (full,) = [g for g in groups if g.numel == 1 and g.rnumel == 8 * 300]
     assert len(full.nodes) == 1
@@ -207,7 +207,7 @@ def _mm_inputs():
 
 def test_the_weight_gradient_runs_first_when_it_frees_the_saved_activation(caplog):
     from tilefuse import config
-    from tilefuse import scheduler as SCH
+    from tilefuse.scheduler import memory as SCH
     from tilefuse.ir import graph_context as G
 
     args = _mm_inputs()
@@ -265,7 +265,7 @@ def test_no_reorder_that_would_raise_the_peak_when_the_caller_holds_the_inputs()
     the [512, 512] temporaries: lower if ``x`` is freed, higher while the caller holds ``x`` (2.5
     against 2.0 MiB allocated by the call). Graph order stays."""
     from tilefuse import config
-    from tilefuse import scheduler as SCH
+    from tilefuse.scheduler import memory as SCH
     from tilefuse.ir import graph_context as G
 
     def f(x, y):
@@ -336,7 +336,12 @@ def test_peak_estimate_and_greedy_order_on_random_graphs_against_brute_force():
     step."""
     import random
 
-    from tilefuse.scheduler import _MemoryModel, _graph_order_hoisting_frees, _least_peak_first, estimate_peak_memory
+    from tilefuse.scheduler.memory import (
+        _graph_order_hoisting_frees,
+        _least_peak_first,
+        _MemoryModel,
+        estimate_peak_memory,
+    )
 
     rng = random.Random(0)
     for trial in range(200):

@@ -126,8 +126,8 @@ Options:
         the scheduler may order the graph's kernels and extern calls for peak memory: graph order,
         graph order with memory-freeing items hoisted, or a least-peak-memory-first greedy
         topological order, whichever has the lowest estimated peak, when it saves at least
-        ``scheduler.MIN_PEAK_GAIN`` (5%) of the memory in play and does not raise the peak while
-        the caller holds the graph's inputs (``scheduler.order_for_peak_memory``; Inductor's
+        ``MIN_PEAK_GAIN`` (5%) of the memory in play and does not raise the peak while the caller
+        holds the graph's inputs (``scheduler.order_for_peak_memory``; Inductor's
         ``reorder_for_peak_memory``). On the H200 it cut block_fwd_bwd's peak from 673 to 545 MiB
         (Inductor 577). False: graph order.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
@@ -166,6 +166,28 @@ variable):
         times the index's extent along the scatter dim) a ``scatter_reduce(..., "prod")`` may take,
         gathering each output element's factors (``lowering.scatter._scatter_prod``); a larger
         one runs as the aten kernel, whose work is linear in the index.
+
+Scheduler tunables (module constants read by ``tilefuse.scheduler`` at each use; not options:
+``torch.compile``'s options and ``patch`` do not take them, and they are not part of the graph
+cache's key; tests set them with ``monkeypatch.setattr(config, NAME, value)``):
+    MAX_FUSION_SIZE (int, default 64): at most this many nodes per fused kernel (Inductor's
+        ``max_fusion_size``): Triton's compile time grows faster than a kernel's size, while the
+        memory traffic of the same nodes split over several kernels is the same
+        (``scheduler.fusion.max_fusion_size``).
+    FUSION_LOOKBACK (int, default 8): a node that does not fit the latest kernel may move back
+        to join one of this many items before it, when none in between writes a buffer it reads
+        (horizontal fusion); beyond it, only a kernel sharing a buffer with the node takes it
+        (``scheduler.placement``).
+    FEW_ROWS (int, default 64) and LONG_ROW (int, default 32768): a reduction over fewer than
+        FEW_ROWS output rows, each longer than LONG_ROW elements, runs on too few programs to
+        carry fused pointwise work in its loop (``scheduler.fusion.few_rows_long_loop``); beyond
+        the lookback, no pointwise node joins the loop of a reduction over fewer than FEW_ROWS
+        rows unless it reads what that kernel writes (``scheduler.fusion.far_guest_few_rows``).
+        Symbolic sizes are judged by their size hints.
+    MIN_PEAK_GAIN (float, default 0.05): with ``reorder_for_peak_memory``, an order other than
+        graph order must lower the estimated peak by this fraction of the memory in play (the
+        graph's inputs plus graph order's peak) to be taken
+        (``scheduler.memory.order_for_peak_memory``).
 """
 
 from __future__ import annotations
@@ -325,6 +347,13 @@ KERNEL_NAME_MAX_OPS: int = 6
 PAD_MM_MIN_MACS: int = 1 << 27
 PAD_MM_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
 SCATTER_PROD_MAX_WORK: int = 1 << 22
+
+# --- scheduler (tunables, documented in the module docstring; not per-compile options)
+MAX_FUSION_SIZE: int = 64
+FUSION_LOOKBACK: int = 8
+FEW_ROWS: int = 64
+LONG_ROW: int = 32768
+MIN_PEAK_GAIN: float = 0.05
 
 _OPTIONS = (
     "fallback_on_error",

@@ -1,0 +1,260 @@
+"""What the scheduler schedules: dependencies, nodes and kernel groups.
+
+Every ComputedBuffer becomes a ``SchedulerNode``: its store function traced into a LoopBody over
+index variables ``i*`` (and reduction variables ``r*``), with its group ``(numel, rnumel)``. Extern
+and fallback kernels are ``ExternSchedulerNode``s and are never fused. A ``KernelGroup`` is the
+nodes fused into one Triton kernel, each node's indices rewritten over the kernel's two flat index
+symbols ``XINDEX`` (range numel) and ``RINDEX`` (range rnumel) and simplified with
+``simplify_with_ranges`` (native core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .. import symbolic as S
+from ..ir import graph_context as G
+from ..ir import nodes as ir
+from ..ir.loop_body import LoopBody
+from ..ir.nodes import digits
+
+XINDEX = S.sym("xindex")
+RINDEX = S.sym("rindex")
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    """A read or write of buffer ``name`` at ``index`` (an Expr over the node's loop variables),
+    the loop variables ranging over ``ranges`` ((var, size) pairs) — Inductor's MemoryDep. Fusion
+    compares them after mapping both sides onto the kernel's index symbols: a value can stay in
+    registers only when the read's index equals the write's."""
+
+    name: str
+    index: Any
+    ranges: tuple
+
+
+@dataclass(frozen=True)
+class StarDep:
+    """A dependency on the whole of buffer ``name`` (Inductor's StarDep): the inputs of an extern
+    or fallback kernel, the target of an in-place (atomic) update, an extern op that mutates its
+    arguments. No index, so never satisfied from registers.
+
+    Inductor's WeakDep ("run after the readers of the old value") has no counterpart: nodes only
+    ever move earlier than graph order, never past an item that writes what they read, and
+    in-place kernels never move."""
+
+    name: str
+
+
+@dataclass(eq=False)
+class SchedulerNode:
+    """A ComputedBuffer to be generated as (part of) a Triton kernel: ``body`` is its store
+    function traced over ``sizes`` (the output's iteration space, or a reduction's kept dims)
+    and ``rsizes`` (a reduction's reduced dims; empty for a pointwise node)."""
+
+    buf: ir.ComputedBuffer
+    body: LoopBody
+    sizes: list[int]
+    rsizes: list[int]
+
+    @property
+    def name(self) -> str:
+        """The buffer's name (``buf<k>``)."""
+        return self.buf.name
+
+    @cached_property
+    def numel(self) -> int:
+        """Elements of the iteration space (outputs of a reduction); an int or a size Expr.
+        Cached: ``sizes`` is fixed once the node is created, and fusion asks often."""
+        return ir.prod(self.sizes)
+
+    @cached_property
+    def rnumel(self) -> int:
+        """Elements reduced per output (1 for a pointwise node); cached as ``numel``."""
+        return ir.prod(self.rsizes) if self.rsizes else 1
+
+    def is_reduction(self) -> bool:
+        """Whether the node reduces (or scans) over ``rsizes``."""
+        return bool(self.rsizes)
+
+    def read_deps(self) -> list:
+        """MemoryDeps of the loads, plus a StarDep on the target of an in-place update (it must
+        exist, initialized, and stay alive here)."""
+        ranges = tuple(self.body.var_ranges.items())
+        deps: list = [MemoryDep(n, e, ranges) for n, e in self.body.loads()]
+        if self.is_mutation():
+            deps.append(StarDep(self.buf.target.name))
+        return deps
+
+    def write_deps(self) -> list:
+        """MemoryDeps of the stores, plus a StarDep on the target of an in-place update."""
+        ranges = tuple(self.body.var_ranges.items())
+        deps: list = [MemoryDep(n, e, ranges) for n, e in self.body.stores()]
+        if self.is_mutation():
+            deps.append(StarDep(self.buf.target.name))
+        return deps
+
+    def read_names(self) -> set[str]:
+        """Names of the buffers it reads."""
+        return {d.name for d in self.read_deps()}
+
+    @cached_property
+    def write_names(self) -> frozenset[str]:
+        """Names of the buffers it writes (of ``write_deps``); cached: placement asks for every
+        candidate kernel."""
+        return frozenset(d.name for d in self.write_deps())
+
+    def is_mutation(self) -> bool:
+        """Whether it is an in-place (atomic or scatter) update of another buffer."""
+        return isinstance(self.buf, ir.MutationBuffer)
+
+    @staticmethod
+    def create(buf: ir.ComputedBuffer) -> "SchedulerNode":
+        """The node of ``buf``, its store function traced (needs the graph context: dtypes)."""
+        # a reduction (or scan) iterates over its kept dims; a scan's buffer is larger than that
+        sizes = list(buf.data.ranges) if buf.is_reduction() else list(buf.get_size())
+        iv = [S.sym(f"i{k}") for k in range(len(sizes))]
+        ranges = dict(zip(iv, sizes))
+        if buf.is_reduction():
+            rsizes = list(buf.data.reduction_ranges)
+            rv = [S.sym(f"r{k}") for k in range(len(rsizes))]
+            ranges.update(zip(rv, rsizes))
+            body = LoopBody.trace(buf.store_fn(), iv, rv, ranges, G.dtype_of)
+        else:
+            rsizes = []
+            body = LoopBody.trace(buf.store_fn(), iv, [], ranges, G.dtype_of)
+        return SchedulerNode(buf, body, sizes, rsizes)
+
+    def mapping(self, numel: int, rnumel: int) -> tuple[str, dict] | None:
+        """How this node sits in a kernel of (numel, rnumel): (kind, var -> kernel index expr),
+        kind 'x' (pointwise over xindex), 'xr' (pointwise over xindex·rnumel + rindex) or 'red'
+        (a reduction); None when it does not fit."""
+        iv, rv = self.body.iter_vars, self.body.reduce_vars
+        if self.is_reduction():
+            if (self.numel, self.rnumel) != (numel, rnumel):
+                return None
+            m = dict(zip(iv, digits(XINDEX, self.sizes)))
+            m.update(zip(rv, digits(RINDEX, self.rsizes)))
+            return "red", m
+        if self.numel == numel:
+            return "x", dict(zip(iv, digits(XINDEX, self.sizes)))
+        if rnumel != 1 and self.numel == numel * rnumel:
+            # one output row: xindex is 0 (so that the node's index equals a reduction's rindex)
+            flat = RINDEX if numel == 1 else XINDEX * rnumel + RINDEX
+            return "xr", dict(zip(iv, digits(flat, self.sizes)))
+        return None
+
+
+@dataclass(eq=False)
+class ExternSchedulerNode:
+    """An extern / fallback kernel call, or one output of a multi-output one."""
+
+    buf: ir.Buffer
+
+    @property
+    def name(self) -> str:
+        """The buffer's name."""
+        return self.buf.name
+
+    def read_deps(self) -> list[StarDep]:
+        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result)."""
+        if isinstance(self.buf, ir.MultiOutput):
+            return [StarDep(self.buf.parent.name)]
+        return [
+            StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
+            for i in getattr(self.buf, "inputs", [])
+        ]
+
+    def write_deps(self) -> list[StarDep]:
+        """Its own buffer, and every input when the op's schema mutates its arguments
+        (conservatively: which argument is not tracked)."""
+        deps = [StarDep(self.name)]
+        schema = getattr(getattr(self.buf, "op", None), "_schema", None)
+        if schema is not None and schema.is_mutable:
+            deps += self.read_deps()
+        return deps
+
+    def read_names(self) -> set[str]:
+        """Names of the buffers it reads."""
+        return {d.name for d in self.read_deps()}
+
+    @cached_property
+    def write_names(self) -> frozenset[str]:
+        """Names of the buffers it writes (of ``write_deps``), cached."""
+        return frozenset(d.name for d in self.write_deps())
+
+
+@dataclass(eq=False)
+class KernelGroup:
+    """Nodes fused into one Triton kernel over (numel, rnumel)."""
+
+    nodes: list[SchedulerNode]
+    numel: int
+    rnumel: int
+    # node -> (kind, var map, loads, stores) from ``index_map``; indices over xindex/rindex
+    maps: dict = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        """Names of the buffers its nodes compute."""
+        return {n.name for n in self.nodes}
+
+    def has_mutation(self) -> bool:
+        """Whether the kernel holds an in-place (atomic) update: such a kernel takes no other node."""
+        return any(n.is_mutation() for n in self.nodes)
+
+
+def _mapped(expr: Any, m: dict, numel: int, rnumel: int) -> Any:
+    """``expr`` with the node's loop variables replaced by ``m`` (their kernel index expressions),
+    simplified over the kernel's ranges."""
+    e = expr.subs(m) if m else expr
+    ranges = {XINDEX: numel}
+    if rnumel != 1:
+        ranges[RINDEX] = rnumel
+    return S.simplify_with_ranges(e, ranges)
+
+
+def index_map(node: SchedulerNode, numel: int, rnumel: int) -> tuple | None:
+    """(kind, var map, loads, stores) of ``node`` in a kernel of (numel, rnumel), or None when it
+    does not fit (``SchedulerNode.mapping``); loads and stores are (buffer name, index over
+    xindex/rindex) pairs. Cached on the node: fusion tries the same node against several groups."""
+    cache = node.__dict__.setdefault("_index_maps", {})
+    key = (numel, rnumel)
+    if key not in cache:
+        mp = node.mapping(numel, rnumel)
+        if mp is None:
+            cache[key] = None
+        else:
+            kind, m = mp
+            loads = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.loads()]
+            stores = [(n, _mapped(e, m, numel, rnumel)) for n, e in node.body.stores()]
+            cache[key] = (kind, m, loads, stores)
+    return cache[key]
+
+
+def node_reduction_hint(node: SchedulerNode) -> str:
+    """``node.body.reduction_hint()`` (Inductor's ReductionHint: inner, outer or default), cached
+    on the node."""
+    h = node.__dict__.get("_reduction_hint")
+    if h is None:
+        h = node.__dict__["_reduction_hint"] = node.body.reduction_hint()
+    return h
+
+
+def item_writes(item: Any) -> set[str]:
+    """Buffers a scheduled item (KernelGroup, SchedulerNode or ExternSchedulerNode) writes: the
+    names of its write deps."""
+    if not isinstance(item, KernelGroup):
+        return set(item.write_names)
+    return set().union(*(n.write_names for n in item.nodes))
+
+
+def item_reads(item: Any) -> set[str]:
+    """Buffers a scheduled item (KernelGroup or ExternSchedulerNode) reads that it does not
+    produce itself (the wrapper's liveness and the memory ordering use the same sets)."""
+    if isinstance(item, KernelGroup):
+        produced = item.names()
+        return {r for n in item.nodes for r in n.read_names() if r not in produced}
+    return item.read_names()
