@@ -146,7 +146,6 @@ class GraphLowering(torch.fx.Interpreter):
         self.constants: dict[str, torch.Tensor] = {}
         self.outputs: list[Any] = []
         self.current_node: torch.fx.Node | None = None
-        self.current_target: Any = None
         self.default_device = _graph_device(gm, self.example_inputs)
         self.fallback_ops: list[str] = []
         self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
@@ -162,7 +161,7 @@ class GraphLowering(torch.fx.Interpreter):
             if n.op == "output":
                 self._output_nodes |= {a for a in pytree.tree_leaves(n.args[0]) if isinstance(a, torch.fx.Node)}
         # amax / sum(exp(x - amax)) node pairs lowered as one row normalizer (see
-        # lowering.online_normalizers); (x node, dims) -> the lowered (max, sum-exp) pair
+        # fx_passes.online_normalizers); (x node, dims) -> the lowered (max, sum-exp) pair
         self._normalizer_nodes = online_normalizers(gm)
         self._normalizer_pairs: dict = {}
 
@@ -188,7 +187,6 @@ class GraphLowering(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         self.current_node = n
-        self.current_target = n.target
         out = super().run_node(n)
         if n.op == "call_function" and isinstance(out, ir.TensorBox):
             if n in self._output_nodes:

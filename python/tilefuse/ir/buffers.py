@@ -222,7 +222,7 @@ class FallbackKernel(ExternKernel):
 
 class RandomSeeds(ExternKernel):
     """The graph's random seeds: an int64 vector drawn from torch's default generator of the
-    device once per call (``tilefuse.runtime.random_seeds``), one element per random op of the
+    device once per call (``tilefuse.ir.random_seeds``), one element per random op of the
     graph. Each random op hashes (its seed, the element's flat offset) with Triton's Philox
     (``tl.rand``/``tl.randn``/``tl.randint``), so ``torch.manual_seed`` makes compiled results
     reproducible (Inductor's ``inductor_seeds`` + ``inductor_random``); the values differ from
