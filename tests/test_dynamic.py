@@ -504,7 +504,7 @@ def test_few_long_symbolic_rows_are_split_with_a_masked_tail():
         return x.sum(), x.amax(), (x > 2).any(), x.to(torch.int32).amin()
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
-    for n in (5001, 6007, 8195, 16384):  # 2·n > SPLIT_MAX_UNSPLIT_INNER: split
+    for n in (5001, 6007, 8195, 16384):  # 2·n > config.SPLIT_MAX_UNSPLIT_INNER: split
         x = torch.randn(2, n)
         x[1, -1] = 9.0  # the last element (in the tail chunk) is the max
         got = cf(x)

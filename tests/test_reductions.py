@@ -81,11 +81,10 @@ def test_gathering_reductions_realize_their_values():
     kernel, and the loss's sum, the count of non-ignored targets and the division share one
     kernel over the 8192 rows — 2 kernels, as Inductor (5 before: the gathering sum split in
     256-long chunks, the count in 2048-long ones, each with a final kernel)."""
-    from tilefuse.ir.nodes import SPLIT_MAX_UNSPLIT_INNER
 
     x = torch.empty(8192, 32000, device="meta", dtype=torch.bfloat16)
     t = torch.empty(8192, dtype=torch.int64, device="meta")
-    assert 8192 <= SPLIT_MAX_UNSPLIT_INNER
+    assert 8192 <= config.SPLIT_MAX_UNSPLIT_INNER
     from _tf_testutil import scheduled
     from tilefuse.scheduler import KernelGroup
 
@@ -110,7 +109,7 @@ def test_gathering_reductions_realize_their_values():
     idx = torch.empty(1000, dtype=torch.int64, device="meta")
     y = torch.empty(50, 1000, device="meta")
     assert _decomposed_groups(lambda a, i: a[i, torch.arange(1000, device="meta")].sum(), y, idx) == [(1, 1000)]
-    # longer than SPLIT_MAX_UNSPLIT_INNER: the realized values are split like any other sum
+    # longer than config.SPLIT_MAX_UNSPLIT_INNER: the realized values are split like any other sum
     idx = torch.empty(20000, dtype=torch.int64, device="meta")
     y = torch.empty(50, 20000, device="meta")
     groups = _decomposed_groups(lambda a, i: a[i, torch.arange(20000, device="meta")].sum(), y, idx)
@@ -118,9 +117,9 @@ def test_gathering_reductions_realize_their_values():
 
 
 def test_inner_reductions_up_to_the_unsplit_bound_are_not_split():
-    """Inductor's inner_reduction_splits bound: a full sum of SPLIT_MAX_UNSPLIT_INNER elements is
+    """Inductor's inner_reduction_splits bound: a full sum of config.SPLIT_MAX_UNSPLIT_INNER elements is
     one kernel; one element more is split (CeilDiv chunks, masked tail)."""
-    from tilefuse.ir.nodes import SPLIT_MAX_UNSPLIT_INNER as n
+    n = config.SPLIT_MAX_UNSPLIT_INNER
 
     assert _decomposed_groups(lambda a: a.sum(), torch.empty(n, device="meta")) == [(1, n)]
     groups = _decomposed_groups(lambda a: a.sum(), torch.empty(n + 1, device="meta"))

@@ -167,6 +167,22 @@ variable):
         gathering each output element's factors (``lowering.scatter._scatter_prod``); a larger
         one runs as the aten kernel, whose work is linear in the index.
 
+IR tunables (module constants read by ``tilefuse.ir.loops.Reduction`` at each use, like the
+scheduler's below: not options, not in the graph cache's key):
+    SPLIT_TARGET_PROGRAMS (int, default 512): a reduction whose kernel would run on fewer programs
+        than this is split in two kernels (partials over chunks, then a reduction of the partials;
+        ``Reduction.num_splits``), so the device's multiprocessors all get work.
+    SPLIT_OUTER_ROWS (int, default 64): the outputs one program of an outer reduction (columns
+        across rows) covers, when counting its programs.
+    SPLIT_MIN_CHUNK (int, default 2048) and SPLIT_MIN_CHUNK_OUTER (int, default 256): the fewest
+        elements per chunk of a split inner / outer reduction: shorter chunks cost more in the
+        second kernel than they gain in parallelism.
+    SPLIT_MAX_UNSPLIT_INNER (int, default 8192): an inner reduction of at most this many elements
+        per output is never split (Inductor's ``inner_reduction_splits`` rule: one program reduces
+        it faster than two kernels).
+    GRAPH_CACHE_MAX_CONSTANT_BYTES (int, default 64 MiB): a graph holding a tensor constant larger
+        than this is not cached (``runtime.graph_cache``): its key would hash every byte.
+
 Scheduler tunables (module constants read by ``tilefuse.scheduler`` at each use; not options:
 ``torch.compile``'s options and ``patch`` do not take them, and they are not part of the graph
 cache's key; tests set them with ``monkeypatch.setattr(config, NAME, value)``):
@@ -354,6 +370,16 @@ FUSION_LOOKBACK: int = 8
 FEW_ROWS: int = 64
 LONG_ROW: int = 32768
 MIN_PEAK_GAIN: float = 0.05
+
+# --- IR: split reductions (documented in the module docstring; not per-compile options)
+SPLIT_TARGET_PROGRAMS: int = 512
+SPLIT_OUTER_ROWS: int = 64
+SPLIT_MIN_CHUNK: int = 2048
+SPLIT_MIN_CHUNK_OUTER: int = 256
+SPLIT_MAX_UNSPLIT_INNER: int = 8192
+
+# --- graph cache
+GRAPH_CACHE_MAX_CONSTANT_BYTES: int = 64 << 20
 
 _OPTIONS = (
     "fallback_on_error",

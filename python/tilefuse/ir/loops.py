@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import config
 from .. import sizevars as SV
 from .. import symbolic as S
 from ..virtualized import ops
@@ -102,16 +103,6 @@ def _combine_identity(reduction_type: str, dtype: torch.dtype) -> Any:
         info = torch.iinfo(dtype)
         return info.min if reduction_type == "max" else info.max
     return None
-
-
-# split reductions (Reduction.num_splits)
-SPLIT_TARGET_PROGRAMS = 512
-SPLIT_OUTER_ROWS = 64
-SPLIT_MIN_CHUNK = 2048
-SPLIT_MIN_CHUNK_OUTER = 256
-# an inner reduction of at most this many elements per output is never split (Inductor's
-# inner_reduction_splits rule: one program reduces it faster than two kernels)
-SPLIT_MAX_UNSPLIT_INNER = 8192
 
 
 class Reduction(Loops):
@@ -249,7 +240,7 @@ class Reduction(Loops):
 
     @staticmethod
     def _programs(numel, outer: bool) -> int:
-        return -(-numel // (SPLIT_OUTER_ROWS if outer else 1))
+        return -(-numel // (config.SPLIT_OUTER_ROWS if outer else 1))
 
     @staticmethod
     def gathers_for_few_outputs(
@@ -258,18 +249,18 @@ class Reduction(Loops):
         """Whether the values this reduction combines are gathered (an ``indirect_indexing`` in its
         body: one random access per element, e.g. cross-entropy's target logits, 8192 gathers from
         8192 rows of 32000) while it produces too few outputs to fill the GPU (fewer than
-        ``SPLIT_TARGET_PROGRAMS`` programs, the split rule's measure) — then ``create`` realizes
+        ``config.SPLIT_TARGET_PROGRAMS`` programs, the split rule's measure) — then ``create`` realizes
         the values first (``realize_gathered_values``). Symbolic sizes are judged at their hints.
         ``trace``: returns the traced body (``create`` passes one that traces once for both this
         and ``num_splits``)."""
         sv = SV.current()
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
-        if rnumel < 2 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
+        if rnumel < 2 or numel >= config.SPLIT_TARGET_PROGRAMS * config.SPLIT_OUTER_ROWS:
             return False
         body = trace()
         if not any(n.op == "indirect_indexing" for n in body.nodes):
             return False
-        return Reduction._programs(numel, body.reduction_hint() == "outer") < SPLIT_TARGET_PROGRAMS
+        return Reduction._programs(numel, body.reduction_hint() == "outer") < config.SPLIT_TARGET_PROGRAMS
 
     @staticmethod
     def realize_gathered_values(device, inner_fn, ranges, reduction_ranges, src_dtype) -> Callable[[Index], Any]:
@@ -298,15 +289,15 @@ class Reduction(Loops):
         device, dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype, trace: Callable
     ) -> int:
         """How many chunks to split the reduction into (1: no split), after Inductor's split
-        reductions. A reduction whose kernel would run on fewer than ``SPLIT_TARGET_PROGRAMS``
+        reductions. A reduction whose kernel would run on fewer than ``config.SPLIT_TARGET_PROGRAMS``
         programs leaves most of the GPU idle (a full sum of a large tensor runs on one): it is
         split into ``s`` chunks reduced by a first kernel over ``s × numel`` outputs, then a small
         second reduction over the ``s`` partials. Programs are estimated from the reduction hint
-        (one output per program for inner reductions, ``SPLIT_OUTER_ROWS`` for outer ones); ``s`` is
+        (one output per program for inner reductions, ``config.SPLIT_OUTER_ROWS`` for outer ones); ``s`` is
         the smallest power of two that reaches the target while chunks keep at least
-        ``SPLIT_MIN_CHUNK`` (inner) / ``SPLIT_MIN_CHUNK_OUTER`` elements (a chunk count that does
+        ``config.SPLIT_MIN_CHUNK`` (inner) / ``config.SPLIT_MIN_CHUNK_OUTER`` elements (a chunk count that does
         not divide rnumel masks the last chunk's tail). Rows of fewer than 4096 elements, and
-        inner rows of at most ``SPLIT_MAX_UNSPLIT_INNER`` (Inductor's ``inner_reduction_splits``
+        inner rows of at most ``config.SPLIT_MAX_UNSPLIT_INNER`` (Inductor's ``inner_reduction_splits``
         bound), are not split. Only for sum, prod, max, min and any (combinable partials).
         ``trace``: as for ``gathers_for_few_outputs``."""
         if reduction_type not in ("sum", "prod", "max", "min", "any"):
@@ -316,19 +307,19 @@ class Reduction(Loops):
         # exact for every size
         sv = SV.current()
         numel, rnumel = sv.hint(prod(ranges)), sv.hint(prod(reduction_ranges))
-        if rnumel < 4096 or numel >= SPLIT_TARGET_PROGRAMS * SPLIT_OUTER_ROWS:
+        if rnumel < 4096 or numel >= config.SPLIT_TARGET_PROGRAMS * config.SPLIT_OUTER_ROWS:
             return 1  # too short to split, or enough programs whichever the hint: no body trace
         outer = trace().reduction_hint() == "outer"
-        if not outer and rnumel <= SPLIT_MAX_UNSPLIT_INNER:
+        if not outer and rnumel <= config.SPLIT_MAX_UNSPLIT_INNER:
             return 1
         programs = Reduction._programs(numel, outer)
-        if programs >= SPLIT_TARGET_PROGRAMS:
+        if programs >= config.SPLIT_TARGET_PROGRAMS:
             return 1
-        min_chunk = SPLIT_MIN_CHUNK_OUTER if outer else SPLIT_MIN_CHUNK
+        min_chunk = config.SPLIT_MIN_CHUNK_OUTER if outer else config.SPLIT_MIN_CHUNK
         best, s = 1, 2
         while rnumel // s >= min_chunk:
             best = s
-            if programs * s >= SPLIT_TARGET_PROGRAMS:
+            if programs * s >= config.SPLIT_TARGET_PROGRAMS:
                 break
             s *= 2
         return best

@@ -39,11 +39,6 @@ from .buffers import (  # noqa: F401
 )
 from .loops import (  # noqa: F401
     REDUCTION_TYPES,
-    SPLIT_MAX_UNSPLIT_INNER,
-    SPLIT_MIN_CHUNK,
-    SPLIT_MIN_CHUNK_OUTER,
-    SPLIT_OUTER_ROWS,
-    SPLIT_TARGET_PROGRAMS,
     ComputedBuffer,
     Loops,
     MutableBox,

@@ -55,6 +55,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import config
+
 log = logging.getLogger("tilefuse")
 
 # options that do not change the generated module
@@ -71,7 +73,6 @@ _KEY_EXCLUDED_OPTIONS = (
     "pause_gc",
     "eager_backward",
 )
-_MAX_HASHED_CONSTANT_BYTES = 64 << 20
 
 _memory: dict[str, "CacheEntry"] = {}
 
@@ -133,7 +134,7 @@ def _tensor_constant(t: Any) -> tuple:
     if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
         raise Uncacheable(f"graph attribute of type {type(t).__name__}")
     nbytes = t.numel() * t.element_size()
-    if nbytes > _MAX_HASHED_CONSTANT_BYTES:
+    if nbytes > config.GRAPH_CACHE_MAX_CONSTANT_BYTES:
         raise Uncacheable("a tensor constant too large to hash")
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -292,7 +293,6 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
             torch.cuda.current_device() if torch.cuda.is_initialized() else 0,
         )
     )
-    from .. import config
 
     # module-level tunables of the lowering that change generated code (set by tests and
     # experiments, not options)
@@ -489,7 +489,6 @@ def expects_hits() -> bool:
     ``<dir>/launched-<fingerprint>``, written beside its first records). A guess made before any
     graph is seen, used only to decide when Triton's compiler warm-up starts
     (``runtime.start_warmup``); never raises (False when the directory cannot be read)."""
-    from .. import config
 
     if not config.graph_cache:
         return False
