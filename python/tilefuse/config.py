@@ -127,9 +127,9 @@ Options:
         graph order with memory-freeing items hoisted, or a least-peak-memory-first greedy
         topological order, whichever has the lowest estimated peak, when it saves at least
         ``MIN_PEAK_GAIN`` (5%) of the memory in play and does not raise the peak while the caller
-        holds the graph's inputs (``scheduler.order_for_peak_memory``; Inductor's
-        ``reorder_for_peak_memory``). On the H200 it cut block_fwd_bwd's peak from 673 to 545 MiB
-        (Inductor 577). False: graph order.
+        holds the graph's inputs (``scheduler.memory.order_for_peak_memory``; Inductor's
+        ``reorder_for_peak_memory``); it brings a transformer block's training step below
+        Inductor's peak (docs/benchmarks.md, memory_peak.py). False: graph order.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -154,8 +154,8 @@ import, that must hold a positive number, and none is a per-compile option:
         at Python's default 5 ms each return waits that long for a main thread busy tracing. The
         interval is only ever lowered, and put back when the last warm-up thread ends.
 
-Module-level tunables (not options: set only by assignment, e.g. by tests; no environment
-variable):
+Lowering tunables (module constants read by ``tilefuse.lowering`` at each use; not options: set
+only by assignment, e.g. by tests; no environment variable):
     PAD_MM_MIN_MACS (int, default 2**27): with ``pad_mm``, a product is padded only when it has
         at least this many multiply-adds (m*n*k); below it the padding copies cost about what the
         aligned kernel saves.
@@ -180,6 +180,8 @@ scheduler's below: not options, not in the graph cache's key):
     SPLIT_MAX_UNSPLIT_INNER (int, default 8192): an inner reduction of at most this many elements
         per output is never split (Inductor's ``inner_reduction_splits`` rule: one program reduces
         it faster than two kernels).
+
+Graph cache tunable (module constant, not an option):
     GRAPH_CACHE_MAX_CONSTANT_BYTES (int, default 64 MiB): a graph holding a tensor constant larger
         than this is not cached (``runtime.graph_cache``): its key would hash every byte.
 
