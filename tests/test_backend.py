@@ -1078,14 +1078,14 @@ class _FakePending:
         from tilefuse import runtime
 
         self.log, self._runtime = log, runtime
-        runtime._PENDING[self] = None
+        runtime.PENDING_PRECOMPILES[self] = None
 
     @property
     def done(self):
-        return self not in self._runtime._PENDING
+        return self not in self._runtime.PENDING_PRECOMPILES
 
     def wait(self):
-        self._runtime._PENDING.pop(self, None)
+        self._runtime.PENDING_PRECOMPILES.pop(self, None)
         self.log.append(self)
         return 0.25
 
@@ -1108,7 +1108,7 @@ def test_a_first_call_waits_for_every_pending_batch_or_its_own(wait_all):
     from tilefuse import runtime
     from tilefuse.backend import CompiledGraph
 
-    assert not runtime._PENDING
+    assert not runtime.PENDING_PRECOMPILES
     log: list = []
     older, own, newer = _FakePending(log), _FakePending(log), _FakePending(log)
     try:
@@ -1117,14 +1117,14 @@ def test_a_first_call_waits_for_every_pending_batch_or_its_own(wait_all):
         metrics.reset()
         assert g([torch.tensor(1.0)])[0].item() == 2.0
         if wait_all:
-            assert log == [older, own, newer] and not runtime._PENDING
+            assert log == [older, own, newer] and not runtime.PENDING_PRECOMPILES
             assert metrics.phase_seconds["precompile_wait"] == pytest.approx(0.75)
         else:
-            assert log == [own] and list(runtime._PENDING) == [older, newer]
+            assert log == [own] and list(runtime.PENDING_PRECOMPILES) == [older, newer]
             assert metrics.phase_seconds["precompile_wait"] == pytest.approx(0.25)
             assert g([torch.tensor(2.0)])[0].item() == 3.0 and log == [own]  # waited once
     finally:
-        runtime._PENDING.clear()
+        runtime.PENDING_PRECOMPILES.clear()
 
 
 def test_free_inputs_after_last_use_places_each_del_after_the_last_line_naming_it():

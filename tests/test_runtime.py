@@ -1132,13 +1132,13 @@ _OVERLAP_SCRIPT = '''
     first = R.start_precompile([Launcher(128), Launcher(256), Launcher(2 ** 21)], workers=2, pool="process")
     # the caller's context has no active mode: the next graph compiles in it meanwhile
     assert _async_compile.active_mode.get() is None
-    assert not first.done and filed == {} and list(R._PENDING) == [first]
+    assert not first.done and filed == {} and list(R.PENDING_PRECOMPILES) == [first]
     second = R.start_precompile([Launcher(512), Launcher(1024)], workers=2, pool="process")
-    assert list(R._PENDING) == [first, second]
+    assert list(R.PENDING_PRECOMPILES) == [first, second]
     hits = []
     triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
     waited = R.finish_pending()
-    assert waited >= 0 and first.done and second.done and not R._PENDING
+    assert waited >= 0 and first.done and second.done and not R.PENDING_PRECOMPILES
     assert sorted(filed) == [128, 256, 512, 1024], sorted(filed)   # 2 ** 21 fails: left to the launch
     assert all(filed[x].asm["cubin"] for x in filed)
     assert hits == [True] * 4, hits   # this process only loaded what the workers compiled
@@ -1173,7 +1173,7 @@ def test_first_call_of_a_compiled_graph_waits_for_every_pending_precompile():
             Mode.exited = True
 
     pending = R.PendingPrecompile(0.0, ex, contextvars.copy_context(), Mode())
-    R._PENDING[pending] = None
+    R.PENDING_PRECOMPILES[pending] = None
     metrics.reset()
     try:
         torch.testing.assert_close(cf(x), f(x))
@@ -1315,7 +1315,7 @@ def test_eager_backward_batches_are_waited_for_by_the_right_first_call(fresh_tri
     else:
         assert bwd not in waited  # compiling on (or finished, not yet waited for)
     loss.backward()
-    assert bwd.done and not R._PENDING
+    assert bwd.done and not R.PENDING_PRECOMPILES
     torch.testing.assert_close(w.grad, torch.autograd.grad(step(x, w), w)[0], atol=1e-4, rtol=1e-4)
 
 

@@ -104,7 +104,7 @@ class CompiledGraph:
             args = call_args[0]
         else:
             args = list(call_args)
-        if _runtime._PENDING:
+        if _runtime.PENDING_PRECOMPILES:
             if self._wait_all:
                 _finish_pending_precompiles()
             elif self._pending is not None:

@@ -32,15 +32,12 @@ from .fingerprint import triton_install_fingerprint, use_stat_triton_key
 from .helpers import ensure_strides, random_seeds, reinterpret_tensor
 from .launcher import KernelLauncher, make_launcher, unbuildable_kernels
 from .loader import jit_for, load_module, write_debug_source
-from .compile_ahead import PendingPrecompile, finish_pending, precompile, start_precompile
+from .compile_ahead import PENDING_PRECOMPILES, PendingPrecompile, finish_pending, precompile, start_precompile
 from .warmup import start_deferred_warmup, start_warmup, wait_warmup
 from .workers import ForkedBatch, ForkedCompileExecutor, compile_in_forked_workers
 
-# the precompiles started and not yet waited for: the backend checks it before each call of a
-# compiled graph (the same dict object as ``compile_ahead._PENDING``, which is never rebound)
-from .compile_ahead import _PENDING as _PENDING
-
 __all__ = [
+    "PENDING_PRECOMPILES",
     "DebugDirError",
     "ForkedBatch",
     "ForkedCompileExecutor",

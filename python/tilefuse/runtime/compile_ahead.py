@@ -59,7 +59,7 @@ class PendingPrecompile:
         already done). Never raises for a kernel that failed to compile: that kernel compiles again
         at its first launch, which reports the error."""
         executor, self._executor = self._executor, None
-        _PENDING.pop(self, None)
+        PENDING_PRECOMPILES.pop(self, None)
         if executor is None:
             return 0.0
         t0 = time.perf_counter()
@@ -94,8 +94,9 @@ def _preload_static_launcher() -> None:
         log.debug("tilefuse: preloading torch's static CUDA launcher failed", exc_info=True)
 
 
-# started and not yet waited for, in start order (``finish_pending``)
-_PENDING: dict = {}
+# the precompiles started and not yet waited for, in start order (``finish_pending``); the backend
+# checks it before each call of a compiled graph. One dict for the process, never rebound.
+PENDING_PRECOMPILES: dict = {}
 
 
 def finish_pending() -> float:
@@ -103,8 +104,8 @@ def finish_pending() -> float:
     waited. Called before a compiled graph's first call, so no kernel launches (and no autotuning
     times its configs) while compile workers still occupy the CPU cores."""
     waited = 0.0
-    while _PENDING:
-        waited += next(iter(_PENDING)).wait()
+    while PENDING_PRECOMPILES:
+        waited += next(iter(PENDING_PRECOMPILES)).wait()
     return waited
 
 
@@ -175,5 +176,5 @@ def start_precompile(
     finally:
         forked.start_jobs()  # whatever was submitted, so ``wait`` can resolve every future
         pending.seconds = time.perf_counter() - t0
-        _PENDING[pending] = None
+        PENDING_PRECOMPILES[pending] = None
     return pending
