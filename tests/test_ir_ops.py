@@ -38,6 +38,36 @@ def test_unknown_op_raises_at_trace_time():
     assert str(e.value).startswith("tilefuse: 'foo' is not an op of the IR vocabulary (tilefuse.ir.ops); ")
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda v: ops.add(v), "ops.add takes 2 arguments, 1 given"),
+        (lambda v: ops.neg(v, v), "ops.neg takes 1 argument, 2 given"),
+        (lambda v: ops.where(v), "ops.where takes 3 arguments, 1 given"),
+    ],
+    ids=["too_few", "too_many", "structural"],
+)
+def test_wrong_argument_count_raises_at_trace_time(call, message):
+    """An op of the vocabulary called with the wrong number of arguments fails where it is written,
+    while the inner function is traced, not later inside the Triton codegen."""
+
+    def inner(idx):
+        return call(ops.load("x", idx[0]))
+
+    with pytest.raises(TypeError) as e:
+        _trace(inner)
+    assert str(e.value).startswith(f"tilefuse: {message} (tilefuse.ir.ops.OpsHandler.")
+
+
+def test_every_op_accepts_its_documented_argument_counts():
+    """OP_ARITY is OpsHandler's signatures: an op with defaults accepts every count in between."""
+    from tilefuse.ir.ops import OP_ARITY
+
+    assert set(OP_ARITY) == OP_NAMES
+    assert OP_ARITY["add"] == (2, 2) and OP_ARITY["store"] == (3, 4) and OP_ARITY["load"] == (2, 2)
+    assert all(0 <= lo <= hi for lo, hi in OP_ARITY.values())
+
+
 def test_unknown_op_raises_on_access_and_known_ops_are_cached():
     assert not hasattr(ops, "no_such_op")
     with pytest.raises(AttributeError, match="not an op of the IR vocabulary"):

@@ -44,20 +44,29 @@ def set_ops_handler(handler: Any):
     return scoped("handler", handler)
 
 
-# the op names ``ops`` accepts: set by ``tilefuse.ir.ops`` (a higher layer) when it is imported
-_vocabulary: frozenset[str] | None = None
+# the ops ``ops`` accepts, name -> (fewest, most) arguments: set by ``tilefuse.ir.ops`` (a higher
+# layer) when it is imported
+_vocabulary: dict[str, tuple[int, int]] | None = None
 
 
-def register_vocabulary(names: frozenset[str]) -> None:
-    """Make ``names`` the ops ``ops`` accepts (``tilefuse.ir.ops.OP_NAMES``, registered when that
-    module is imported; the IR package imports it). Replaces an earlier vocabulary."""
+def register_vocabulary(arity: dict[str, tuple[int, int]]) -> None:
+    """Make the keys of ``arity`` the ops ``ops`` accepts, each taking between ``arity[name][0]``
+    and ``arity[name][1]`` arguments (``tilefuse.ir.ops.OP_ARITY``, registered when that module is
+    imported; the IR package imports it). Replaces an earlier vocabulary."""
     global _vocabulary
-    _vocabulary = frozenset(names)
+    _vocabulary = dict(arity)
     ops.__dict__.clear()
 
 
-def _forwarder(name: str):
+def _forwarder(name: str, fewest: int, most: int):
     def call(*args, **kwargs):
+        n = len(args) + len(kwargs)
+        if n < fewest or n > most:
+            want = str(fewest) if fewest == most else f"{fewest} to {most}"
+            raise TypeError(
+                f"tilefuse: ops.{name} takes {want} argument{'' if most == 1 else 's'}, {n} given "
+                f"(tilefuse.ir.ops.OpsHandler.{name})"
+            )
         return getattr(current_handler(), name)(*args, **kwargs)
 
     call.__name__ = name
@@ -68,8 +77,9 @@ class _OpsProxy:
     """``ops``: ``ops.<name>(...)`` calls the current handler's ``<name>``. A name is checked
     against the vocabulary on its first access only: its forwarder is then cached in the instance
     dict, so later accesses are a plain attribute lookup (one per ``ops`` call of every traced
-    inner function, on the compile-time hot path). A name outside the vocabulary raises AttributeError where it is written, while the
-    inner function is traced."""
+    inner function, on the compile-time hot path). A name outside the vocabulary raises
+    AttributeError, and a call with the wrong number of arguments TypeError, where it is written,
+    while the inner function is traced."""
 
     def __getattr__(self, name: str):
         if _vocabulary is None:
@@ -80,7 +90,7 @@ class _OpsProxy:
                 "tilefuse.ir.ops.OpsHandler, the loop-body tracer and the Triton codegen, or write it "
                 "with the ops there"
             )
-        fn = self.__dict__[name] = _forwarder(name)
+        fn = self.__dict__[name] = _forwarder(name, *_vocabulary[name])
         return fn
 
 

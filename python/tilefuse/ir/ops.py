@@ -7,9 +7,10 @@ today is the loop-body tracer (``tilefuse.ir.loop_body``), which records each ca
 node back into source. ``OpsHandler`` below is the contract between the three: its methods are the
 ops, with their arguments and meaning (after Inductor's ``torch._inductor.ops_handler``).
 
-``ops.<name>`` for a name outside ``OP_NAMES`` raises AttributeError when the inner function runs
-(at trace time), never later as a failure inside generated code: importing this module registers
-the vocabulary with the ``ops`` proxy.
+``ops.<name>`` for a name outside ``OP_NAMES`` raises AttributeError, and a call with fewer or more
+arguments than the op takes raises TypeError, when the inner function runs (at trace time), never
+later as a failure inside generated code: importing this module registers the vocabulary and each
+op's arity with the ``ops`` proxy.
 
 Conventions: ``V`` is the handler's value type (a traced ``BodyValue`` for the tracer); ``index``
 and ``expr`` are ``tilefuse.symbolic.Expr`` over loop variables and size symbols; ``name`` is a
@@ -20,6 +21,7 @@ dtype (lowerings convert operands first) and return a value of that dtype, excep
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from ..virtualized import register_vocabulary
@@ -320,4 +322,17 @@ ELEMENTWISE_OPS: frozenset[str] = OP_NAMES - STRUCTURAL_OPS
 """Ops computed lane by lane from values and scalars only: the result has the dtype of the first
 value operand (``torch.bool`` for ``BOOL_RESULT_OPS``)."""
 
-register_vocabulary(OP_NAMES)
+
+def _arity(name: str) -> tuple[int, int]:
+    """The fewest and most arguments (positional and keyword together) ``OpsHandler.<name>`` takes,
+    ``self`` left out."""
+    params = list(inspect.signature(getattr(OpsHandler, name)).parameters.values())[1:]
+    required = sum(1 for p in params if p.default is inspect.Parameter.empty)
+    return required, len(params)
+
+
+OP_ARITY: dict[str, tuple[int, int]] = {name: _arity(name) for name in sorted(OP_NAMES)}
+"""``name -> (fewest, most)`` arguments of each op: a call outside the range raises TypeError at
+trace time (``tilefuse.virtualized.ops``)."""
+
+register_vocabulary(OP_ARITY)
