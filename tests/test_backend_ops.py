@@ -220,6 +220,37 @@ def test_binary_dtypes(dtype):
     check(fns, x, y, tol=TOL.get(dtype, (0, 0)))
 
 
+def test_clamp_min_and_clamp_max_bound_their_own_side():
+    """``clamp_max(x, hi)`` is ``minimum(x, hi)`` and ``clamp_min(x, lo)`` ``maximum(x, lo)``: their
+    one bound comes positionally, so a lowering shared with ``clamp(x, min, max)`` took
+    clamp_max's upper bound for a lower one (``clamp_max(a, -3)`` computed ``maximum(a, -3)``).
+    int8 bitwise ops and max / clamps over broadcast operands spanning the whole int8 range, and
+    float clamps with scalar and tensor bounds; exact."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 128, (4, 1, 8), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (1, 5, 8), dtype=torch.int8, generator=g)
+    a[0, 0, :2], b[0, 0, :2] = torch.tensor([-128, 127], dtype=torch.int8), -1
+    check(
+        lambda a, b: (
+            torch.maximum(a & b, b),
+            torch.clamp_min(a | b, 3),
+            torch.clamp_max(a ^ b, -3),
+            torch.clamp_max(torch.maximum(a & b, a | b) ^ b, 100),
+            torch.clamp(a ^ b, -50, 50),
+        ),
+        a,
+        b,
+        exact=True,
+    )
+    x, hi = make([6, 7]), make([7])
+    check(
+        lambda x, hi: (x.clamp_max(0.5), x.clamp_min(-0.5), torch.clamp_max(x, hi), torch.clamp_min(x, hi)),
+        x,
+        hi,
+        exact=True,
+    )
+
+
 def test_mixed_dtype_promotion():
     a = make([5, 6], torch.float16)
     b = make([5, 6], torch.int64)

@@ -274,7 +274,7 @@ def _where(cond, a, b):
     return Pointwise.create(device, rdt, inner, shape)
 
 
-@register_lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+@register_lowering(aten.clamp)
 def _clamp(x, min=None, max=None):
     out = x
     if min is not None:
@@ -282,6 +282,18 @@ def _clamp(x, min=None, max=None):
     if max is not None:
         out = make_pointwise(lambda a, b: ops.minimum(a, b))(out, max)
     return out
+
+
+# clamp_min's and clamp_max's one bound comes positionally: each binds it to its own side (as
+# ``clamp``'s second positional argument, clamp_max's bound would be taken for a lower bound)
+@register_lowering(aten.clamp_min)
+def _clamp_min(x, min):
+    return _clamp(x, min=min)
+
+
+@register_lowering(aten.clamp_max)
+def _clamp_max(x, max):
+    return _clamp(x, max=max)
 
 
 @register_lowering(prims.convert_element_type)
