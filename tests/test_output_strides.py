@@ -91,6 +91,35 @@ def test_views_of_intermediates():
     compile_and_compare(f, torch.randn(6, 6))
 
 
+def test_scatter_into_an_expanded_tensor_is_a_dense_output():
+    """torch's meta function lays ``slice_scatter`` of an expanded input out like that input
+    (strides ``(0, 0, 0)``), while eager's kernel writes a contiguous tensor. Stored with the meta's
+    strides, every element shared one memory location and the last write won: the gradient of
+    ``slice_scatter(x, y).sum()`` w.r.t. ``x`` came back all zeros (a public report against
+    Inductor; ``aot_eager`` is right). A computed value that varies along a dim the meta strides
+    expand is returned with eager's dense strides; a value that really is the same along it
+    (the expanded ``s + 1`` below) keeps the stride 0."""
+
+    def grad_of_scatter(x, y):
+        x = x.detach().requires_grad_(True)
+        out = torch.slice_scatter(x, y, dim=1, start=0, end=6).sum(dim=1)
+        out.sum().backward()
+        return x.grad
+
+    x, y = torch.randn(4, 13, 33), torch.randn(4, 6, 33)
+    want = grad_of_scatter(x, y)
+    got = torch.compile(grad_of_scatter, backend="tilefuse")(x, y)
+    assert want[:, 6:].eq(1).all() and want[:, :6].eq(0).all()
+    assert torch.equal(got, want) and got.stride() == want.stride()
+
+    def forward(s, y):
+        e = s.expand(4, 13, 33)
+        return torch.slice_scatter(e, y, 1, 0, 6), torch.select_scatter(e * 2, y[:, 0], 1, 3), (s + 1).expand(4, 13, 33)
+
+    got, want, _ = compile_and_compare(forward, torch.randn(()), torch.randn(4, 6, 33))
+    assert want[0].stride() == (429, 33, 1) and want[2].stride() == (0, 0, 0)
+
+
 def test_outputs_aliasing_graph_inputs_keep_aliasing_them():
     def f(x):
         return x.t(), x[::2], x.diagonal(), x[1:, 2:]

@@ -51,6 +51,36 @@ def _broadcast_dims(size, stride) -> list[bool]:
     return [s != 1 and isinstance(st, int) and st == 0 for s, st in zip(size, stride)]
 
 
+def _varies_along_broadcast_dims(v: Any, want: tuple[list, list]) -> bool:
+    """Whether ``v``, a computed value (an unrealized Pointwise or Reduction), differs along a dim
+    that the eager strides ``want`` expand (stride 0 on a dim longer than 1). Such strides can only
+    hold a value that is the same along that dim; a value that varies there came from a meta
+    function's strides that eager's kernel does not produce. The value's inner function is traced
+    and a dim varies when its loop variable appears in a load's index or an ``index_expr`` (random
+    ops and indirect indices reach their inputs only through those)."""
+    dims = [d for d, b in enumerate(_broadcast_dims(*want)) if b]
+    if not dims or not isinstance(v, ir.TensorBox) or not isinstance(v.data, ir.StorageBox):
+        return False
+    node = v.data.data
+    if not isinstance(node, (ir.Pointwise, ir.Reduction)):
+        return False
+    from .ir.loop_body import LoopBody
+
+    iv = [S.sym(f"o{k}") for k in range(len(node.ranges))]
+    if isinstance(node, ir.Reduction):
+        rv = [S.sym(f"q{k}") for k in range(len(node.reduction_ranges))]
+        body = LoopBody.trace(node.inner_fn, iv, rv, {}, G.dtype_of)
+    else:
+        body = LoopBody.trace(node.inner_fn, iv, [], {}, G.dtype_of)
+    used: set = set()
+    for n in body.nodes:
+        if n.op == "load":
+            used |= set(n.args[1].free_symbols)
+        elif n.op == "index_expr":
+            used |= set(n.args[0].free_symbols)
+    return any(iv[d] in used for d in dims)
+
+
 def _lazy_view_base(v: Any) -> Any:
     """The StorageBox under a chain of lazy views (``GenericView``) when ``v`` is such a chain and
     that box still holds an unrealized value; else None."""
@@ -421,6 +451,11 @@ class GraphLowering(torch.fx.Interpreter):
             not self._same_sizes(list(v.get_size()), want[0]) or any(isinstance(s, int) and s == 0 for s in want[0])
         ):
             want = None  # other sizes (not expected), or empty: returned as computed
+        if want is not None and _varies_along_broadcast_dims(v, want):
+            # a meta function that laid a computed result out like an expanded input (torch's
+            # slice_scatter of an expanded tensor: strides (0, 0, 0)) where eager's kernel writes
+            # a dense, contiguous tensor: elements that differ cannot share memory
+            want = None
         node = self._output_node(v, want)
         layout = getattr(node, "layout", None)
         if (
