@@ -195,7 +195,7 @@ cache's key; tests set them with ``monkeypatch.setattr(config, NAME, value)``):
     FUSION_LOOKBACK (int, default 8): a node that does not fit the latest kernel may move back
         to join one of this many items before it, when none in between writes a buffer it reads
         (horizontal fusion); beyond it, only a kernel sharing a buffer with the node takes it
-        (``scheduler.placement``).
+        (``scheduler.Placement``).
     FEW_ROWS (int, default 64) and LONG_ROW (int, default 32768): a reduction over fewer than
         FEW_ROWS output rows, each longer than LONG_ROW elements, runs on too few programs to
         carry fused pointwise work in its loop (``scheduler.fusion.few_rows_long_loop``); beyond

@@ -3,7 +3,7 @@
 A rule is a function that returns None when it lets the fusion through, or a ``Refusal`` naming
 itself and the concrete values that refused (sizes, buffer names). ``try_fuse`` runs the kernel
 rules (``KERNEL_RULES``) in order and stops at the first refusal; the scheduler's placement
-(``placement.py``) runs the cheap candidate rules before it and the preference rules after it.
+(``Placement`` in the package's ``__init__``) runs the cheap candidate rules before it and the preference rules after it.
 ``RULES`` lists every rule in the order a candidate meets them.
 
 A kernel group covers one iteration space ``(numel, rnumel)``. A node fits it when its group is
