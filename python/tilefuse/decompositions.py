@@ -13,17 +13,6 @@ from .ir.dtypes import is_half_precision
 
 aten = torch.ops.aten
 
-# nearest upsampling: not CompositeImplicitAutograd, so only the export table
-# (``core_aten_decompositions``) lists it besides the core decompositions proper
-_UPSAMPLE_NEAREST = (
-    "upsample_nearest1d",
-    "upsample_nearest2d",
-    "upsample_nearest3d",
-    "_upsample_nearest_exact1d",
-    "_upsample_nearest_exact2d",
-    "_upsample_nearest_exact3d",
-)
-
 
 def decompositions(training: bool = True, *, lowered: Collection[Any]) -> dict:
     """The decomposition table AOTAutograd traces with: torch's core aten decompositions plus the
@@ -41,8 +30,9 @@ def decompositions(training: bool = True, *, lowered: Collection[Any]) -> dict:
     CompositeImplicitAutograd op, which it finds by walking all registered ops (a slow walk on
     the critical path of a first compile); those decompose on their own while AOTAutograd
     traces, so the table here is the core decompositions proper
-    (``_core_aten_decompositions_post_autograd``) plus the six non-composite ops the export table
-    adds (nearest upsampling)."""
+    (``_core_aten_decompositions_post_autograd``). The export table also decomposes nearest
+    upsampling, whose decomposition reads other rows than eager where eager's kernels take a
+    shortcut; it is lowered instead (``lowering.upsample``)."""
     return _decompositions(bool(training), frozenset(lowered))
 
 
@@ -63,7 +53,6 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
         table = dict(core_aten_decompositions())
     else:
         table = dict(_core_aten_decompositions_post_autograd())
-        table.update(get_decompositions([getattr(aten, name) for name in _UPSAMPLE_NEAREST]))
     table.update(
         get_decompositions(
             [

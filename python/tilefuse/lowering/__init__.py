@@ -12,8 +12,8 @@ Modules: ``registry`` (the table, ``EXTERN_OPS``, ``KERNEL_DTYPES``, promotion k
 ``pointwise``, ``creation``, ``random``, ``views``, ``reductions`` (sum/prod/max/min over dims,
 mean/var/std, norms, layer norm), ``softmax`` (softmax, log_softmax, logsumexp), ``scans``,
 ``indexing`` (gathers, cat, pad, slice/diagonal/select scatter), ``strided`` (as_strided),
-``scatter`` (scatter, index_put, index_add), ``extern`` (mm/addmm and the matmul padding) and
-``pooling`` (pooling, nll_loss).
+``scatter`` (scatter, index_put, index_add), ``extern`` (mm/addmm and the matmul padding),
+``pooling`` (pooling, nll_loss) and ``upsample`` (nearest upsampling with eager's per-device rule).
 Importing this package imports every family, so every lowering is registered.
 """
 
@@ -32,6 +32,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     scatter,
     pooling,
     scans,
+    upsample,
 )
 from .common import broadcast_shapes, make_pointwise, make_reduction, to_dtype_value
 from .registry import EXTERN_OPS, KERNEL_DTYPES, is_tensor, lowerings, register_lowering
