@@ -629,3 +629,51 @@ def test_transformers_gpt2_training_with_dynamic_batch_and_sequence(caplog):
     assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0, [
         r.getMessage() for r in caplog.records if "per input shape" in r.getMessage()
     ]
+
+
+@pytest.mark.parametrize("order", ["tensor_first", "float_first"])
+def test_python_float_made_dynamic_scales_a_softmax(order):
+    """Under ``dynamic=True`` Dynamo passes a Python float as a 0-d CPU float64 tensor: on a CUDA
+    graph the call copies it to the device before a kernel reads it (a kernel cannot read host
+    memory), and the graph's device is the CUDA one even when the float comes first. Two values
+    through one compiled graph, both equal to eager's."""
+    x = torch.randn(8, 33)
+
+    def f(x, s):
+        return torch.softmax(x * s, -1)
+
+    fn = (lambda x, s: f(x, s)) if order == "tensor_first" else (lambda s, x: f(x, s))
+    compiled = torch.compile(fn, backend="tilefuse", dynamic=True)
+    for s in (0.5, 3.7):
+        out = compiled(x, s) if order == "tensor_first" else compiled(s, x)
+        torch.testing.assert_close(out, f(x, s))
+    assert metrics.eager_graph_count == 0
+
+
+def test_host_scalar_inputs_of_a_cuda_graph_are_copied_to_it():
+    """Lowered with fake CUDA inputs (no GPU needed): the 0-d CPU input is read as a device
+    tensor and the generated call copies it to the device first; a CPU graph copies nothing."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.codegen.wrapper import WrapperCodegen
+    from tilefuse.graph import GraphLowering
+    from tilefuse.ir import graph_context as G
+    from tilefuse.scheduler import schedule
+
+    def f(s, x):
+        return torch.softmax(x * s, -1)
+
+    for dev, copied in (("cuda", True), ("cpu", False)):
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            s = mode.from_tensor(torch.tensor(0.5, dtype=torch.float64, device="cpu"))
+            x = torch.empty(8, 33, device=dev)
+            gm = make_fx(f)(s, x)
+            g = GraphLowering(gm, [s, x], "host_scalar")
+            g.run()
+            with G.set_graph(g):
+                src = WrapperCodegen(g, schedule(g.buffers)).generate()
+        src = src if isinstance(src, str) else src[0]
+        assert g.default_device.type == dev
+        assert (g.host_scalar_inputs == ["arg0"]) == copied
+        assert ("arg0 = arg0.to(_device)" in src) == copied

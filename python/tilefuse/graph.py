@@ -97,11 +97,19 @@ def _lazy_view_base(v: Any) -> Any:
     return None
 
 
+def _is_host_scalar(t: Any) -> bool:
+    """A 0-d CPU tensor (what Dynamo passes for a Python float it does not specialize, and what
+    eager lets CUDA ops take as a scalar)."""
+    return isinstance(t, torch.Tensor) and t.dim() == 0 and t.device.type == "cpu"
+
+
 def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.device:
-    """The device a graph's kernels run on: its first tensor input's; for a graph without tensor
-    inputs (e.g. only ``torch.zeros(..., device="cuda")``), the first device among its nodes' fake
-    values; else the CPU. ``cuda`` without an index becomes the current CUDA device."""
-    dev = next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), None)
+    """The device a graph's kernels run on: its first tensor input's that is not a 0-d CPU tensor
+    (else its first tensor input's); for a graph without tensor inputs (e.g. only
+    ``torch.zeros(..., device="cuda")``), the first device among its nodes' fake values; else the
+    CPU. ``cuda`` without an index becomes the current CUDA device."""
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    dev = next((t.device for t in tensors if not _is_host_scalar(t)), None) or next((t.device for t in tensors), None)
     if dev is None:
         for node in gm.graph.nodes:
             val = node.meta.get("val")
@@ -178,6 +186,9 @@ class GraphLowering(torch.fx.Interpreter):
         self.current_node: torch.fx.Node | None = None
         self.default_device = _graph_device(gm, self.example_inputs)
         self.fallback_ops: list[str] = []
+        # 0-d CPU tensor inputs of a graph on another device, copied to it when the call starts
+        # (its kernels cannot read host memory); see ``placeholder``
+        self.host_scalar_inputs: list[str] = []
         self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
         self._placeholder_idx = 0
         # symbolic sizes (dynamic shapes): the ShapeEnv of the fake inputs, if any is symbolic
@@ -236,6 +247,16 @@ class GraphLowering(torch.fx.Interpreter):
             # offset: the layout's offset is 0
             lay = _layout_from_meta(ex)
             lay.offset = 0
+            if (
+                _is_host_scalar(ex)
+                and self.default_device.type != "cpu"
+                and self.current_node not in self._output_nodes
+            ):
+                # a Python float Dynamo passes as a 0-d CPU tensor (or any CPU scalar tensor eager
+                # lets CUDA ops take): the generated call copies it to the graph's device, so the
+                # graph reads it as a device tensor
+                lay.device = self.default_device
+                self.host_scalar_inputs.append(name)
             for what, vals in (("size", lay.size), ("stride", lay.stride)):
                 for d, v in enumerate(vals):
                     if isinstance(v, S.Expr) and v.is_symbol:
