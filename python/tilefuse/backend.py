@@ -721,29 +721,48 @@ def _inductor_modes() -> set:
         return set(_INDUCTOR_MODES)
 
 
+def _mode_turns_on_cudagraphs(mode: str | None) -> bool:
+    """Whether Inductor's ``mode`` turns CUDA graphs on (``"reduce-overhead"``,
+    ``"max-autotune"``): tilefuse's ``cudagraphs`` option follows it."""
+    if mode in (None, "default"):
+        return False
+    try:
+        from torch._inductor import list_mode_options
+
+        return bool(list_mode_options(mode).get("triton.cudagraphs", False))
+    except Exception:  # noqa: BLE001 - a torch without that function: its 2.11 meaning
+        return mode in ("reduce-overhead", "max-autotune")
+
+
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs: Any):
     """Dynamo backend entry point. ``options``: tilefuse.config overrides for this compile.
-    ``torch.compile``'s ``mode`` (passed here as a keyword) has no tilefuse meaning: anything but
-    ``"default"`` gives one UserWarning per mode and process (tilefuse always autotunes its
-    reductions; ``options={"autotune_pointwise": True}``, which adds pointwise and tile candidates, is the nearest to
-    ``"max-autotune"``), and the compile goes on; a mode torch does not know (a misspelt
-    ``"max_autotune"``) is a ValueError, as Inductor's is."""
+    ``torch.compile``'s ``mode`` (passed here as a keyword): ``"reduce-overhead"`` turns the
+    ``cudagraphs`` option on (CUDA graph trees, as Inductor's mode); ``"max-autotune"`` turns it
+    on as well, and its autotuning part, like ``"max-autotune-no-cudagraphs"``, has no tilefuse
+    meaning: one UserWarning per such mode and process (tilefuse always autotunes its
+    reductions; ``options={"autotune_pointwise": True}``, which adds pointwise and tile
+    candidates, is the nearest to Inductor's), and the compile goes on; a mode torch does not
+    know (a misspelt ``"max_autotune"``) is a ValueError, as Inductor's is."""
     mode = kwargs.get("mode")
     if mode is not None and mode not in _INDUCTOR_MODES and mode not in _inductor_modes():
         raise ValueError(
             f"torch.compile(mode={mode!r}): not a mode torch knows ({sorted(_inductor_modes())}); "
             f"tilefuse has no modes of its own (its settings are options={{...}}): leave mode out"
         )
-    if mode not in (None, "default") and mode not in _IGNORED_MODES_WARNED:
+    cudagraphs = _mode_turns_on_cudagraphs(mode)
+    if mode not in (None, "default", "reduce-overhead") and mode not in _IGNORED_MODES_WARNED:
         _IGNORED_MODES_WARNED.add(mode)
         warnings.warn(
-            f"tilefuse ignores torch.compile's mode={mode!r} (Inductor's modes select Inductor's own "
-            f"autotuning and CUDA graphs); tilefuse autotunes its reduction kernels anyway, and "
+            f"tilefuse ignores torch.compile's mode={mode!r}"
+            f"{' except its CUDA graphs' if cudagraphs else ''} (Inductor's modes select Inductor's own "
+            f"autotuning); tilefuse autotunes its reduction kernels anyway, and "
             f"options={{'autotune_pointwise': True}} adds pointwise and tile candidates",
             UserWarning,
             stacklevel=_runtime.user_stacklevel(),
         )
     opts = config.validate(options)
+    if cudagraphs:
+        opts["cudagraphs"] = True
     install_dynamo_gc_pause()  # again after a torch._dynamo.reset(), which clears the callbacks
     # everything after the options' check runs with the collector paused (``gc_paused``): the
     # imports of the first compile, AOTAutograd's trace and partition, the forward's compile
@@ -760,12 +779,18 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
     from .lowering import lowerings
     from .runtime import start_warmup
 
+    forward_device = _runtime.ForwardDevice()  # a training graph's, shared by its backward
+
     def make_compiler(kind: str):
         def compiler(g: torch.fx.GraphModule, ex: list):
             if kind == "backward":
                 _donate_nothing()
             with config.patch(**opts):
-                return compile_graph(g, ex, kind)
+                compiled = compile_graph(g, ex, kind)
+                if config.cudagraphs:
+                    # after the graph cache: a cached module is never handed out wrapped
+                    compiled = _with_cudagraphs(compiled, g, ex, kind, forward_device)
+                return compiled
 
         return compiler
 
@@ -795,6 +820,20 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
             decompositions=decompositions(training, lowered=lowerings),
             **extra,
         )(gm, example_inputs)
+
+
+def _with_cudagraphs(compiled: Any, gm: torch.fx.GraphModule, ex: list, kind: str, forward_device: Any) -> Any:
+    """``compiled`` under torch's CUDA graph trees (``runtime.cudagraphs``), or as it is, with one
+    log line, when its graph cannot be captured; a graph that fell back to eager at compile time
+    is not captured either."""
+    from .runtime import cudagraphs
+
+    if not isinstance(compiled, (CompiledGraph, SpecializingGraph)):
+        cudagraphs.log_skip(f"{kind} graph", "its compile failed and it runs eagerly", False)
+        return compiled
+    module = getattr(compiled, "module", None)
+    constants = tuple(v for v in vars(module).values() if isinstance(v, torch.Tensor)) if module is not None else ()
+    return cudagraphs.cudagraphify(compiled, gm, ex, kind, compiled.name, forward_device, constants)
 
 
 # ops whose Python decomposition in torch 2.11 computes something else than the aten kernel, and

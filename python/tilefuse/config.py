@@ -130,6 +130,15 @@ Options:
         holds the graph's inputs (``scheduler.memory.order_for_peak_memory``; Inductor's
         ``reorder_for_peak_memory``); it brings a transformer block's training step below
         Inductor's peak (docs/benchmarks.md, memory_peak.py). False: graph order.
+    cudagraphs (bool, env TILEFUSE_CUDAGRAPHS, default False): each compiled CUDA graph (forward,
+        backward, inference) runs under torch's CUDA graph trees, as Inductor's
+        ``mode="reduce-overhead"`` (which, like ``"max-autotune"``, turns this on): after a first
+        call outside them (compiling and autotuning) and an eager warm-up, the graph's launches
+        are recorded once per size and replayed, in one memory pool per device shared by the
+        step's graphs; outputs stay valid until the next replay. A graph that cannot be captured
+        (CPU tensors, an op that syncs with the host, ...) runs without, logged once
+        (``tilefuse.runtime.cudagraphs``). It does not change the generated code: not part of the
+        graph cache key.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -321,6 +330,7 @@ min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
 reorder_for_peak_memory: bool = _env_bool("TILEFUSE_REORDER_FOR_PEAK_MEMORY", True)
+cudagraphs: bool = _env_bool("TILEFUSE_CUDAGRAPHS", False)
 
 # --- runtime
 # (documented in the module docstring, "Runtime tunables"; not options: ``patch`` and
@@ -408,6 +418,7 @@ _OPTIONS = (
     "pause_gc",
     "eager_backward",
     "reorder_for_peak_memory",
+    "cudagraphs",
 )
 
 

@@ -51,6 +51,11 @@ last report: against the job sum / worker count it shows the fork and scheduling
 Triton's cache, loading it on the device, setting up its launcher) and then
 ``triton.testing.do_bench``'s timing of it (``runtime._time_config``). Their sums against the
 ``autotune`` phase show what of autotuning is per-candidate set-up and what is timing.
+``cudagraph_graph_count``: graphs run under torch's CUDA graph trees (option ``cudagraphs``,
+``mode="reduce-overhead"``; ``tilefuse.runtime.cudagraphs``). ``cudagraph_skip_count``: graphs
+compiled with that option that run without CUDA graphs (CPU tensors, an op that cannot be captured,
+...), each logged once with the reason; a graph whose sizes went past the recording limit counts
+too.
 ``warmup_wait_seconds``: how long this process's compiles waited for those threads
 (``tilefuse.runtime.wait_warmup``), time otherwise hidden inside the ``load`` phase.
 """
@@ -64,6 +69,8 @@ extern_kernel_count: int = 0
 symbolic_graph_count: int = 0
 specialized_graph_count: int = 0
 graph_cache_hits: int = 0
+cudagraph_graph_count: int = 0
+cudagraph_skip_count: int = 0
 precompile_seconds: float = 0.0
 phase_seconds: dict = {}
 precompile_job_seconds: list = []
@@ -87,7 +94,10 @@ def reset() -> None:
     global precompile_seconds, symbolic_graph_count, specialized_graph_count, phase_seconds, graph_cache_hits
     global precompile_job_seconds, precompile_job_labels, warmup_seconds, warmup_wait_seconds
     global precompile_load_seconds, precompile_batch_seconds, autotune_config_seconds
+    global cudagraph_graph_count, cudagraph_skip_count
     phase_seconds = {}
+    cudagraph_graph_count = 0
+    cudagraph_skip_count = 0
     autotune_config_seconds = []
     precompile_load_seconds = 0.0
     precompile_batch_seconds = []

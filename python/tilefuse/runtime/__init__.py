@@ -18,6 +18,8 @@ benchmarks use; the code lives in one module per responsibility:
 - ``workers``: the forked compile workers behind it (``ForkedBatch``, ``ForkedCompileExecutor``);
 - ``warmup``: Triton's one-time set-up in background threads (``start_warmup``, ``wait_warmup``);
 - ``fingerprint``: Triton's install key from file metadata (``use_stat_triton_key``);
+- ``cudagraphs``: compiled graphs under torch's CUDA graph trees (option ``cudagraphs``,
+  ``mode="reduce-overhead"``): ``cudagraphify``, ``ForwardDevice``;
 - ``graph_cache``: the graph-level compile cache (imported on use, not here).
 
 The runtime's tunables (autotuning windows, the compile workers' timeout, the warm-up's switch
@@ -33,6 +35,7 @@ from .helpers import ensure_strides, random_seeds, reinterpret_tensor
 from .launcher import KernelLauncher, make_launcher, unbuildable_kernels
 from .loader import jit_for, load_module, write_debug_source
 from .compile_ahead import PENDING_PRECOMPILES, PendingPrecompile, finish_pending, precompile, start_precompile
+from .cudagraphs import ForwardDevice
 from .warmup import start_deferred_warmup, start_warmup, wait_warmup
 from .workers import ForkedBatch, ForkedCompileExecutor, compile_in_forked_workers
 
@@ -41,6 +44,7 @@ __all__ = [
     "DebugDirError",
     "ForkedBatch",
     "ForkedCompileExecutor",
+    "ForwardDevice",
     "KernelLauncher",
     "PendingPrecompile",
     "cache_dir",

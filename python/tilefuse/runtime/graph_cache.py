@@ -7,7 +7,8 @@ torch, Triton and Python, torch's default dtype, whether Triton's interpreter is
 CUDA device, the tilefuse options that change generated code (all but those in
 ``_KEY_EXCLUDED_OPTIONS``: ``debug_dir``, ``compile_workers``, ``compile_pool``,
 ``precompile_overlap``, ``precompile_wait_all``, ``graph_cache``, ``fallback_on_error``, ``warmup``,
-``triton_key_from_stat``, ``pause_gc`` and ``eager_backward``) and the
+``triton_key_from_stat``, ``pause_gc``, ``eager_backward`` and ``cudagraphs``, whose CUDA graphs
+wrap the callable after the cache hands it out) and the
 the lowering's pad_mm tunables (``config.PAD_MM_DEVICE_TYPES``, ``config.PAD_MM_MIN_MACS``), the graph's nodes (with every nested
 GraphModule's) and the tensor constants it holds (dtype, layout, device and content), and per
 input its kind, dtype, device, sizes, strides and storage offset — symbolic sizes as their
@@ -72,6 +73,7 @@ _KEY_EXCLUDED_OPTIONS = (
     "triton_key_from_stat",
     "pause_gc",
     "eager_backward",
+    "cudagraphs",
 )
 
 _memory: dict[str, "CacheEntry"] = {}
