@@ -23,6 +23,7 @@ _ENV_OPTIONS = [
     ("TILEFUSE_SYMBOLIC_SHAPES", "symbolic_shapes", "false", False),
     ("TILEFUSE_GRAPH_CACHE", "graph_cache", "1", True),
     ("TILEFUSE_PAD_MM", "pad_mm", "0", False),
+    ("TILEFUSE_CUDAGRAPHS", "cudagraphs", "on", True),
 ]
 
 

@@ -92,9 +92,17 @@ def _device(name: str) -> Any:
 
 
 def mutated_input_indices(gm: Any) -> list[int]:
-    """Positions of the graph inputs an op of the graph writes (a schema argument marked as
-    written). AOTAutograd hands tilefuse functional graphs (it applies input mutations itself
-    after the graph returns), so this is normally empty."""
+    """Positions of the graph inputs whose storage an op of the graph writes (a schema argument
+    marked as written, on the input or a view of it), found by torch's ``find_input_mutations``
+    (Dynamo's ``cudagraphs`` backend); direct writes to a placeholder when that cannot read the
+    graph's values. AOTAutograd hands tilefuse functional graphs (it applies input mutations
+    itself after the graph returns, outside any recording), so this is normally empty."""
+    try:
+        from torch._dynamo.backends.cudagraphs import find_input_mutations
+
+        return sorted(find_input_mutations(gm.graph))
+    except Exception:  # noqa: BLE001 - a node without a fake value: the direct check below
+        pass
     import torch
 
     positions = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
@@ -102,8 +110,7 @@ def mutated_input_indices(gm: Any) -> list[int]:
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        schema = node.target._schema
-        for k, arg in enumerate(schema.arguments):
+        for k, arg in enumerate(node.target._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
                 continue
             v = node.args[k] if k < len(node.args) else node.kwargs.get(arg.name)
@@ -153,9 +160,7 @@ def skip_reason(gm: Any, example_inputs: list, static_idxs: list[int], mutated_i
     )
     if symbolic and inductor_config.triton.cudagraph_skip_dynamic_graphs:
         return "symbolic sizes, with torch._inductor.config.triton.cudagraph_skip_dynamic_graphs=True"
-    from torch._inductor.utils import get_first_incompatible_cudagraph_node
-
-    node = get_first_incompatible_cudagraph_node(gm)
+    node = _first_incompatible_node(gm)
     if node is not None:
         return f"op {node.target} cannot be captured (node {node.name})"
     bad = [
@@ -171,6 +176,23 @@ def skip_reason(gm: Any, example_inputs: list, static_idxs: list[int], mutated_i
     if mutated:
         return f"mutated inputs ({len(mutated)}, e.g. input {mutated[0]}) that are not parameters or buffers"
     return None
+
+
+def _first_incompatible_node(gm: Any) -> Any:
+    """The first node Inductor's ``get_first_incompatible_cudagraph_node`` refuses (host syncs,
+    data-dependent sizes, ops tagged ``cudagraph_unsafe``), or whose op's overload packet is in
+    its ``FORBIDDEN_CUDAGRAPH_OPS`` (that list names ``aten._local_scalar_dense`` without an
+    overload, which its own check, by the overload's name, never matches)."""
+    import torch
+    from torch._inductor.utils import FORBIDDEN_CUDAGRAPH_OPS, get_first_incompatible_cudagraph_node
+
+    for node in gm.graph.nodes:
+        if (
+            isinstance(node.target, torch._ops.OpOverload)
+            and str(node.target.overloadpacket) in FORBIDDEN_CUDAGRAPH_OPS
+        ):
+            return node
+    return get_first_incompatible_cudagraph_node(gm)
 
 
 def log_skip(name: str, reason: str, cuda: bool) -> None:
@@ -202,11 +224,17 @@ def _tree_manager(device_index: int) -> Any:
 
 def _aligned(args: list) -> None:
     """Each CUDA tensor of ``args`` whose address is not 16-byte aligned replaced by an aligned
-    copy with its strides (the graph is functional: a copy of an input reads the same)."""
+    copy with its strides (the graph is functional: a copy of an input reads the same); left as
+    it is while a stream is capturing (a recording's inputs are the trees' aligned copies)."""
     import torch
 
+    capturing = None
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.is_cuda and a.data_ptr() % _ALIGN:
+            if capturing is None:
+                capturing = torch.cuda.is_current_stream_capturing()
+            if capturing:
+                return
             from torch._inductor.utils import clone_preserve_strides
 
             args[i] = clone_preserve_strides(a)
@@ -307,10 +335,7 @@ class CudaGraphed:
     def _model(self, args: list) -> Any:
         """What the trees warm up, record, or run eagerly: the compiled graph on ``args``,
         emptied after."""
-        import torch
-
-        if not torch.cuda.is_current_stream_capturing():
-            _aligned(args)
+        _aligned(args)
         try:
             return self.fn(args)
         finally:
