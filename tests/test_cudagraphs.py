@@ -466,7 +466,8 @@ def test_memory_is_flat_over_100_training_steps():
     model = _mlp(256, 512, 64)
     f = torch.compile(model, backend="tilefuse", mode="reduce-overhead")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = torch.randn(32, 256, device="cuda"), torch.randn(32, 64, device="cuda")
+    # 256 rows: each activation is 512 KiB, so one step's leak is far above the slack below
+    x, y = torch.randn(256, 256, device="cuda"), torch.randn(256, 64, device="cuda")
     at = {}
     for step in range(1, 101):
         opt.zero_grad(set_to_none=True)
@@ -475,7 +476,7 @@ def test_memory_is_flat_over_100_training_steps():
         if step in (10, 100):
             torch.cuda.synchronize()
             at[step] = torch.cuda.memory_allocated()
-    assert at[100] == at[10], at
+    assert abs(at[100] - at[10]) <= 64 << 10, at
     assert metrics.cudagraph_graph_count == 2 and _recorded_nodes() == 2
 
 

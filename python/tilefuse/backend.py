@@ -16,6 +16,8 @@ lowering needs static sizes) is compiled lazily once per concrete input signatur
 Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
 ``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
 the cause and runs that graph eagerly, unless ``fallback_on_error`` is False (then it raises).
+``mode="reduce-overhead"`` (or option ``cudagraphs``) runs each compiled graph under torch's CUDA
+graph trees (``tilefuse.runtime.cudagraphs``).
 """
 
 from __future__ import annotations
