@@ -186,7 +186,7 @@ def test_training_graphs_enter_the_trees_after_a_first_call_outside(fake_trees):
 
 
 @CPU_ONLY
-def test_each_size_runs_once_outside_and_recorded_sizes_are_bounded(fake_trees, caplog):
+def test_sizes_enter_the_trees_up_to_the_limit_then_run_outside_with_one_log_line(fake_trees, caplog):
     from torch._inductor import config as inductor_config
 
     f = torch.compile(lambda x: x.sum(0) * 2, backend="tilefuse", mode="reduce-overhead", dynamic=True)
@@ -199,10 +199,34 @@ def test_each_size_runs_once_outside_and_recorded_sizes_are_bounded(fake_trees, 
                 x = torch.randn(n, 4)
                 torch.testing.assert_close(f(x), x.sum(0) * 2)
     assert len(fake_trees.made) == 1  # one tree function per graph; the trees key sizes themselves
-    assert fake_trees.calls == 2 * 2  # sizes 2 and 3, calls 2 and 3 of each; size 5 past the limit
+    assert metrics.symbolic_graph_count == 1  # compiled once for all sizes
+    # the first call outside; 3 x size 3 and 2 x size 2 in the trees; size 5, past the limit, outside
+    assert fake_trees.calls == 5
     lines = _skip_lines(caplog)
     assert len(lines) == 1 and "more than 2 distinct sizes" in lines[0], lines
     assert metrics.cudagraph_graph_count == 1 and metrics.cudagraph_skip_count == 1
+
+
+@pytest.mark.parametrize("per_size", [False, True])
+def test_which_calls_run_outside_the_trees(fake_trees, per_size):
+    """The first call runs outside the trees; with a module compiled per size, the first call at
+    each size; sizes past the limit always."""
+    gm, args = _fake_cuda_graph(lambda x: x * 2, (4,))
+    ran = []
+
+    def fn(a):
+        ran.append(a[1])
+        a.clear()
+        return [0]
+
+    w = cudagraphs.CudaGraphed(fn, "g", "inference", [args[0], 3], [], [], 0, gm, compiles_per_size=per_size)
+    w.limit = 3
+    for n in (1, 2, 1, 2, 3, 4, 4, 1):
+        w([torch.ones(1), n])
+    assert ran == [1, 2, 1, 2, 3, 4, 4, 1]
+    # outside: the first call (each size's first with per_size), and size 4 (past the limit)
+    assert w.calls_outside == (5 if per_size else 3)
+    assert fake_trees.calls == 8 - w.calls_outside
 
 
 @CPU_ONLY

@@ -835,7 +835,8 @@ def _with_cudagraphs(compiled: Any, gm: torch.fx.GraphModule, ex: list, kind: st
         return compiled
     module = getattr(compiled, "module", None)
     constants = tuple(v for v in vars(module).values() if isinstance(v, torch.Tensor)) if module is not None else ()
-    return cudagraphs.cudagraphify(compiled, gm, ex, kind, compiled.name, forward_device, constants)
+    per_size = isinstance(compiled, SpecializingGraph)  # compiles a module at each new size's first call
+    return cudagraphs.cudagraphify(compiled, gm, ex, kind, compiled.name, forward_device, constants, per_size)
 
 
 # ops whose Python decomposition in torch 2.11 computes something else than the aten kernel, and

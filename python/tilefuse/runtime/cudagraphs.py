@@ -20,11 +20,13 @@ What this module adds around the trees, each rule with its reason:
   (host syncs, data-dependent sizes), non-tensor inputs other than sizes and generators, inputs
   with internal memory overlap, a mutated input that is not static, and symbolic sizes under
   Inductor's ``triton.cudagraph_skip_dynamic_graphs``.
-- The first call at each size runs outside the trees. tilefuse's first call of a graph waits for
-  its kernels' compile workers, autotunes (timing candidates with ``do_bench``, which synchronizes
-  and allocates an L2-flush buffer) and stores launch records; run by the trees' warm-up, that
-  would allocate inside the private pool, which keeps what it reserved. After that call every
-  kernel is compiled and tuned, so the trees' warm-up and recording launch only.
+- The first call runs outside the trees (for a graph compiled per shape, the first call at each
+  size). tilefuse's first call of a module waits for its kernels' compile workers, autotunes
+  (timing candidates with ``do_bench``, which synchronizes and allocates an L2-flush buffer) and
+  stores launch records; run by the trees' warm-up, that would allocate inside the private pool,
+  which keeps what it reserved. After that call every kernel is compiled and tuned, so the
+  trees' warm-up and recording launch only (a symbolic graph's new size may need a binary for
+  new integer properties: the warm-up, an eager run, compiles it).
 - Misaligned tensor inputs are copied to aligned memory in the runs the trees make eagerly
   (warm-up, and graphs they decide not to record). tilefuse's launchers key a binary by its
   pointers' 16-byte alignment; a recording copies non-static inputs into fresh (aligned) pool
@@ -257,6 +259,7 @@ class CudaGraphed:
         gm: Any,
         constants: tuple = (),
         forward_device: ForwardDevice | None = None,
+        compiles_per_size: bool = False,
     ):
         from torch._inductor import config as inductor_config
         from torch._inductor.cudagraph_utils import get_placeholder_info
@@ -274,9 +277,12 @@ class CudaGraphed:
         self.stack_traces = [getattr(a, "stack_trace", None) for a in outs]
         self.placeholders = tuple(get_placeholder_info(gm.graph))
         self.limit = inductor_config.triton.cudagraph_dynamic_shape_warn_limit
+        # ``fn`` compiles a module per size (a graph compiled per shape): each size's first call
+        # compiles and autotunes, so each runs outside the trees, not only the very first
+        self.compiles_per_size = compiles_per_size
         self._tree: Any = None  # the trees' callable, made at the first call that enters them
-        self._sizes: set = set()  # integer-input values seen: their first call ran outside the trees
-        self._recorded: set = set()  # of those, the ones the trees take
+        self._sizes: set = set()  # integer-input values the trees take (at most ``limit``)
+        self._ran = False  # whether the first call (outside the trees) has run
         self._limit_logged = False
         self.calls_outside = 0  # calls that ran outside the trees (first calls, sizes past the limit)
 
@@ -289,23 +295,22 @@ class CudaGraphed:
             metrics.precompile_seconds += waited
             metrics.add_phase("precompile_wait", waited)
         key = tuple(args[i] for i in self.int_positions)
-        if key in self._recorded:
-            return self._run_tree(args)
         if key not in self._sizes:
+            if self.limit and len(self._sizes) >= self.limit:
+                if not self._limit_logged:
+                    self._limit_logged = True
+                    log_skip(
+                        self.name,
+                        f"it ran at more than {self.limit} distinct sizes "
+                        f"(torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit); "
+                        f"sizes beyond the first {self.limit} run without them",
+                        True,
+                    )
+                return self._run_outside(args)
             self._sizes.add(key)
-            return self._run_outside(args)
-        if self.limit and len(self._recorded) >= self.limit:
-            if not self._limit_logged:
-                self._limit_logged = True
-                log_skip(
-                    self.name,
-                    f"it ran at more than {self.limit} distinct sizes "
-                    f"(torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit); "
-                    f"sizes beyond those recorded run without them",
-                    True,
-                )
-            return self._run_outside(args)
-        self._recorded.add(key)
+            if not self._ran or self.compiles_per_size:
+                self._ran = True
+                return self._run_outside(args)
         return self._run_tree(args)
 
     def _run_outside(self, args: list) -> Any:
@@ -366,10 +371,13 @@ def cudagraphify(
     name: str,
     forward_device: ForwardDevice | None = None,
     constants: tuple = (),
+    compiles_per_size: bool = False,
 ) -> Callable[[list], Any]:
     """``fn`` (a compiled graph's boxed callable) to run under CUDA graph trees, or ``fn`` itself
     when the graph cannot be (``skip_reason``, logged once). ``kind``: "forward", "backward" or
-    "inference"; ``forward_device`` is shared by a training graph's forward and backward."""
+    "inference"; ``forward_device`` is shared by a training graph's forward and backward;
+    ``constants``: the module's tensor constants; ``compiles_per_size``: ``fn`` compiles a module
+    for each new size at its first call there."""
     static_idxs = static_input_indices(gm, kind)
     mutated_idxs = mutated_input_indices(gm)
     reason = skip_reason(gm, example_inputs, static_idxs, mutated_idxs)
@@ -389,7 +397,19 @@ def cudagraphify(
         forward_device.index = index
     metrics.cudagraph_graph_count += 1
     log.debug("tilefuse: graph '%s' runs under CUDA graph trees on cuda:%d", name, index)
-    return CudaGraphed(fn, name, kind, example_inputs, static_idxs, mutated_idxs, index, gm, constants, forward_device)
+    return CudaGraphed(
+        fn,
+        name,
+        kind,
+        example_inputs,
+        static_idxs,
+        mutated_idxs,
+        index,
+        gm,
+        constants,
+        forward_device,
+        compiles_per_size=compiles_per_size,
+    )
 
 
 class _BackwardOutsideTrees:
