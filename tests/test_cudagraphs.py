@@ -454,18 +454,23 @@ def test_mark_step_begin_starts_a_new_step_for_a_forward_without_backward():
 @pytest.mark.gpu
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU and TRITON_INTERPRET=0")
 def test_reading_an_overwritten_output_raises_torchs_error():
+    """Outputs are valid until the graph runs again. The trees give an output of their warm-up
+    or recording an error once the next call has taken its memory back; replays write into the
+    same output tensors."""
     f = torch.compile(lambda x: x * 2 + 1, backend="tilefuse", mode="reduce-overhead")
     x = torch.randn(64, device="cuda")
-    for _ in range(4):
-        f(x)
-    a = f(x)
-    b = f(x + 1)
+    f(x)  # outside the trees (compiles, autotunes)
+    a = f(x)  # the trees' warm-up
+    b = f(x + 1)  # the recording: a new step, the warm-up's outputs given back
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
         print(a + 1)
-    torch.testing.assert_close(b, (x + 1) * 2 + 1)
-    c = f(x).clone()  # cloned outside: valid after later replays
-    f(x)
+    c = f(x)  # the first replay: the recording's outputs are overwritten
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        print(b + 1)
     torch.testing.assert_close(c, x * 2 + 1)
+    d = f(x + 3).clone()  # cloned: valid after later replays
+    f(x)
+    torch.testing.assert_close(d, (x + 3) * 2 + 1)
 
 
 @pytest.mark.gpu

@@ -135,7 +135,7 @@ Options:
         ``mode="reduce-overhead"`` (which, like ``"max-autotune"``, turns this on): after a first
         call outside them (compiling and autotuning) and an eager warm-up, the graph's launches
         are recorded once per size and replayed, in one memory pool per device shared by the
-        step's graphs; outputs stay valid until the next replay. A graph that cannot be captured
+        step's graphs; outputs stay valid until the graph runs again. A graph that cannot be captured
         (CPU tensors, an op that syncs with the host, ...) runs without, logged once
         (``tilefuse.runtime.cudagraphs``). It does not change the generated code: not part of the
         graph cache key.

@@ -6,7 +6,8 @@ trees, ``torch._inductor.cudagraph_trees.cudagraphify_impl``, the machinery Indu
 step (a forward and its backward record into the same pool, in the order they run), an eager
 warm-up run before each recording, parameters and buffers as static inputs whose addresses are
 checked at each replay (a changed address records again), other tensor inputs copied into the
-pool's static buffers, outputs valid until the next replay (reading an overwritten one raises
+pool's static buffers, outputs valid until the graph runs again (a replay writes into the same
+output tensors; an output of the warm-up or the recording read after the next call raises
 torch's error), ``torch.compiler.cudagraph_mark_step_begin()`` honoured, and one recording per
 distinct value of the graph's integer inputs (its dynamic sizes).
 
