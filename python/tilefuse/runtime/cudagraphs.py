@@ -289,12 +289,6 @@ class CudaGraphed:
 
     def __call__(self, *call_args: Any) -> Any:
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
-        if PENDING_PRECOMPILES:
-            # kernels of another graph still compiling in workers: waited for here, never from
-            # inside a recording (the first call of each graph waits for them too)
-            waited = finish_pending()
-            metrics.precompile_seconds += waited
-            metrics.add_phase("precompile_wait", waited)
         key = tuple(args[i] for i in self.int_positions)
         if key not in self._sizes:
             if self.limit and len(self._sizes) >= self.limit:
@@ -323,6 +317,12 @@ class CudaGraphed:
         return out
 
     def _run_tree(self, args: list) -> Any:
+        if PENDING_PRECOMPILES:
+            # kernels of another graph still compiling in workers (a graph compiled since): waited
+            # for here, not by the compiled graph inside a warm-up or a recording
+            waited = finish_pending()
+            metrics.precompile_seconds += waited
+            metrics.add_phase("precompile_wait", waited)
         if self._tree is None:
             self._tree = _tree_factory()(
                 self._model,
