@@ -832,7 +832,7 @@ def _with_cudagraphs(compiled: Any, gm: torch.fx.GraphModule, ex: list, kind: st
 
     if not isinstance(compiled, (CompiledGraph, SpecializingGraph)):
         cudagraphs.log_skip(f"{kind} graph", "its compile failed and it runs eagerly", False)
-        return compiled
+        return cudagraphs.outside_trees(compiled, kind, forward_device)
     module = getattr(compiled, "module", None)
     constants = tuple(v for v in vars(module).values() if isinstance(v, torch.Tensor)) if module is not None else ()
     per_size = isinstance(compiled, SpecializingGraph)  # compiles a module at each new size's first call

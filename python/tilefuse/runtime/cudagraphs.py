@@ -385,9 +385,7 @@ def cudagraphify(
     if reason is not None:
         cuda = any(d.type == "cuda" for d in graph_devices(gm, example_inputs))
         log_skip(name, reason, cuda)
-        if kind == "backward":
-            return _BackwardOutsideTrees(fn, forward_device)
-        return fn
+        return outside_trees(fn, kind, forward_device)
     (device,) = graph_devices(gm, example_inputs)
     index = device.index
     if index is None:
@@ -411,6 +409,12 @@ def cudagraphify(
         forward_device,
         compiles_per_size=compiles_per_size,
     )
+
+
+def outside_trees(fn: Callable[[list], Any], kind: str, forward_device: ForwardDevice | None) -> Callable[[list], Any]:
+    """``fn`` as it runs when its graph is not captured: a backward first tells its forward's
+    tree manager at each call; other graphs unchanged."""
+    return _BackwardOutsideTrees(fn, forward_device) if kind == "backward" else fn
 
 
 class _BackwardOutsideTrees:
