@@ -283,8 +283,8 @@ def test_skip_reasons_name_what_cannot_be_captured():
     gm = torch.fx.symbolic_trace(lambda x: x + 1)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            node.meta["val"] = torch.empty(3)
-    assert "CPU tensors (x)" == cudagraphs.skip_reason(gm, [torch.ones(3)], [], [])
+            node.meta["val"] = torch.empty(3, device="cpu")
+    assert "CPU tensors (x)" == cudagraphs.skip_reason(gm, [torch.ones(3, device="cpu")], [], [])
 
 
 def test_the_model_handed_to_the_trees_empties_its_list():
