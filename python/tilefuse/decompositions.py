@@ -165,7 +165,26 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
         table.pop(op, None)
     if aten.linspace.default in table:
         table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
+    if aten._unsafe_masked_index.default in table:
+        table[aten._unsafe_masked_index.default] = _unsafe_masked_index_as_aten
     return table
+
+
+def _unsafe_masked_index_as_aten(
+    x: torch.Tensor, mask: torch.Tensor, indices: list, fill: Any
+) -> torch.Tensor:
+    """Decomposition of ``aten._unsafe_masked_index``: ``x[indices]`` where ``mask``, ``fill``
+    elsewhere, each index clamped to ``[-size, size - 1]`` and a negative one counted from the end,
+    as the aten kernel does (the clamp keeps a masked-off index in bounds). torch 2.11's
+    decomposition clamps to ``[0, size - 1]``, which reads element 0 for a negative index the
+    mask selects (``-2`` into 8 elements gave ``x[0]`` for eager's ``x[6]``)."""
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    if guard_or_false(x.numel() == 0):
+        shape = torch._meta_registrations.meta_index_Tensor(x, indices).shape
+        return x.new_full(shape, fill)
+    clamped = [None if i is None else i.clamp(min=-x.size(d), max=x.size(d) - 1) for d, i in enumerate(indices)]
+    return aten._unsafe_index(x, clamped).masked_fill(~mask, fill)
 
 
 def _in_the_inputs_memory_format(
