@@ -1,7 +1,7 @@
 """Helpers for the re-expressed Inductor templates (views, indexing, scatter, cat/pad, pooling,
 mutation, training): ``check`` compiles a function with tilefuse and compares it to eager.
 
-Every template test takes the ``dynamic`` fixture: it runs once with ``dynamic=False`` (sizes
+Every template test is parametrized by ``MODES``: it runs once with ``dynamic=False`` (sizes
 specialized) and once with ``dynamic=True`` (Dynamo's symbolic sizes), as Inductor's
 ``test_torchinductor_dynamic_shapes.py`` runs its common templates a second time.
 """
@@ -15,10 +15,9 @@ from torch.utils import _pytree as pytree
 from tilefuse import metrics
 
 
-@pytest.fixture(params=[False, True], ids=["static", "dynamic"])
-def dynamic(request):
-    """``dynamic=`` for ``torch.compile``: False (static sizes) or True (symbolic sizes)."""
-    return request.param
+# every template test takes ``dynamic`` (``pytestmark = [*GPU_MARKS, MODES]``): False, static
+# sizes; True, Dynamo's symbolic sizes
+MODES = pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 
 
 def clone_keep_strides(x):

@@ -1,7 +1,7 @@
 """Inductor's common templates for cat/stack, padding (constant, reflection), flip and roll,
 re-expressed.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic, run_compiled  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES, run_compiled
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -60,7 +60,12 @@ def test_cat_single_empty(dynamic):
 
 
 def test_cat_upcasting(dynamic):
-    check(lambda a, b: (aten.cat.default([a, b], 1),), torch.randn(8, 16), torch.randn(8, 20, dtype=torch.float16), dynamic=dynamic)
+    check(
+        lambda a, b: (aten.cat.default([a, b], 1),),
+        torch.randn(8, 16),
+        torch.randn(8, 20, dtype=torch.float16),
+        dynamic=dynamic,
+    )
 
 
 def test_cat_extern_kernel(dynamic):
@@ -92,7 +97,12 @@ def test_cat_of_loops_and_extern_kernel(dynamic):
 
 
 def test_stack(dynamic):
-    check(lambda a, b: torch.stack([a.expand(12, 16), b.expand(12, 16)], 2), torch.randn(1, 16), torch.randn(12, 1), dynamic=dynamic)
+    check(
+        lambda a, b: torch.stack([a.expand(12, 16), b.expand(12, 16)], 2),
+        torch.randn(1, 16),
+        torch.randn(12, 1),
+        dynamic=dynamic,
+    )
 
 
 def test_view_on_aliased(dynamic):
@@ -197,5 +207,13 @@ def test_reflection_pad2d_backward(dynamic):
     f = lambda g, x, pad: aten.reflection_pad2d_backward(g, x, pad)  # noqa: E731
     for pad in ([0, 0, 0, 0], [1, 1, 1, 1], [1, 2, 3, 4], [0, -1, 2, 2], [-1, 0, 2, 2], [2, 2, 0, -1], [2, 2, -1, 0]):
         x = torch.randint(0, 999, size=[1, 1, 8, 8], dtype=torch.float32)
-        g = torch.randn_like(aten.reflection_pad2d(x, pad))
-        check(f, g, x, pad, dynamic=dynamic)
+        check(f, torch.randn_like(aten.reflection_pad2d(x, pad)), x, pad, dynamic=dynamic)
+
+
+def test_uint4x2_mixed_mm(dynamic):
+    # two 4-bit halves of each byte concatenated, reshaped and converted, then a matrix product
+    def f(a, b):
+        w = torch.cat((b & 0xF, b >> 4), 1).reshape(-1, b.shape[1]).to(a.dtype).sub(8)
+        return torch.mm(a, w)
+
+    check(f, torch.randn(8, 8), torch.randint(0, 255, (4, 8), dtype=torch.uint8), dynamic=dynamic, atol=1e-4, rtol=1e-4)

@@ -2,7 +2,7 @@
 (broadcast, None, negative), index_select, gather, embedding, masked_fill, index_put (plain,
 accumulate, boolean masks), the masked index ops, and indices computed from arange.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -108,7 +108,12 @@ def test_index1(dynamic):
 
 
 def test_index2(dynamic):
-    check(lambda a, b: (aten.index(a, [b]), aten.index(a, [None, b])), torch.randn(8, 8, 8), torch.tensor([[0, 0, 2, 2]]), dynamic=dynamic)
+    check(
+        lambda a, b: (aten.index(a, [b]), aten.index(a, [None, b])),
+        torch.randn(8, 8, 8),
+        torch.tensor([[0, 0, 2, 2]]),
+        dynamic=dynamic,
+    )
 
 
 def test_index3(dynamic):
@@ -169,7 +174,11 @@ def test_tensor_index_put_slice(version, dynamic):
 
 def test_index_select(dynamic):
     def f(a, b):
-        return torch.index_select(a, 0, b), torch.index_select(a, 1, b), torch.index_select(torch.index_select(a, 2, b), 1, b)
+        return (
+            torch.index_select(a, 0, b),
+            torch.index_select(a, 1, b),
+            torch.index_select(torch.index_select(a, 2, b), 1, b),
+        )
 
     for dt in (torch.int32, torch.int64):
         check(f, torch.randn(8, 8, 8), torch.tensor([0, 0, 2, 1], dtype=dt), dynamic=dynamic)
@@ -211,7 +220,9 @@ def test_indirect_load_broadcast(dynamic):
 
 
 def test_misaligned_address_issue1(dynamic):
-    check(lambda x, i: aten.gather.default(x, 1, i), torch.randn(1, 1000), torch.randint(0, 1000, (1, 1)), dynamic=dynamic)
+    check(
+        lambda x, i: aten.gather.default(x, 1, i), torch.randn(1, 1000), torch.randint(0, 1000, (1, 1)), dynamic=dynamic
+    )
 
 
 def test_embedding(dynamic):
@@ -277,7 +288,10 @@ def test_masked_fill(dynamic):
 
 def test_masked_fill_promotion(dynamic):
     mask = torch.randint(0, 2, [1, 16], dtype=torch.bool)
-    for value in (torch.randn(16, 16, dtype=torch.float16 if DEVICE == "cuda" else torch.float32), torch.randint(16, (16, 16))):
+    for value in (
+        torch.randn(16, 16, dtype=torch.float16 if DEVICE == "cuda" else torch.float32),
+        torch.randint(16, (16, 16)),
+    ):
         check(lambda m, v: aten.masked_fill(v, m, torch.tensor(3.5)), mask, value, dynamic=dynamic)
 
 
@@ -315,7 +329,13 @@ def test_index_put3(dynamic):
 
 def test_index_put4(dynamic):
     # a boolean mask over the first dim, a 0-d value
-    check(lambda a, b, c: torch.index_put(a, [b], c), torch.rand(8, 2), torch.rand(8) > 0.5, torch.rand([]), dynamic=dynamic)
+    check(
+        lambda a, b, c: torch.index_put(a, [b], c),
+        torch.rand(8, 2),
+        torch.rand(8) > 0.5,
+        torch.rand([]),
+        dynamic=dynamic,
+    )
 
 
 def test_index_put_as_masked_fill(dynamic):
@@ -355,7 +375,16 @@ def test_index_put_deterministic_fallback(dynamic):
     torch.use_deterministic_algorithms(True)
     try:
         a, b, c = torch.randn(20, 32), torch.randint(0, 20, size=[60]), torch.randn(60, 32)
-        check(lambda a, b, c: torch.index_put(a, [b], c, True), a, b, c, dynamic=dynamic, atol=1e-5, rtol=1e-5, native=False)
+        check(
+            lambda a, b, c: torch.index_put(a, [b], c, True),
+            a,
+            b,
+            c,
+            dynamic=dynamic,
+            atol=1e-5,
+            rtol=1e-5,
+            native=False,
+        )
     finally:
         torch.use_deterministic_algorithms(prev)
 
@@ -389,3 +418,7 @@ def test_setitem_with_int_parameter(dynamic):
 
     for n in (2, 3, 6, -7):
         check(f, n, torch.zeros(7), dynamic=dynamic)
+
+
+def test_one_hot(dynamic):
+    check(lambda a: torch.nn.functional.one_hot(a, 8) + 1, torch.arange(100).view(4, 5, 5) % 8, dynamic=dynamic)

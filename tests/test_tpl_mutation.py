@@ -2,7 +2,7 @@
 their views, copy_, slice assignment, in-place ops on intermediates, module buffers mutated in
 the forward, resize.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager, the inputs after the call included (``_tpl_util_b.check``). The list of templates
 and where each went is docs/inductor_templates.md.
 """
@@ -14,9 +14,9 @@ import copy
 import torch
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic, run_compiled  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES, run_compiled
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -324,3 +324,54 @@ def test_mutable_custom_op_fixed_layout(dynamic):
             return torch.mul(full, full)
 
         check(f, torch.arange(3, dtype=torch.float), dynamic=dynamic, native=False)
+
+
+def test_fallback_mutable_op(dynamic):
+    # test_fallback_mutable_op_basic, _with_return, _no_mutated_tensors, _list: an op that mutates
+    # some of its arguments (one optional, one a list) runs as aten's kernel, ordered with the
+    # graph's own copies into those arguments
+    with torch.library._scoped_library("tpl_b_mut", "DEF") as lib:
+        lib.define("inplace_(Tensor(a!) a, Tensor[] b, SymInt c, *, Tensor(b!)? d, SymInt e=2) -> Tensor")
+        lib.define("add_to_all_(Tensor a, Tensor(a!)[] b) -> ()")
+
+        @torch.library.impl(lib, "inplace_", "CompositeExplicitAutograd")
+        def _(a, b, c, d, e=2):
+            a.add_(b[0] * c * e)
+            if d is not None:
+                d.add_(b[1])
+            return b[0] + b[1]
+
+        @torch.library.impl(lib, "add_to_all_", "CompositeExplicitAutograd")
+        def _(a, b):
+            for t in b:
+                t.add_(a)
+
+        def f(a, b1, b2, c: int, d):
+            a_, d_ = a.clone(), d.clone()
+            res = torch.ops.tpl_b_mut.inplace_(a_, (b1, b2), c, d=d_)
+            none_given = torch.ops.tpl_b_mut.inplace_(a_ * 1, (b1, b2), c, d=None)
+            a.copy_(a_)
+            d.copy_(d_)
+            torch.ops.tpl_b_mut.add_to_all_(res, [b1, b2])
+            return res, none_given
+
+        args = (
+            torch.tensor([0.0, 1.0, 2]),
+            torch.tensor([2.0, 3.0, 5.0]),
+            torch.tensor([1.0, 4.0, 6.0]),
+            4,
+            torch.tensor([2.0, 1, 0]),
+        )
+        check(f, *args, dynamic=dynamic, native=False)
+
+
+def test_inductor_layout_optimization_input_mutations(dynamic):
+    conv = torch.nn.Conv2d(3, 16, 1, stride=1, bias=False)
+
+    def f(x):
+        x.mul_(2)
+        return conv(x)
+
+    with torch.no_grad():
+        got = check(f, torch.rand(2, 3, 8, 8), dynamic=dynamic, atol=1e-4, rtol=1e-4)
+        assert got.stride() == conv(torch.rand(2, 3, 8, 8)).stride()

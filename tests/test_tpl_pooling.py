@@ -3,7 +3,7 @@ indices (padding, ceil mode, dilation) and its backward, avg_pool2d/3d and their
 adaptive average/max pools, fractional max pool, nearest/bilinear/bicubic upsampling and
 grid sampling.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -41,7 +41,11 @@ def test_max_pool2d3(dynamic):
 
 
 def test_max_pool2d4(dynamic):
-    check(lambda x: aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [0, 0], [1, 1], True), torch.randn(2, 2, 11, 11), dynamic=dynamic)
+    check(
+        lambda x: aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [0, 0], [1, 1], True),
+        torch.randn(2, 2, 11, 11),
+        dynamic=dynamic,
+    )
 
 
 def test_max_pool2d5(dynamic):
@@ -51,7 +55,12 @@ def test_max_pool2d5(dynamic):
 
 def test_max_pool2d6(dynamic):
     # a window as large as the input is wide
-    check(lambda x: aten.max_pool2d_with_indices(x, [13, 13], []), torch.randn(1, 2, 27, 27), dynamic=dynamic, native=False)
+    check(
+        lambda x: aten.max_pool2d_with_indices(x, [13, 13], []),
+        torch.randn(1, 2, 27, 27),
+        dynamic=dynamic,
+        native=False,
+    )
 
 
 def test_max_pool2d7(dynamic):
@@ -62,7 +71,12 @@ def test_max_pool2d7(dynamic):
 
 def test_max_pool2d8(dynamic):
     # dilation
-    check(lambda x: aten.max_pool2d_with_indices(x, [3, 2], [2, 1], [1, 1], [1, 2]), torch.randn(2, 2, 3, 6), dynamic=dynamic, native=False)
+    check(
+        lambda x: aten.max_pool2d_with_indices(x, [3, 2], [2, 1], [1, 1], [1, 2]),
+        torch.randn(2, 2, 3, 6),
+        dynamic=dynamic,
+        native=False,
+    )
 
 
 def test_alexnet_prefix(dynamic):
@@ -70,7 +84,9 @@ def test_alexnet_prefix(dynamic):
         y = torch.relu(aten.convolution(x, w, b, [4, 4], [2, 2], [1, 1], False, [0, 0], 1))
         return (aten.max_pool2d_with_indices(y, [3, 3], [2, 2])[0],)
 
-    check(f, torch.randn(8), torch.randn(8, 3, 11, 11), torch.randn(2, 3, 35, 35), dynamic=dynamic, atol=1e-3, rtol=1e-3)
+    check(
+        f, torch.randn(8), torch.randn(8, 3, 11, 11), torch.randn(2, 3, 35, 35), dynamic=dynamic, atol=1e-3, rtol=1e-3
+    )
 
 
 def test_avg_pool2d1(dynamic):
@@ -82,7 +98,11 @@ def test_avg_pool2d2(dynamic):
 
 
 def test_avg_pool2d3(dynamic):
-    check(lambda x: (aten.avg_pool2d(x, [3, 3], [2, 2], [1, 1]), aten.avg_pool2d(x, [3], [2], [1])), _ramp(8, 8), dynamic=dynamic)
+    check(
+        lambda x: (aten.avg_pool2d(x, [3, 3], [2, 2], [1, 1]), aten.avg_pool2d(x, [3], [2], [1])),
+        _ramp(8, 8),
+        dynamic=dynamic,
+    )
 
 
 def test_avg_pool2d4(dynamic):
@@ -107,11 +127,11 @@ def test_avg_pool2d8(dynamic):
 
 
 def test_adaptive_avg_pool2d1(dynamic):
-    def f(x):
-        return aten._adaptive_avg_pool2d(x, (6, 6)), aten._adaptive_avg_pool2d(x + 1, (2, 5))
+    def f(*xs):
+        return [(aten._adaptive_avg_pool2d(x, (6, 6)), aten._adaptive_avg_pool2d(x + 1, (2, 5))) for x in xs]
 
-    for hw in (16, 3, 6):  # overlapping windows, the avg_pool2d case, the identity
-        check(f, torch.randn(2, 4, hw, hw), dynamic=dynamic)
+    # overlapping windows, the avg_pool2d case, the identity
+    check(f, *[torch.randn(2, 4, hw, hw) for hw in (16, 3, 6)], dynamic=dynamic)
 
 
 def test_adaptive_avg_pool2d2(dynamic):
@@ -135,9 +155,9 @@ def test_adaptive_avg_pool1d_argmax(dynamic):
 
 
 def test_adaptive_max_pool2d1(dynamic):
-    for hw in (16, 3, 6):
-        # under symbolic sizes: aten's kernel
-        check(lambda x: aten.adaptive_max_pool2d(x, (6, 6)), torch.randn(2, 4, hw, hw), dynamic=dynamic, native=not dynamic)
+    f = lambda *xs: [aten.adaptive_max_pool2d(x, (6, 6)) for x in xs]  # noqa: E731
+    # under symbolic sizes: aten's kernel
+    check(f, *[torch.randn(2, 4, hw, hw) for hw in (16, 3, 6)], dynamic=dynamic, native=not dynamic)
 
 
 def test_adaptive_max_pool2d2(dynamic):
@@ -215,7 +235,9 @@ def test_avg_pool3d_backward(args, gshape, xshape, dynamic):
 
 def test_upsample_nearest1d(dynamic):
     def f(a):
-        return tuple(aten.upsample_nearest1d(a, [n], None) for n in (74, 70, 45, 36)) + (aten.upsample_nearest1d(a, None, [2.0]),)
+        return tuple(aten.upsample_nearest1d(a, [n], None) for n in (74, 70, 45, 36)) + (
+            aten.upsample_nearest1d(a, None, [2.0]),
+        )
 
     # under symbolic sizes: aten's kernel (no symbolic lowering)
     check(f, torch.randn(2, 4, 37), dynamic=dynamic, native=not dynamic)
@@ -233,7 +255,9 @@ def test_upsample_nearest2d(dynamic):
 def test_upsample_nearest3d(dynamic):
     def f(a):
         sizes = ([14, 16, 18], [10, 15, 20], [5, 14, 23], [6, 9, 10])
-        return tuple(aten.upsample_nearest3d(a, s, None) for s in sizes) + (aten.upsample_nearest3d(a, None, [2.0] * 3),)
+        return tuple(aten.upsample_nearest3d(a, s, None) for s in sizes) + (
+            aten.upsample_nearest3d(a, None, [2.0] * 3),
+        )
 
     # under symbolic sizes: aten's kernel (no symbolic lowering)
     check(f, torch.randn(1, 2, 7, 8, 9), dynamic=dynamic, native=not dynamic)
@@ -275,7 +299,15 @@ def test_grid_sampler_2d(dynamic):
         return aten.grid_sampler_2d(a, b, 0, 0, True), aten.grid_sampler_2d(a, b, 0, 1, False)
 
     # aten's grid_sampler_2d (no native lowering)
-    check(f, torch.randn(2, 3, 12, 12), torch.rand(2, 12, 12, 2) * 2 - 1, dynamic=dynamic, atol=2e-4, rtol=1.3e-6, native=False)
+    check(
+        f,
+        torch.randn(2, 3, 12, 12),
+        torch.rand(2, 12, 12, 2) * 2 - 1,
+        dynamic=dynamic,
+        atol=2e-4,
+        rtol=1.3e-6,
+        native=False,
+    )
 
 
 def test_upsample_cat_conv(dynamic):
@@ -283,4 +315,12 @@ def test_upsample_cat_conv(dynamic):
     conv = torch.nn.Conv2d(8, 5, kernel_size=1)
     f = lambda x, y: conv(torch.cat([up(x), y], dim=1))  # noqa: E731
     with torch.no_grad():
-        check(f, torch.randn(2, 2, 6, 7), torch.randn(2, 6, 12, 14), dynamic=dynamic, atol=1e-4, rtol=1e-4, native=not dynamic)
+        check(
+            f,
+            torch.randn(2, 2, 6, 7),
+            torch.randn(2, 6, 12, 14),
+            dynamic=dynamic,
+            atol=1e-4,
+            rtol=1e-4,
+            native=not dynamic,
+        )

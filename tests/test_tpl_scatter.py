@@ -2,7 +2,7 @@
 reduce=add/multiply), scatter_add, scatter_reduce (include_self or not), index_add,
 slice_scatter, select_scatter, as_strided_scatter and gather-then-scatter graphs.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -27,7 +27,13 @@ def test_scatter_bf16(dynamic):
 
 
 def test_scatter1(dynamic):
-    check(lambda a, i, b: aten.scatter(a, -1, i, b), torch.zeros(2, 3), torch.tensor([[0]]), torch.ones(2, 3), dynamic=dynamic)
+    check(
+        lambda a, i, b: aten.scatter(a, -1, i, b),
+        torch.zeros(2, 3),
+        torch.tensor([[0]]),
+        torch.ones(2, 3),
+        dynamic=dynamic,
+    )
 
 
 def test_scatter2(dynamic):
@@ -59,15 +65,31 @@ def test_scatter5(dynamic):
     for reduce in ("add", "multiply"):
         # a product scatter under symbolic sizes runs as aten's kernel (lowered when static)
         native = not (dynamic and reduce == "multiply")
-        check(f, torch.ones(4, 5), torch.tensor([[1], [2], [3]]), torch.randn(4, 5), reduce, dynamic=dynamic, native=native)
+        check(
+            f,
+            torch.ones(4, 5),
+            torch.tensor([[1], [2], [3]]),
+            torch.randn(4, 5),
+            reduce,
+            dynamic=dynamic,
+            native=native,
+        )
 
 
 def test_scatter6(dynamic):
-    check(lambda a, i: aten.scatter(a, 2, i, 0.8), torch.randn(5, 8, 13), torch.tensor([[[3, 5, 7, 9]]]), dynamic=dynamic)
+    check(
+        lambda a, i: aten.scatter(a, 2, i, 0.8), torch.randn(5, 8, 13), torch.tensor([[[3, 5, 7, 9]]]), dynamic=dynamic
+    )
 
 
 def test_scatter_add1(dynamic):
-    check(lambda a, i, b: aten.scatter_add(a, 0, i, b), torch.randn(2, 3), torch.tensor([[0]]), torch.randn(2, 3), dynamic=dynamic)
+    check(
+        lambda a, i, b: aten.scatter_add(a, 0, i, b),
+        torch.randn(2, 3),
+        torch.tensor([[0]]),
+        torch.randn(2, 3),
+        dynamic=dynamic,
+    )
 
 
 def test_scatter_add2(dynamic):
@@ -102,7 +124,15 @@ def test_scatter_reduce3(dynamic):
     for reduce in ("sum", "prod"):
         # a product scatter under symbolic sizes runs as aten's kernel (lowered when static)
         native = not (dynamic and reduce == "prod")
-        check(f, torch.ones(4, 5), torch.tensor([[1], [2], [3]]), torch.randn(4, 5), reduce, dynamic=dynamic, native=native)
+        check(
+            f,
+            torch.ones(4, 5),
+            torch.tensor([[1], [2], [3]]),
+            torch.randn(4, 5),
+            reduce,
+            dynamic=dynamic,
+            native=native,
+        )
 
 
 def test_gather_scatter(dynamic):
@@ -137,15 +167,30 @@ def test_slice_scatter(dynamic):
 
 
 def test_slice_scatter2(dynamic):
-    check(lambda a, b: aten.slice_scatter(a, b, 0, 0, 2**63 - 1), torch.randn(8, 19, 38), torch.randn(8, 19, 38), dynamic=dynamic)
+    check(
+        lambda a, b: aten.slice_scatter(a, b, 0, 0, 2**63 - 1),
+        torch.randn(8, 19, 38),
+        torch.randn(8, 19, 38),
+        dynamic=dynamic,
+    )
 
 
 def test_slice_scatter3(dynamic):
-    check(lambda a, b: aten.slice_scatter.default(a, b, 1, 1, 2**63 - 1, 2), torch.randn(1, 4), torch.randn(1, 2), dynamic=dynamic)
+    check(
+        lambda a, b: aten.slice_scatter.default(a, b, 1, 1, 2**63 - 1, 2),
+        torch.randn(1, 4),
+        torch.randn(1, 2),
+        dynamic=dynamic,
+    )
 
 
 def test_slice_scatter4(dynamic):
-    check(lambda a, b: aten.slice_scatter.default(a, b, 1, 2, 2**63 - 1, 3), torch.randn(1, 9), torch.randn(1, 3), dynamic=dynamic)
+    check(
+        lambda a, b: aten.slice_scatter.default(a, b, 1, 2, 2**63 - 1, 3),
+        torch.randn(1, 9),
+        torch.randn(1, 3),
+        dynamic=dynamic,
+    )
 
 
 def test_slice_scatter5(dynamic):

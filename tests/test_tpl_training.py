@@ -2,7 +2,7 @@
 cat/pad and pooling templates run forward and backward: the gradients of the compiled graph
 against eager's for one random cotangent per output (``_tpl_util_b.check(grad=True)``).
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture). The list of
+Each test compiles with tilefuse, static and dynamic (``MODES``). The list of
 templates and where each went is docs/inductor_templates.md.
 """
 
@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 
@@ -50,7 +50,17 @@ def test_buffer_use_after_remove(dynamic):
         xs, ys, zs = kx * s, ky * s, kz * s
         xyc, xzc, yzc = kx * ky * oc, kx * kz * oc, ky * kz * oc
         xxc, yyc, zzc = kx**2 * oc, ky**2 * oc, kz**2 * oc
-        rows = [1 - yyc - zzc, xyc - zs, xzc + ys, xyc + zs, 1 - xxc - zzc, -xs + yzc, xzc - ys, xs + yzc, 1 - xxc - yyc]
+        rows = [
+            1 - yyc - zzc,
+            xyc - zs,
+            xzc + ys,
+            xyc + zs,
+            1 - xxc - zzc,
+            -xs + yzc,
+            xzc - ys,
+            xs + yzc,
+            1 - xxc - yyc,
+        ]
         return torch.stack(rows, dim=-1).reshape(-1, 3, 3)
 
     def f(coord, rot, trans):

@@ -3,7 +3,7 @@ tensor values (``.item()``, ``.tolist()``, ``nonzero``, tensor repeats), re-expr
 Dynamo's ``capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``, and the graph compiles
 with unbacked size symbols (issue 42, item 4).
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 # compiling any of these graphs raises today (with config.fallback_on_error, the default, the

@@ -2,7 +2,7 @@
 permute/transpose, expand, squeeze/unsqueeze, slice/select/narrow, split/unbind, as_strided,
 unfold, diagonal, repeat, contiguous and output strides.
 
-Each test compiles with tilefuse, static and dynamic (the ``dynamic`` fixture), and compares
+Each test compiles with tilefuse, static and dynamic (``MODES``), and compares
 against eager (``_tpl_util_b.check``). The list of templates and where each went is
 docs/inductor_templates.md.
 """
@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_b import check, dynamic, run_compiled  # noqa: F401 (fixture)
+from _tpl_util_b import check, MODES, run_compiled
 
-pytestmark = GPU_MARKS
+pytestmark = [*GPU_MARKS, MODES]
 aten = torch.ops.aten
 
 # (input size, viewed size) pairs; each is tried in both directions
@@ -44,8 +44,12 @@ def test_views1(pair, dynamic):
 
 
 def test_views2(dynamic):
-    for src, dst in [([2, 2, 2, 2], [4, -1]), ([10, 1, 10, 1, 3], [-1, 30]), ([50, 20], [10, -1, 20])]:
-        check(lambda x, dst=dst: (x.view(dst) + 1, (x * 2).view(dst) + 1), torch.randn(src), dynamic=dynamic)
+    cases = [([2, 2, 2, 2], [4, -1]), ([10, 1, 10, 1, 3], [-1, 30]), ([50, 20], [10, -1, 20])]
+
+    def f(*xs):
+        return [v for x, (_, dst) in zip(xs, cases) for v in (x.view(dst) + 1, (x * 2).view(dst) + 1)]
+
+    check(f, *[torch.randn(src) for src, _ in cases], dynamic=dynamic)
 
 
 def test_views3(dynamic):
@@ -114,9 +118,9 @@ def test_reinterpret_dtypeview(dynamic):
 
 def test_view_uint8_through_differing_bitwidths(dynamic):
     x = torch.randint(0, 16, [64, 64], dtype=torch.uint8)
-    for dt in (torch.int16, torch.int32, torch.int64):
-        # a bitcast to a wider dtype changes the last size: aten's view kernel (no native lowering)
-        check(lambda x, dt=dt: x.view(dt).view(torch.uint8), x, dynamic=dynamic, native=False)
+    # a bitcast to a wider dtype changes the last size: aten's view kernel (no native lowering)
+    f = lambda x: [x.view(dt).view(torch.uint8) for dt in (torch.int16, torch.int32, torch.int64)]  # noqa: E731
+    check(f, x, dynamic=dynamic, native=False)
 
 
 def test_dtypeview(dynamic):
@@ -130,7 +134,12 @@ def test_dtypeview(dynamic):
 
 
 def test_transpose(dynamic):
-    check(lambda a, b: (a.t() + b, torch.transpose(b * 2, 0, 1) + 10), torch.randn(8, 8), torch.randn(8, 8), dynamic=dynamic)
+    check(
+        lambda a, b: (a.t() + b, torch.transpose(b * 2, 0, 1) + 10),
+        torch.randn(8, 8),
+        torch.randn(8, 8),
+        dynamic=dynamic,
+    )
 
 
 def test_transpose_add(dynamic):
@@ -202,7 +211,12 @@ def test_unsqueeze_inplace(dynamic):
 
 
 def test_simplify_loops(dynamic):
-    check(lambda a, b: a + b, torch.randn(2, 3, 4, 5, 6), torch.randn(4, 2, 3, 5, 6).permute(1, 2, 0, 3, 4), dynamic=dynamic)
+    check(
+        lambda a, b: a + b,
+        torch.randn(2, 3, 4, 5, 6),
+        torch.randn(4, 2, 3, 5, 6).permute(1, 2, 0, 3, 4),
+        dynamic=dynamic,
+    )
 
 
 def test_strided_inputs(dynamic):
@@ -287,7 +301,14 @@ def test_slice4(dynamic):
 
 
 def test_dense_mask_index(dynamic):
-    check(lambda x, y: (x * aten.select.int(y, 0, 2)).sum(), torch.randn(1000), torch.randn(3), dynamic=dynamic, atol=1e-4, rtol=1e-5)
+    check(
+        lambda x, y: (x * aten.select.int(y, 0, 2)).sum(),
+        torch.randn(1000),
+        torch.randn(3),
+        dynamic=dynamic,
+        atol=1e-4,
+        rtol=1e-5,
+    )
 
 
 def test_narrow(dynamic):
@@ -298,8 +319,11 @@ def test_narrow(dynamic):
 
 
 def test_split_with_list(dynamic):
-    for sizes in ([3, 3, 4], [4, 3, 3], [1, 2, 3, 4]):
-        check(lambda a, sizes=sizes: [t + 1.0 for t in torch.split(a * 2.0, sizes, -1)], torch.randn(2, 2, 10), dynamic=dynamic)
+    def f(a):
+        b = a * 2.0
+        return [[t + 1.0 for t in torch.split(b, sizes, -1)] for sizes in ([3, 3, 4], [4, 3, 3], [1, 2, 3, 4])]
+
+    check(f, torch.randn(2, 2, 10), dynamic=dynamic)
 
 
 def test_split_with_integer(dynamic):
@@ -388,12 +412,19 @@ def test_repeat_interleave(dynamic):
 
 def test_repeat_interleave_2(dynamic):
     # repeats given as a tensor, with the output size known
-    check(lambda x: aten.repeat_interleave.Tensor(x, output_size=12), torch.tensor([2, 4, 6]), dynamic=dynamic, native=False)
+    check(
+        lambda x: aten.repeat_interleave.Tensor(x, output_size=12),
+        torch.tensor([2, 4, 6]),
+        dynamic=dynamic,
+        native=False,
+    )
 
 
 def test_diagonal_copy(dynamic):
-    for shape in ((2, 3), (2, 2), (3, 2)):
-        check(lambda x: (torch.diagonal_copy(x), x.diagonal(1) * 2, (x + 1).diagonal(-1)), torch.randn(shape), dynamic=dynamic)
+    def f(*xs):
+        return [(torch.diagonal_copy(x), x.diagonal(1) * 2, (x + 1).diagonal(-1)) for x in xs]
+
+    check(f, torch.randn(2, 3), torch.randn(2, 2), torch.randn(3, 2), dynamic=dynamic)
 
 
 def test_unfold_zero_dimension_tensor(dynamic):
@@ -403,7 +434,9 @@ def test_unfold_zero_dimension_tensor(dynamic):
 def test_sizehint_issue1(dynamic):
     # im2col with a kernel equal to its stride
     x = torch.randn(2, 6, 8, 8, requires_grad=True)
-    check(lambda x: F.unfold(x, kernel_size=[4, 4], dilation=1, padding=0, stride=[4, 4]), x, dynamic=dynamic, grad=True)
+    check(
+        lambda x: F.unfold(x, kernel_size=[4, 4], dilation=1, padding=0, stride=[4, 4]), x, dynamic=dynamic, grad=True
+    )
 
 
 def test_pixel_shuffle_channels_last(dynamic):
@@ -419,7 +452,14 @@ def test_mm_views(dynamic):
     def f(a, b):
         return torch.mm(a.view(16, 16), b.view(16, 16))
 
-    check(f, torch.randn(16, 16).transpose(0, 1), torch.randn(1, 16, 16).transpose(0, 1), dynamic=dynamic, atol=1e-4, rtol=1e-4)
+    check(
+        f,
+        torch.randn(16, 16).transpose(0, 1),
+        torch.randn(1, 16, 16).transpose(0, 1),
+        dynamic=dynamic,
+        atol=1e-4,
+        rtol=1e-4,
+    )
 
 
 def test_conv_with_as_strided(dynamic):
@@ -433,3 +473,14 @@ def test_conv_with_as_strided(dynamic):
 
     with torch.no_grad():
         check(f, torch.randn(2, 16, 6, 6), dynamic=dynamic, atol=1e-4, rtol=1e-4, native=not dynamic)
+
+
+def test_require_stride_expanded(dynamic):
+    # a convolution of an unsqueezed channels-last input: the size-1 dim needs no copy to lay out
+    w = torch.randn(8, 3, 5, 5).to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 24, 24).to(memory_format=torch.channels_last).squeeze(0)
+
+    def f(w, x):
+        return (aten.convolution(x.unsqueeze(0), w, None, [4, 4], [2, 2], [1, 1], False, [0, 0], 1),)
+
+    check(f, w, x, dynamic=dynamic, atol=1e-4, rtol=1e-4)

@@ -171,9 +171,7 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
     return table
 
 
-def _unsafe_masked_index_as_aten(
-    x: torch.Tensor, mask: torch.Tensor, indices: list, fill: Any
-) -> torch.Tensor:
+def _unsafe_masked_index_as_aten(x: torch.Tensor, mask: torch.Tensor, indices: list, fill: Any) -> torch.Tensor:
     """Decomposition of ``aten._unsafe_masked_index``: ``x[indices]`` where ``mask``, ``fill``
     elsewhere, each index clamped to ``[-size, size - 1]`` and a negative one counted from the end,
     as the aten kernel does (the clamp keeps a masked-off index in bounds). torch 2.11's
@@ -188,9 +186,7 @@ def _unsafe_masked_index_as_aten(
     return aten._unsafe_index(x, clamped).masked_fill(~mask, fill)
 
 
-def _adaptive_avg_pool2d_any_size(
-    decomposition: Callable[..., Any], x: torch.Tensor, output_size: Any
-) -> torch.Tensor:
+def _adaptive_avg_pool2d_any_size(decomposition: Callable[..., Any], x: torch.Tensor, output_size: Any) -> torch.Tensor:
     """``decomposition(x, output_size)``, or, where an output size is 0, the empty result the op's
     kernel returns: torch's decomposition takes each input size modulo its output size, which
     raised ``ZeroDivisionError`` for ``AdaptiveAvgPool2d(0)``."""
