@@ -248,7 +248,7 @@ def test_scalar_output(dynamic):
     check(f, torch.randn(64, 16), torch.randint(0, 64, (1, 22)), dynamic=dynamic)
 
 
-def test_views_index_tensor(dynamic):
+def test_index_tensor(dynamic):
     # test_index_tensor: the last non-zero position of each row, found by a reduction, indexes rows
     def f(x, y):
         last = aten.sum.dim_IntList(aten.ne.Scalar(x, 0), [-1]) - 1
