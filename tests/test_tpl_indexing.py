@@ -159,16 +159,20 @@ _PUT_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("version", range(len(_PUT_KEYS)))
-def test_tensor_index_put_slice(version, dynamic):
+@pytest.mark.parametrize("versions", [(0, 1, 2, 5, 6, 8), (3, 4, 7, 9)], ids=["adjacent", "split"])
+def test_tensor_index_put_slice(versions, dynamic):
+    # the template's ten assignments, one after another into the input, each writing its own value
+    # (-1, -2, ...) so that a misplaced write shows through a later one
     def f(a):
         x, y = torch.tensor([1, 2], dtype=torch.int32), torch.tensor([2, 3], dtype=torch.int32)
-        key = _PUT_KEYS[version](x, y, torch.tensor([1, 2]).view(1, 2), torch.tensor([1, 2, 3]).view(3, 1))
-        a[key] = torch.zeros_like(a[key])
+        xx, yy = torch.tensor([1, 2]).view(1, 2), torch.tensor([1, 2, 3]).view(3, 1)
+        for v in versions:
+            key = _PUT_KEYS[v](x, y, xx, yy)
+            a[key] = torch.full_like(a[key], -1 - v)
         return a
 
     # index tensors separated by a slice (the indexed dims move to the front): aten's index_put_
-    split = version in (3, 4, 7, 9)
+    split = versions[0] == 3
     check(f, torch.arange(3 * 4 * 5 * 6 * 7, dtype=torch.int32).view(3, 4, 5, 6, 7), dynamic=dynamic, native=not split)
 
 

@@ -218,7 +218,7 @@ def test_setitem_into_new_zeros(dynamic):
     # transposed view of it then partly overwritten with -inf
     def f(query, scores, w: int):
         b, n, h, _ = query.size()
-        chunks = torch.div(n, w, rounding_mode="trunc") - 1
+        chunks = n // w - 1
         diag = scores.new_zeros((b * h, chunks + 1, w, w * 2 + 1))
         diag[:, :-1, :, w:] = scores[:, :, :w, : w + 1]
         t = diag.view(b, h, n, 2 * w + 1).transpose(2, 1)
