@@ -21,13 +21,18 @@ MODES = pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynami
 
 
 def clone_keep_strides(x):
-    """A copy of ``x`` with its sizes, strides and storage offset (its whole storage copied);
-    anything that is not a tensor is returned as it is."""
+    """A copy of ``x`` with its sizes, strides and storage offset (its whole storage copied), a
+    leaf or not and requiring grad or not as ``x`` is; anything that is not a tensor is returned
+    as it is."""
     if not isinstance(x, torch.Tensor):
         return x
     flat = torch.as_strided(x.detach(), (x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
     out = torch.as_strided(flat.clone(), x.size(), x.stride(), x.storage_offset())
-    return out.requires_grad_(x.requires_grad) if x.is_leaf else out
+    if not x.requires_grad:
+        return out
+    # a leaf that requires grad stays one; a non-leaf that does becomes one too (a copy of a
+    # leaf), as the templates' ``randn(...).requires_grad_(True).add(1)`` inputs are
+    return out.requires_grad_(True) if x.is_leaf else out.requires_grad_(True).clone()
 
 
 def _clone_args(args):
