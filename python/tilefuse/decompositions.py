@@ -145,7 +145,8 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
     table[aten.gelu.default] = _gelu_polynomial_erfc
     if aten._adaptive_avg_pool2d.default in table:
         table[aten._adaptive_avg_pool2d.default] = functools.partial(
-            _in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default]
+            _adaptive_avg_pool2d_any_size,
+            functools.partial(_in_the_inputs_memory_format, table[aten._adaptive_avg_pool2d.default]),
         )
     # torch decompositions that are wrong in torch 2.11 (the aten op runs instead, a fallback
     # kernel): multilabel_margin_loss_forward gathers the positions after a target's -1 (the
@@ -154,7 +155,33 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
         table.pop(op, None)
     if aten.linspace.default in table:
         table[aten.linspace.default] = functools.partial(_linspace_integers_in_float64, table[aten.linspace.default])
+    if aten._unsafe_masked_index.default in table:
+        table[aten._unsafe_masked_index.default] = _unsafe_masked_index_as_aten
     return table
+
+
+def _unsafe_masked_index_as_aten(x: torch.Tensor, mask: torch.Tensor, indices: list, fill: Any) -> torch.Tensor:
+    """Decomposition of ``aten._unsafe_masked_index``: ``x[indices]`` where ``mask``, ``fill``
+    elsewhere, each index clamped to ``[-size, size - 1]`` and a negative one counted from the end,
+    as the aten kernel does (the clamp keeps a masked-off index in bounds). torch 2.11's
+    decomposition clamps to ``[0, size - 1]``, which reads element 0 for a negative index the
+    mask selects (``-2`` into 8 elements gave ``x[0]`` for eager's ``x[6]``)."""
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    if guard_or_false(x.numel() == 0):
+        shape = torch._meta_registrations.meta_index_Tensor(x, indices).shape
+        return x.new_full(shape, fill)
+    clamped = [None if i is None else i.clamp(min=-x.size(d), max=x.size(d) - 1) for d, i in enumerate(indices)]
+    return aten._unsafe_index(x, clamped).masked_fill(~mask, fill)
+
+
+def _adaptive_avg_pool2d_any_size(decomposition: Callable[..., Any], x: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``decomposition(x, output_size)``, or, where an output size is 0, the empty result the op's
+    kernel returns: torch's decomposition takes each input size modulo its output size, which
+    raised ``ZeroDivisionError`` for ``AdaptiveAvgPool2d(0)``."""
+    if any(isinstance(s, int) and s == 0 for s in output_size):
+        return x.new_empty((*x.shape[:-2], *output_size))
+    return decomposition(x, output_size)
 
 
 def _in_the_inputs_memory_format(
