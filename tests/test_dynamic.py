@@ -677,3 +677,23 @@ def test_host_scalar_inputs_of_a_cuda_graph_are_copied_to_it():
         assert g.default_device.type == dev
         assert (g.host_scalar_inputs == ["arg0"]) == copied
         assert ("arg0 = arg0.to(_device)" in src) == copied
+
+
+def test_factory_without_a_device_in_a_cuda_graph_runs_as_aten():
+    """``aten.full`` called without a device makes a CPU tensor in eager (the default device applies
+    to torch's Python factories only): in a graph of CUDA inputs (fake, no GPU needed) it is not a
+    CUDA kernel of the graph but its aten kernel, whose result stays on the CPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.graph import GraphLowering
+
+    def f(x):
+        return torch.ops.aten.full.default([2, 3], 1.0, dtype=torch.float32), x * 2
+
+    with FakeTensorMode():
+        x = torch.empty(4, device="cuda")
+        gm = make_fx(f)(x)
+        g = GraphLowering(gm, [x], "factory_device")
+        g.run()
+    assert [op for op in g.fallback_ops if "full" in op], g.fallback_ops

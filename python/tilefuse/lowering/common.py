@@ -52,13 +52,22 @@ def _device(args) -> torch.device:
 
 
 def _as_device(device) -> torch.device:
-    """A factory op's ``device=`` argument as a full device: None -> the graph's device, ``"cuda"``
-    -> the current CUDA device (so it compares equal to the devices of CUDA tensors)."""
+    """A factory op's ``device=`` argument as a full device: ``"cuda"`` -> the current CUDA device
+    (so it compares equal to the devices of CUDA tensors); None -> the device of the node's meta
+    value (an aten factory called without a device makes a CPU tensor, whatever
+    ``torch.set_default_device`` says), else the graph's. A device of another type than the
+    graph's raises NotImplementedError: the op runs as its aten kernel (a graph's kernels all run
+    on its device)."""
     if device is None:
-        return _device([])
-    d = torch.device(device)
+        node = G.graph().current_node
+        meta = node.meta.get("val") if node is not None else None
+        d = meta.device if isinstance(meta, torch.Tensor) else _device([])
+    else:
+        d = torch.device(device)
     if d.type == "cuda" and d.index is None:
         d = torch.device("cuda", torch.cuda.current_device())
+    if d.type != G.graph().default_device.type:
+        raise NotImplementedError(f"a {d.type} tensor made in a {G.graph().default_device.type} graph")
     return d
 
 
