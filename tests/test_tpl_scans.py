@@ -1,0 +1,144 @@
+"""Inductor's CommonTemplate scan tests, rewritten for tilefuse: cumsum / cumprod / logcumsumexp /
+cummax along either dim, of 0-d tensors, long (split) scans, integer and low-precision inputs,
+infinities, and a scan feeding an indexing. Each test runs compiled with static and with dynamic
+shapes (``dyn``) against eager; docs/inductor_templates.md maps every Inductor test to its port
+here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.testing import make_tensor
+
+from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
+from _tpl_util_a import DYN, check
+from tilefuse import config
+
+pytestmark = [*GPU_MARKS, DYN]
+
+
+def _cumprod_input(n: int, dtype: torch.dtype, rows: int = 1) -> torch.Tensor:
+    """A length-``n`` cumprod input whose running product stays near 1: blocks of factors in
+    [1, 4) alternating with their reciprocals, random signs (integers: +-1 only)."""
+    if not dtype.is_floating_point:
+        return torch.randint(0, 2, (rows, n)).mul(2).sub(1).to(dtype)
+    block = 8 if dtype in (torch.float16, torch.bfloat16) else 64
+    nb = (n + 2 * block - 1) // (2 * block)
+    x = (1 + torch.rand(rows, nb, block, dtype=torch.float64)) * torch.randint(-1, 1, (rows, nb, block)).exp2()
+    x = torch.cat([x, x.reciprocal()], dim=2).flatten(1)[:, :n]
+    return (x * (torch.randint(0, 2, (rows, n)) * 2 - 1)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool])
+def test_split_cumsum(dyn, dtype):
+    # a long scan (split into chunks) of a flat input and of rows
+    x = make_tensor(3, 40, 40, low=0, dtype=dtype, device=DEVICE)
+    check(lambda a: torch.cumsum(a, -1), x.view(-1), dynamic=dyn, rtol=1e-4, atol=1e-5)
+    check(lambda a: torch.cumsum(a, -1), x.view(3, -1), dynamic=dyn, rtol=1e-4, atol=1e-5)
+
+
+def test_split_cumsum_low_precision(dyn):
+    check(lambda a: torch.cumsum(a.view(-1), 0), torch.rand(3, 40, 40, dtype=torch.float16), dynamic=dyn)
+
+
+def test_consecutive_split_cumsum(dyn):
+    def f(a, b):
+        return torch.cumsum(a.view(-1), 0) + torch.cumsum(b.view(-1), 0)
+
+    a = make_tensor(3, 40, 40, low=0, dtype=torch.float32, device=DEVICE)
+    b = make_tensor(3, 40, 40, low=0, dtype=torch.float64, device=DEVICE)
+    check(f, a, b, dynamic=dyn, rtol=1e-4, atol=1e-5)
+
+
+def test_split_cumsum_index(dyn):
+    # scan results used as gather indices: every index must be right for the gather to be
+    lengths = torch.full((2**10,), 4, dtype=torch.int64)
+    lengths[-2:] = 3
+    check(lambda lengths, data: data[torch.cumsum(lengths, 0)], lengths, torch.randn(2**12), dynamic=dyn)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64])
+def test_split_cumprod(dyn, dtype):
+    check(lambda a: torch.cumprod(a, -1), _cumprod_input(3000, dtype, rows=3), dynamic=dyn, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_split_cumprod_low_precision(dyn, dtype):
+    check(lambda a: torch.cumprod(a.view(-1), 0), _cumprod_input(3000, dtype, rows=3), dynamic=dyn)
+
+
+def test_consecutive_split_cumprod(dyn):
+    def f(a, b):
+        return torch.cumprod(a, 0) + torch.cumprod(b, 0)
+
+    a = _cumprod_input(3000, torch.float32)[0]
+    b = _cumprod_input(3000, torch.float64)[0]
+    check(f, a, b, dynamic=dyn, atol=1e-5, rtol=1e-5)
+
+
+def _looped():
+    """Rows longer than 64 scanned by the looped (non-persistent) kernel: Inductor's long-row
+    cases at a size the interpreter runs quickly."""
+    return config.patch(persistent_reduction_threshold=64)
+
+
+def test_cumsum(dyn):
+    f = lambda x: (x.cumsum(0), x.cumsum(1))  # noqa: E731
+    check(f, torch.rand(16, 32), dynamic=dyn)
+    check(f, torch.rand(20, 30), dynamic=dyn)
+    with _looped():
+        check(f, torch.rand(10, 400), dynamic=dyn, atol=1e-5, rtol=1e-5)
+
+
+def test_scans_of_zero_dim(dyn):
+    # test_cumsum_zero_dim, test_cumprod_zero_dim, test_logcumsumexp_zero_dim
+    def f(x):
+        return x.cumsum(0), x.cumsum(-1), x.cumprod(0), x.cumprod(-1), x.logcumsumexp(0), x.logcumsumexp(-1)
+
+    check(f, torch.rand(()), dynamic=dyn)
+
+
+def test_cumsum_no_mask(dyn):
+    # a row of a power-of-two length (no masked lanes), short and long
+    check(lambda x: x.cumsum(-1), torch.rand(1, 1024), dynamic=dyn)
+    with _looped():
+        check(lambda x: x.cumsum(-1), torch.rand(1, 512), dynamic=dyn, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [10, 100])
+def test_cumsum_inf(dyn, n):
+    check(lambda x: x.cumsum(-1), torch.full((2, n), math.inf, dtype=torch.float64), dynamic=dyn)
+
+
+def test_logcumsumexp(dyn):
+    f = lambda x: (x.logcumsumexp(0), x.logcumsumexp(1))  # noqa: E731
+    check(f, torch.rand(16, 32), dynamic=dyn)
+    check(f, torch.rand(20, 30), dynamic=dyn)
+    with _looped():
+        check(f, torch.rand(3, 200), dynamic=dyn, atol=1e-5, rtol=1e-5)
+
+
+def test_cumsum_of_ones_long(dyn):
+    # test_cumsum_pattern_matcher_issue: an int64 cumsum of a ones mask built from the input's sizes
+    def f(ids):
+        b, t = ids.size()
+        mask = torch.ones(b, t, device=ids.device).long()
+        return torch.cumsum(mask, dim=1)
+
+    check(f, torch.randn(2, 2), dynamic=dyn, atol=0, rtol=0)
+
+
+def test_scan_sums(dyn):
+    # the results Inductor's associative_scan tests compare against: cumsum and logcumsumexp
+    # along dim 0, and a scan of |a - b| summed
+    def f(a, b):
+        return a.cumsum(0), a.logcumsumexp(0), (a - b).abs().cumsum(0).sum(0)
+
+    check(f, torch.randn(40, 40), torch.randn(40, 40), dynamic=dyn, atol=1e-4, rtol=1e-5)
+
+
+def test_cummax(dyn):
+    # tilefuse has no cummax lowering: it runs as an aten fallback kernel
+    check(lambda a: torch.cummax(a, 0), torch.randn(40, 40), dynamic=dyn, native=False)
