@@ -275,3 +275,17 @@ def test_empty_factories(dyn):
     x = torch.randn(55)
     for g, w in zip(compiled(f, dyn)(x), f(x)):
         assert (g.shape, g.stride(), g.dtype, g.device) == (w.shape, w.stride(), w.dtype, w.device)
+
+
+@ON_CUDA
+def test_multi_device(dyn):
+    # additions on CUDA and the CPU alternately, moved between them in one graph
+    def f(x):
+        x = x + 1 + 2
+        x = x.to(device="cuda") + 3 + 4
+        x = x.cpu() + 5 + 6
+        x = x.to(device="cuda") + 7 + 8
+        return x.cpu() + 9 + 10
+
+    x = torch.randn(2, 2, 10, device="cpu")
+    torch.testing.assert_close(compiled(f, dyn)(x), f(x))

@@ -215,3 +215,11 @@ def test_rand_like_keeps_channels_last(dyn):
     got = compiled(f, dyn)()
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.stride() == w.stride()
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="draws on the CPU and on CUDA")
+def test_rand_like_onto_another_device(dyn):
+    # test_like_rands3: rand_like with a device other than the input's
+    cf = compiled(lambda x, device: torch.rand_like(x, device=device), dyn)
+    assert cf(torch.ones(10, device="cpu"), "cuda").device.type == "cuda"
+    assert cf(torch.ones(10, device="cuda"), "cpu").device.type == "cpu"
