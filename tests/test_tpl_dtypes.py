@@ -80,7 +80,7 @@ def test_view_dtype_then_matmul(dyn, dtype, src):
         return x @ (y.view(dtype) + 1), (x2.view(dtype) + 1) @ x
 
     x = torch.rand(2, 2).to(dtype).view(src)
-    check(f, x, x.clone(), x.clone(), dynamic=dyn, ref_in_float=False, native=False, atol=1e-2, rtol=1e-2)
+    check(f, x, x.clone(), x.clone(), dynamic=dyn, ref_in_float=False, atol=1e-2, rtol=1e-2)
 
 
 def test_view_dtype_reinterpret_after_reshape(dyn):
@@ -118,7 +118,7 @@ def test_long_tensor_literals(dyn):
     def f(a):
         return torch.LongTensor([294]).to(a.device) - a, torch.as_tensor([295]).to(a.device) + a
 
-    check(f, torch.randint(0, 999, size=[8, 8]), dynamic=dyn, native=DEVICE == "cpu")
+    check(f, torch.randint(0, 999, size=[8, 8]), dynamic=dyn)
 
 
 @pytest.mark.parametrize("dtype", all_types())

@@ -60,7 +60,6 @@ def test_div_then_softmax_precision(dyn):
         torch.matmul(z, z),
         torch.tensor([[[0.6331]], [[1.6358]], [[-0.3459]], [[1.0196]]]),
         dynamic=dyn,
-        native=False,
     )
 
 
@@ -162,7 +161,7 @@ def test_conv_batch_norm_eval(dyn, bn):
     m[1].running_mean.normal_()
     m[1].running_var.uniform_(0.5, 2)
     with torch.no_grad():
-        check(m, torch.randn(1, 3, 20, 12), dynamic=dyn, native=False, atol=1e-5, rtol=1e-4)
+        check(m, torch.randn(1, 3, 20, 12), dynamic=dyn, atol=1e-5, rtol=1e-4)
 
 
 def test_norm_rotation_with_grads(dyn):
@@ -191,7 +190,7 @@ def test_norm_rotation_with_grads(dyn):
         return (torch.einsum("...ij,...bj->...bi", rotmat(rot), coord) + trans).sum()
 
     args = (torch.ones(2, 3), torch.randn(2, 3, requires_grad=True), torch.randn(2, 3, requires_grad=True))
-    check(f, *args, dynamic=dyn, grad=True, native=False, atol=1e-5, rtol=1e-5)
+    check(f, *args, dynamic=dyn, grad=True, atol=1e-5, rtol=1e-5)
 
 
 def test_group_norm_and_rms_norm(dyn):

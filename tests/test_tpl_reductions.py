@@ -328,7 +328,6 @@ def test_gather_softmax_var_mean(dyn):
         torch.randn(30),
         torch.randn(24, 40),
         dynamic=dyn,
-        native=False,
     )
 
 
