@@ -138,6 +138,20 @@ def check(
     return got
 
 
+def check_each(fn, cases, *, dynamic: bool, **kw):
+    """``check`` of ``fn`` applied to every argument tuple of ``cases`` (same arity) in one
+    compiled graph: the cases of a template that differ only in their inputs (dtypes, sizes)
+    cost one compile instead of one each."""
+    cases = [tuple(c) for c in cases]
+    k = len(cases[0])
+    assert all(len(c) == k for c in cases), "cases of different arity"
+
+    def each(*flat):
+        return [fn(*flat[i : i + k]) for i in range(0, len(flat), k)]
+
+    return check(each, *[a for c in cases for a in c], dynamic=dynamic, **kw)
+
+
 def _check_grads(got, want, test_args, ref_args, atol, rtol):
     outs_got = [x for x in pytree.tree_leaves(got) if isinstance(x, torch.Tensor) and x.requires_grad]
     outs_want = [x for x in pytree.tree_leaves(want) if isinstance(x, torch.Tensor) and x.requires_grad]

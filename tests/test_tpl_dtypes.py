@@ -13,7 +13,7 @@ from torch.testing import make_tensor
 from torch.testing._internal.common_dtype import all_types
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_a import DYN, check, compiled
+from _tpl_util_a import DYN, check, check_each, compiled
 from tilefuse import metrics
 
 pytestmark = [*GPU_MARKS, DYN]
@@ -121,9 +121,9 @@ def test_long_tensor_literals(dyn):
     check(f, torch.randint(0, 999, size=[8, 8]), dynamic=dyn)
 
 
-@pytest.mark.parametrize("dtype", all_types())
-def test_full_like_truncates_to_dtype(dyn, dtype):
-    check(lambda a: a + torch.full_like(a, 7.777), make_tensor(8, dtype=dtype, device=DEVICE), dynamic=dyn)
+def test_full_like_truncates_to_dtype(dyn):
+    cases = [(make_tensor(8, dtype=d, device=DEVICE),) for d in all_types()]
+    check_each(lambda a: a + torch.full_like(a, 7.777), cases, dynamic=dyn)
 
 
 @ON_CUDA

@@ -11,7 +11,7 @@ import torch
 from torch._dynamo.testing import rand_strided
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_a import DYN, check, compiled
+from _tpl_util_a import DYN, check, check_each, compiled
 from tilefuse import metrics
 
 pytestmark = [*GPU_MARKS, DYN]
@@ -48,10 +48,9 @@ def test_broadcast_tiles(dyn):
     check(lambda a, b, c: (a + b, c + 1), torch.randn(128, 1), torch.randn(1, 128), torch.randn(128, 128), dynamic=dyn)
 
 
-@pytest.mark.parametrize("n", [1, 1024, 1025])
-def test_sizes_at_block_boundaries(dyn, n):
+def test_sizes_at_block_boundaries(dyn):
     # test_single_elem, test_xblock_divides_xnumel
-    check(lambda a: (a + 1,), torch.randn(n), dynamic=dyn)
+    check_each(lambda a: (a + 1,), [(torch.randn(n),) for n in (1, 1024, 1025)], dynamic=dyn)
 
 
 def test_single_elem_indirect(dyn):

@@ -13,7 +13,7 @@ import torch
 from torch.testing import make_tensor
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_a import DYN, check
+from _tpl_util_a import DYN, check, check_each
 from tilefuse import metrics
 
 pytestmark = [*GPU_MARKS, DYN]
@@ -27,14 +27,13 @@ def test_bool_ops(dyn):
     check(f, torch.tensor([True, False, True, False]), torch.tensor([False, False, True, True]), dynamic=dyn)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64])
-def test_add_constants(dyn, dtype):
+def test_add_constants(dyn):
     # an int constant, an alpha-scaled one, and (floats only) a fractional one
     def f(a):
         out = (a + 1, torch.add(a, 1, alpha=2))
         return out + ((a + 1.5,) if a.is_floating_point() else ())
 
-    check(f, torch.arange(32, dtype=dtype), dynamic=dyn)
+    check_each(f, [(torch.arange(32, dtype=d),) for d in (torch.float32, torch.int32, torch.int64)], dynamic=dyn)
 
 
 def test_add_inplace_permuted(dyn):
@@ -122,9 +121,8 @@ def _divisions(a, b):
     )
 
 
-@pytest.mark.parametrize("case", list(DIV_INPUTS))
-def test_div_rounding_modes(dyn, case):
-    check(_divisions, *DIV_INPUTS[case](), dynamic=dyn)
+def test_div_rounding_modes(dyn):
+    check_each(_divisions, [make() for make in DIV_INPUTS.values()], dynamic=dyn)
 
 
 def test_div_python_ints(dyn):
@@ -385,19 +383,16 @@ def test_inplace_mixed_dtype(dyn):
     check(f, torch.randn(4, 4), torch.randn(4, 4, dtype=torch.double), dynamic=dyn)
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64]
-)
-def test_zero_dim_tensor_operand(dyn, dtype):
-    # a 0-d tensor of another dtype on either side (Inductor passes it as a CPU tensor to a GPU
-    # graph; here it is on the graph's device): 0-d operands do not promote a dimensioned float
+def test_zero_dim_tensor_operand(dyn):
+    # a 0-d tensor of each dtype on either side (Inductor passes it as a CPU tensor to a GPU graph;
+    # here it is on the graph's device): 0-d operands do not promote a dimensioned float
     def f(x, y):
         return x + y, x * y, x / y
 
     x = torch.rand(2, 3)
-    y = (torch.rand(()) + 0.5).to(dtype)
-    check(f, x, y, dynamic=dyn, ref_in_float=False)
-    check(f, y, x, dynamic=dyn, ref_in_float=False)
+    dtypes = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64]
+    ys = [(torch.rand(()) + 0.5).to(d) for d in dtypes]
+    check_each(f, [(x, y) for y in ys] + [(y, x) for y in ys], dynamic=dyn, ref_in_float=False)
 
 
 def test_python_int_scales(dyn):
@@ -436,10 +431,10 @@ def test_mul_of_iotas(dyn):
     check(f, torch.randn(2), dynamic=dyn)
 
 
-@pytest.mark.parametrize("i", [1, 2, 3, 4, 5])
-def test_python_round_slices(dyn, i):
+def test_python_round_slices(dyn):
     # round() of Python numbers picking a slice length and an offset
-    check(lambda x, i: x[: round(i / 2 + 1)] + round(i / 2), torch.zeros(5, dtype=torch.int), i, dynamic=dyn)
+    f = lambda x, i: x[: round(i / 2 + 1)] + round(i / 2)  # noqa: E731
+    check_each(f, [(torch.zeros(5, dtype=torch.int), i) for i in range(1, 6)], dynamic=dyn)
 
 
 # ndigits literal in each function (Dynamo specializes a literal; a closure variable would be traced)

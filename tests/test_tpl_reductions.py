@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from _tf_testutil import DEVICE, GPU_MARKS, strict_on_device  # noqa: F401 (autouse fixture)
-from _tpl_util_a import DYN, check
+from _tpl_util_a import DYN, check, check_each
 
 pytestmark = [*GPU_MARKS, DYN]
 aten = torch.ops.aten
@@ -120,12 +120,12 @@ def test_expanded_reduction(dyn):
     check(lambda x, y: (x * y).sum((0, 1)), torch.randn(2, 197, 256), torch.randn(2, 1, 256), dynamic=dyn)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_min_max_reduction(dyn, dtype):
+def test_min_max_reduction(dyn):
     def f(a, b):
         return (a + b).max(), (a + b).min(), torch.amax(a + 1, keepdim=True), torch.amin(b + 1, keepdim=True)
 
-    check(f, torch.randn(8, 8).to(dtype), torch.randn(8, 8).to(dtype), dynamic=dyn)
+    dtypes = [torch.float32, torch.float16, torch.bfloat16]
+    check_each(f, [(torch.randn(8, 8).to(d), torch.randn(8, 8).to(d)) for d in dtypes], dynamic=dyn)
 
 
 def test_min_max_reduction_nan(dyn):
@@ -134,9 +134,9 @@ def test_min_max_reduction_nan(dyn):
     check(lambda a: (torch.max(a), torch.min(a)), x, dynamic=dyn)
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int])
-def test_sum_int(dyn, dtype):
-    check(lambda x: 2 * x.sum(-1) + x.sum(), torch.randint(2, (64,), dtype=dtype), dynamic=dyn)
+def test_sum_int(dyn):
+    cases = [(torch.randint(2, (64,), dtype=d),) for d in (torch.bool, torch.uint8, torch.int)]
+    check_each(lambda x: 2 * x.sum(-1) + x.sum(), cases, dynamic=dyn)
 
 
 def test_sum_dtype(dyn):
@@ -234,16 +234,20 @@ def test_argmax_argmin(dyn):
     check(_arg_both_dims, torch.randint(0, 5, [64, 64]), dynamic=dyn)
 
 
-@pytest.mark.parametrize("n, high", [(6, 2), (32, 8), (300, 8)])
-def test_argmax_argmin_with_duplicates(dyn, n, high):
-    check(_arg_both_dims, torch.randint(high, size=(n, n)), dynamic=dyn)
+def test_argmax_argmin_with_duplicates(dyn):
+    # short, medium and long rows of many equal values: the first index wins
+    cases = [(torch.randint(high, size=(n, n)),) for n, high in [(6, 2), (32, 8), (300, 8)]]
+    check_each(_arg_both_dims, cases, dynamic=dyn)
 
 
-@pytest.mark.parametrize("n, cols", [(6, (1, 3)), (32, (4, 8)), (300, (40, 100))])
-def test_argmax_argmin_with_nan(dyn, n, cols):
-    x = torch.randn(n, n)
-    x[:, cols[0]] = x[:, cols[1]] = math.nan
-    check(_arg_both_dims, x, dynamic=dyn)
+def test_argmax_argmin_with_nan(dyn):
+    # nan columns: argmax / argmin pick the first nan
+    cases = []
+    for n, (c0, c1) in [(6, (1, 3)), (32, (4, 8)), (300, (40, 100))]:
+        x = torch.randn(n, n)
+        x[:, c0] = x[:, c1] = math.nan
+        cases.append((x,))
+    check_each(_arg_both_dims, cases, dynamic=dyn)
 
 
 def test_argmax_to_float_mean(dyn):
