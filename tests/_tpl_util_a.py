@@ -92,10 +92,13 @@ def check(
     ref_in_float: bool = True,
     native: bool = True,
     kwargs=None,
+    more=(),
 ):
     """Compiled ``fn(*args)`` against eager (see the module docstring); returns the compiled
     output. ``native``: no aten fallback kernel ran in the compiled graph (tilefuse lowered every
-    op itself); pass False for ops tilefuse deliberately leaves to aten."""
+    op itself); pass False for ops tilefuse deliberately leaves to aten. ``more``: further argument
+    tuples (other sizes) run through the same compiled function and compared with eager: under
+    dynamic shapes they reuse the graph compiled for ``args``."""
     kwargs = kwargs or {}
     torch._dynamo.reset()
     metrics.reset()
@@ -115,7 +118,8 @@ def check(
     want = fn(*ref_args, **kwargs)
     test_args = [clone_like(a) for a in args]
     torch.manual_seed(0)
-    got = compiled(fn, dynamic)(*test_args, **kwargs)
+    cfn = compiled(fn, dynamic)
+    got = cfn(*test_args, **kwargs)
     if ref_in_float and want_dtypes is not None:
         got_dtypes = [x.dtype for x in pytree.tree_leaves(got) if isinstance(x, torch.Tensor)]
         assert got_dtypes == want_dtypes, (got_dtypes, want_dtypes)
@@ -135,6 +139,16 @@ def check(
         assert metrics.fallback_kernel_count == 0, f"{metrics.fallback_kernel_count} aten fallback kernel(s) ran"
     if grad:
         _check_grads(got, want, test_args, ref_args, grad_atol or atol, grad_rtol or rtol)
+    for k, other in enumerate(more):
+        ref = [_upcast(a) if ref_in_float else a for a in (clone_like(a) for a in other)]
+        _assert_same(
+            cfn(*[clone_like(a) for a in other], **kwargs),
+            fn(*ref, **kwargs),
+            atol,
+            rtol,
+            False,
+            f"output (size set {k + 1})",
+        )
     return got
 
 

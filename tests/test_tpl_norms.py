@@ -30,7 +30,7 @@ def test_softmax_log_softmax(dyn):
             F.log_softmax(b, 1),
         )
 
-    check(f, torch.randn(8, 8), torch.randn(8, 8), dynamic=dyn)
+    check(f, torch.randn(8, 8), torch.randn(8, 8), dynamic=dyn, more=[(torch.randn(5, 37), torch.randn(5, 37))])
 
 
 def _manual_softmax(x):
@@ -96,7 +96,7 @@ def test_batch_norm_2d_eval(dyn):
     m = torch.nn.Sequential(torch.nn.BatchNorm2d(10), torch.nn.ReLU()).eval()
     m[0].running_mean.normal_()
     m[0].running_var.uniform_(0.5, 2)
-    check(m, torch.randn(2, 10, 8, 8), dynamic=dyn)
+    check(m, torch.randn(2, 10, 8, 8), dynamic=dyn, more=[(torch.randn(3, 10, 5, 7),)])
     check(m, torch.randn(3, 10, 16, 16), dynamic=dyn)
 
 

@@ -46,7 +46,7 @@ def test_sum_of_sum(dyn):
         e = d.sum(-1)
         return e + 5, e, d, c, b
 
-    check(chain, torch.randn(1, 16, 8, 8), dynamic=dyn)
+    check(chain, torch.randn(1, 16, 8, 8), dynamic=dyn, more=[(torch.randn(3, 5, 7, 9),)])
     check(lambda a: chain(a)[0], torch.randn(1, 17, 8, 9), dynamic=dyn)
 
 
@@ -68,7 +68,7 @@ def test_argmax_argmin_of_ties(dyn):
 
 def test_prod(dyn):
     f = lambda a: (a.prod(0), a.prod(1), a.prod())  # noqa: E731
-    check(f, torch.rand(10, 10), dynamic=dyn)
+    check(f, torch.rand(10, 10), dynamic=dyn, more=[(torch.rand(7, 13),)])
     check(f, torch.rand(1, 2050), dynamic=dyn)
 
 
@@ -108,7 +108,7 @@ def test_multilayer_prime_size(dyn):
 
 def test_multilayer_var(dyn):
     check(torch.var, torch.rand(10, 3, 40, 40), dynamic=dyn, atol=1e-3, rtol=1e-3)
-    check(torch.var, torch.rand(14923), dynamic=dyn, atol=1e-3, rtol=1e-3)
+    check(torch.var, torch.rand(14923), dynamic=dyn, atol=1e-3, rtol=1e-3, more=[(torch.rand(9001),)])
 
 
 def test_multilayer_var_low_precision(dyn):
@@ -117,7 +117,13 @@ def test_multilayer_var_low_precision(dyn):
 
 
 def test_expanded_reduction(dyn):
-    check(lambda x, y: (x * y).sum((0, 1)), torch.randn(2, 197, 256), torch.randn(2, 1, 256), dynamic=dyn)
+    check(
+        lambda x, y: (x * y).sum((0, 1)),
+        torch.randn(2, 197, 256),
+        torch.randn(2, 1, 256),
+        dynamic=dyn,
+        more=[(torch.randn(3, 101, 130), torch.randn(3, 1, 130))],
+    )
 
 
 def test_min_max_reduction(dyn):
@@ -189,18 +195,23 @@ def test_mean_var_std(dyn):
             torch.std(x, -2, True, keepdim=True),
         )
 
-    check(std, torch.randn(2, 4, 4, 8), dynamic=dyn)
+    check(std, torch.randn(2, 4, 4, 8), dynamic=dyn, more=[(torch.randn(3, 5, 2, 7),)])
 
 
 def test_logsumexp(dyn):
-    check(lambda x: (torch.logsumexp(x, -1), torch.logsumexp(x, 0) - 2), torch.randn(8, 8) + 10, dynamic=dyn)
+    check(
+        lambda x: (torch.logsumexp(x, -1), torch.logsumexp(x, 0) - 2),
+        torch.randn(8, 8) + 10,
+        dynamic=dyn,
+        more=[(torch.randn(5, 33) + 10,)],
+    )
 
 
 def test_any_all(dyn):
     def f(x):
         return x.any(-1), x.isinf().any(), torch.all(x.isinf(), dim=0), torch.all(torch.logical_not(x.isinf()))
 
-    check(f, -torch.rand(64), dynamic=dyn)
+    check(f, -torch.rand(64), dynamic=dyn, more=[(-torch.rand(37),)])
     x = torch.randn(16, 8)
     x[1, 1] = math.inf
     check(f, x, dynamic=dyn)
@@ -230,7 +241,7 @@ def _arg_both_dims(x):
 def test_argmax_argmin(dyn):
     # test_argmax_argmin1 .. 3: whole tensor, each dim, int input
     check(lambda x: (aten.argmax(x), aten.argmin(x)), torch.randn(8, 64, 64), dynamic=dyn)
-    check(_arg_both_dims, torch.randn(144, 144), dynamic=dyn)
+    check(_arg_both_dims, torch.randn(144, 144), dynamic=dyn, more=[(torch.randn(37, 300),)])
     check(_arg_both_dims, torch.randint(0, 5, [64, 64]), dynamic=dyn)
 
 

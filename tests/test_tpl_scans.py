@@ -86,7 +86,9 @@ def _looped():
 
 def test_cumsum(dyn):
     f = lambda x: (x.cumsum(0), x.cumsum(1))  # noqa: E731
-    check_each(f, [(torch.rand(16, 32),), (torch.rand(20, 30),)], dynamic=dyn)
+    check_each(
+        f, [(torch.rand(16, 32),), (torch.rand(20, 30),)], dynamic=dyn, more=[(torch.rand(7, 9), torch.rand(3, 50))]
+    )
     with _looped():
         check(f, torch.rand(10, 400), dynamic=dyn, atol=1e-5, rtol=1e-5)
 
@@ -113,7 +115,9 @@ def test_cumsum_inf(dyn):
 
 def test_logcumsumexp(dyn):
     f = lambda x: (x.logcumsumexp(0), x.logcumsumexp(1))  # noqa: E731
-    check_each(f, [(torch.rand(16, 32),), (torch.rand(20, 30),)], dynamic=dyn)
+    check_each(
+        f, [(torch.rand(16, 32),), (torch.rand(20, 30),)], dynamic=dyn, more=[(torch.rand(7, 9), torch.rand(3, 50))]
+    )
     with _looped():
         check(f, torch.rand(3, 100), dynamic=dyn, atol=1e-5, rtol=1e-5)
 
