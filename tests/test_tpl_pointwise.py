@@ -257,7 +257,9 @@ def test_bitwise_int8_with_max_and_clamp(dyn):
     check(_bitwise_then_minmax, torch.rand(5, 10, 1).to(torch.int8), torch.rand(10, 1).to(torch.int8), dynamic=dyn)
     x = torch.randint(-128, 128, (5, 10, 1), dtype=torch.int8)
     y = torch.randint(-128, 128, (10, 1), dtype=torch.int8)
-    check(_bitwise_then_minmax, x, y, dynamic=dyn)
+    x2 = torch.randint(-128, 128, (3, 7, 1), dtype=torch.int8)
+    y2 = torch.randint(-128, 128, (7, 1), dtype=torch.int8)
+    check(_bitwise_then_minmax, x, y, dynamic=dyn, more=[(x2, y2)])
 
 
 def test_signbit_and_sign(dyn):
@@ -271,7 +273,7 @@ def test_clamp(dyn):
     def f(a, b):
         return a.clamp(-0.1, 0.1), b.clamp(0), torch.clamp(a + b, max=0)
 
-    check(f, torch.randn(8, 8), torch.randn(8, 8), dynamic=dyn)
+    check(f, torch.randn(8, 8), torch.randn(8, 8), dynamic=dyn, more=[(torch.randn(5, 11), torch.randn(5, 11))])
 
 
 def test_clamp_type_promotion(dyn):
@@ -327,7 +329,13 @@ def test_masked_fill(dyn):
     def f(mask, value):
         return aten.masked_fill(value, mask, -10000.0) + 2, aten.masked_fill(value / 2.0, mask.logical_not(), 667)
 
-    check(f, torch.randint(0, 2, [1, 16], dtype=torch.bool), torch.randn(16, 16), dynamic=dyn)
+    check(
+        f,
+        torch.randint(0, 2, [1, 16], dtype=torch.bool),
+        torch.randn(16, 16),
+        dynamic=dyn,
+        more=[(torch.randint(0, 2, [1, 9], dtype=torch.bool), torch.randn(5, 9))],
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64])
