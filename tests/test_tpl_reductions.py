@@ -20,25 +20,8 @@ aten = torch.ops.aten
 
 
 def test_sum_of_sum(dyn):
-    # test_sum1 .. test_sum5, test_sum_keepdims: sums of a pointwise result, chained sums
-    check(
-        lambda a, b: ((a + b).sum(-1), (a + b).sum(-1, keepdim=True)), torch.randn(8, 8), torch.randn(8, 8), dynamic=dyn
-    )
-    check(
-        lambda a, b: ((a + b).sum([1, 2]), (a + b).sum(-1)),
-        torch.randn(8, 9, 3, 21),
-        torch.randn(8, 9, 3, 21),
-        dynamic=dyn,
-    )
-    check(
-        lambda a, b: (a + b, (a + b).sum(-1), torch.squeeze(b) + 10),
-        torch.randn(10, 10),
-        torch.randn(1, 10),
-        dynamic=dyn,
-        atol=1e-5,
-        rtol=2e-3,
-    )
-
+    # test_sum1 .. test_sum5, test_sum_keepdims in one graph: sums of a pointwise result (with
+    # keepdim, over two dims, next to a squeeze), chained sums with their intermediates returned
     def chain(a):
         b = a + 1
         c = b.sum(-1)
@@ -46,8 +29,40 @@ def test_sum_of_sum(dyn):
         e = d.sum(-1)
         return e + 5, e, d, c, b
 
-    check(chain, torch.randn(1, 16, 8, 8), dynamic=dyn, more=[(torch.randn(3, 5, 7, 9),)])
-    check(lambda a: chain(a)[0], torch.randn(1, 17, 8, 9), dynamic=dyn)
+    def f(a1, b1, a2, b2, a3, b3, x4, x5):
+        return (
+            (a1 + b1).sum(-1),
+            (a1 + b1).sum(-1, keepdim=True),
+            (a2 + b2).sum([1, 2]),
+            (a2 + b2).sum(-1),
+            a3 + b3,
+            (a3 + b3).sum(-1),
+            torch.squeeze(b3) + 10,
+            *chain(x4),
+            chain(x5)[0],
+        )
+
+    args = [
+        torch.randn(8, 8),
+        torch.randn(8, 8),
+        torch.randn(8, 9, 3, 21),
+        torch.randn(8, 9, 3, 21),
+        torch.randn(10, 10),
+        torch.randn(1, 10),
+        torch.randn(1, 16, 8, 8),
+        torch.randn(1, 17, 8, 9),
+    ]
+    more = [
+        torch.randn(5, 7),
+        torch.randn(5, 7),
+        torch.randn(3, 4, 5, 6),
+        torch.randn(3, 4, 5, 6),
+        torch.randn(6, 9),
+        torch.randn(1, 9),
+        torch.randn(3, 5, 7, 9),
+        torch.randn(2, 3, 4, 5),
+    ]
+    check(f, *args, dynamic=dyn, atol=1e-5, rtol=2e-3, more=[more])
 
 
 def _all_reductions(a):
@@ -180,8 +195,7 @@ def test_mean_var_std(dyn):
             torch.var(x, dim=-1, correction=10),
         )
 
-    check(corrections, torch.randn(2, 8), dynamic=dyn)
-    check(corrections, torch.randn(2, 4), dynamic=dyn)
+    check_each(corrections, [(torch.randn(2, 8),), (torch.randn(2, 4),)], dynamic=dyn)
 
     def std(x):
         return (
