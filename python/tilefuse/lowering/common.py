@@ -95,15 +95,14 @@ def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = N
 
     def lower(*args):
         tensors = [a for a in args if is_tensor(a)]
-        if not tensors:
-            raise TypeError("pointwise lowering needs at least one tensor argument")
-        shape = broadcast_shapes(*[t.get_size() for t in tensors])
+        # all operands Python numbers (``aten.div(1024, 100)``): a 0-d result, as eager wraps them
+        shape = broadcast_shapes(*[t.get_size() for t in tensors]) if tensors else []
         cdt, rdt = elementwise_dtypes(*[_meta(a) for a in args], type_promotion_kind=kind)
         if compute_dtype is not None:
             cdt = compute_dtype
         if out_dtype is not None:
             rdt = out_dtype
-        device = tensors[0].get_device()
+        device = tensors[0].get_device() if tensors else _device([])
         loaders = []
         for a in args:
             if is_tensor(a):

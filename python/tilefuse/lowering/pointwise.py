@@ -54,7 +54,7 @@ def _add_alpha(name):
 register_lowering(aten.add)(_add_alpha("add"))
 register_lowering(aten.sub)(_add_alpha("sub"))
 register_lowering(aten.mul)(_binary("mul"))
-register_lowering(aten.div.Tensor, aten.div.Scalar)(_binary("truediv", INT_TO_FLOAT))
+register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor)(_binary("truediv", INT_TO_FLOAT))
 register_lowering(aten.maximum)(_binary("maximum"))
 register_lowering(aten.minimum)(_binary("minimum"))
 register_lowering(aten.fmax)(_binary("fmax"))
@@ -148,6 +148,16 @@ def _div_mode(a, b, rounding_mode=None):
     if rounding_mode == "trunc":
         return _binary("truncdiv")(a, b)
     raise ValueError(f"div: unknown rounding_mode {rounding_mode!r} (expected None, 'trunc' or 'floor')")
+
+
+@register_lowering(prims.div.default)
+def _prims_div(a, b):
+    """``prims.div``: true division of floats, division rounded toward zero of integers (no type
+    promotion: the prim takes operands of one dtype)."""
+    dtype = (a if is_tensor(a) else b).get_dtype()
+    if dtype.is_floating_point:
+        return _binary("truediv", NO_OPMATH)(a, b)
+    return _binary("truncdiv", NO_OPMATH)(a, b)
 
 
 for _name, _op, _kind in [
@@ -320,6 +330,14 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
 def _clone(x, memory_format=None):
     loader = x.make_loader()
     return Pointwise.create(x.get_device(), x.get_dtype(), loader, list(x.get_size()))
+
+
+@register_lowering(prims.copy_strided.default)
+def _copy_strided(x, stride):
+    """``prims.copy_strided`` (decompositions use it to give a result eager's strides): a copy.
+    Within the functional graph strides carry no meaning; graph outputs get eager's strides from
+    their meta values."""
+    return _clone(x)
 
 
 @register_lowering(aten.copy.default)

@@ -25,8 +25,8 @@ _BELOW_ONE = {torch.float16: 1 - 2.0**-11, torch.bfloat16: 1 - 2.0**-8}
 def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generator=None):
     """A Pointwise of Philox random values (Inductor's ``inductor_random``): element ``i`` (its
     row-major offset in ``size``) is ``tl.rand/randn/randint(seed, i)`` with this op's seed from
-    the graph's ``RandomSeeds`` vector, drawn per call from torch's default generator. An explicit
-    ``generator`` or more than 2**31 elements fall back to aten."""
+    the graph's ``RandomSeeds`` vector, drawn per call from torch's default generator. Sizes may be
+    symbolic. An explicit ``generator`` or more than 2**31 elements fall back to aten."""
     if generator is not None:
         raise NotImplementedError("random op with an explicit generator")  # -> fallback
     if kind == "randint" and not dtype.is_floating_point and dtype != torch.bool:
@@ -34,11 +34,12 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
         if low < info.min or high - 1 > info.max:
             # aten raises its own error for bounds outside the dtype: let it, at run time
             raise NotImplementedError(f"randint bounds [{low}, {high}) outside {dtype}")  # -> fallback
-    size = [int(n) for n in size]
-    if prod(size) >= 2**31:
+    g = G.graph()
+    # symbolic sizes too: the element offsets are int32, so the element count is guarded below 2**31
+    size = list(size)
+    if not g.sizevars.evaluate_lt(prod(size), 2**31):
         raise NotImplementedError("random op with more than 2**31 elements")
     device = _as_device(device)
-    g = G.graph()
     seeds = g.random_seeds
     if seeds is None or seeds.get_device() != device:
         seeds = ir.RandomSeeds(
@@ -71,12 +72,12 @@ def _random(size, dtype, device, kind: str, low: int = 0, high: int = 0, generat
     return Pointwise.create(device, dtype, inner, size)
 
 
-@register_lowering(aten.rand.default)
+@register_lowering(aten.rand.default, aten.rand.generator)
 def _rand(size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
     return _random(size, dtype or torch.get_default_dtype(), device, "rand", generator=generator)
 
 
-@register_lowering(aten.randn.default)
+@register_lowering(aten.randn.default, aten.randn.generator)
 def _randn(size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
     return _random(size, dtype or torch.get_default_dtype(), device, "randn", generator=generator)
 
