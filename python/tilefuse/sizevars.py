@@ -267,15 +267,16 @@ class SizeVars:
     def condition_terms(self, cond: Any) -> list:
         """A runtime assertion's condition (a sympy relation, or a conjunction of them, over the
         ShapeEnv's symbols) as ``[(lhs, op, rhs), ...]`` with native sizes and Python comparison
-        operators, all of which must hold; an empty list when the ShapeEnv proves it for every
-        value. SymbolicSizeError for another form."""
+        operators, all of which must hold; an empty list when the symbols' ranges prove it (the
+        ShapeEnv's axioms are not used: the assertion is one of them). SymbolicSizeError for
+        another form."""
         import sympy
 
         env = self.shape_env
         if env is not None:
             cond = env.replace(cond)
             try:
-                if env._maybe_evaluate_static(cond) == sympy.true:
+                if env._maybe_evaluate_static(cond, axioms=()) == sympy.true:
                     return []
             except Exception:  # noqa: BLE001 - not provable here: checked at run time
                 pass
@@ -555,6 +556,22 @@ class SizeVars:
                 return False  # a data-dependent size not bounded below ``bound``: the "no" branch
             below.append(e)
         return True
+
+    def lt_or_false(self, a: Size, b: Size) -> bool:
+        """``evaluate_lt``, but False (no guard, no error) when the answer depends on a
+        data-dependent size the ShapeEnv cannot bound: for callers whose "no" branch is correct
+        for every size (int64 indexing, no 2-D tile)."""
+        try:
+            return self.evaluate_lt(a, b)
+        except DataDependentSizeError:
+            return False
+
+    def leq_or_false(self, a: Size, b: Size) -> bool:
+        """``evaluate_leq`` with ``lt_or_false``'s rule for data-dependent sizes."""
+        try:
+            return self.evaluate_leq(a, b)
+        except DataDependentSizeError:
+            return False
 
     def evaluate_leq(self, a: Size, b: Size) -> bool:
         """Whether ``a <= b`` at the hints, proven or recorded as a guard."""

@@ -358,12 +358,12 @@ class WrapperCodegen:
         if sig:
             call.append(f"    {', '.join(sig)}{',' if len(sig) == 1 else ''} = args")
         call.append("    args.clear()")
-        used = set(re.findall(r"\bs\d+\b", "\n".join(body + rets)))
-        for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: int(n[1:])):
+        used = set(re.findall(r"\b[su]\d+\b", "\n".join(body + rets)))
+        for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: (n[0], int(n[1:]))):
             src = g.symbol_sources.get(sname)
+            if src is None and sname in self.bound:
+                continue  # a data-dependent size, bound after the call that defines it
             if src is None:
-                from ..sizevars import SymbolicSizeError
-
                 raise SymbolicSizeError(f"size symbol {sname} cannot be computed from the graph's inputs")
             pos, what, d = src
             call.append(f"    {sname} = {sig[pos]}" if what == "int" else f"    {sname} = {sig[pos]}.{what}({d})")
