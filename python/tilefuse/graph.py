@@ -187,6 +187,26 @@ _FLOAT_ARITHMETIC = {
 }
 
 
+def _size_fact(g: Any, target: Any, args: tuple) -> Any:
+    """A comparison of sizes (a ``_SizeCondition``), a range constraint (nothing: the ShapeEnv
+    has the range) or ``_assert_scalar`` of a comparison: checked by the wrapper at run time
+    unless the symbols' ranges prove it (``SizeVars.condition_terms``). ``g``: the GraphLowering."""
+    if target in _SIZE_COMPARISONS:
+        if not isinstance(g.current_node.meta.get("val"), torch.SymBool):
+            raise SV.SymbolicSizeError(f"comparison {target} of non-size values")
+        return _SizeCondition()
+    if target is torch.ops.aten._assert_scalar.default:
+        cond = g.current_node.args[0]
+        meta = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
+        if isinstance(meta, torch.SymBool):
+            terms = g.sizevars.condition_terms(meta.node.expr)
+            if terms:
+                g.runtime_asserts.append((terms, str(args[1]) if len(args) > 1 else "assertion failed"))
+        elif not meta:
+            raise SV.SymbolicSizeError(f"_assert_scalar of {meta!r} always fails")
+    return None
+
+
 class GraphLowering(torch.fx.Interpreter):
     """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
 
@@ -317,7 +337,7 @@ class GraphLowering(torch.fx.Interpreter):
             or target in _RANGE_CONSTRAINTS
             or target is torch.ops.aten._assert_scalar.default
         ):
-            return self._size_fact(target, args)
+            return _size_fact(self, target, args)
         if self.current_node.meta.get("unbacked_bindings"):
             # a result of data-dependent size or value (nonzero, a boolean mask, unique, .item()):
             # the aten op, whose result the wrapper reads the new size symbols from
@@ -345,25 +365,6 @@ class GraphLowering(torch.fx.Interpreter):
                     raise
                 log.debug("tilefuse: lowering of %s needs static sizes (%s); using a fallback kernel", target, e)
         return self.fallback(target, args, kwargs)
-
-    def _size_fact(self, target, args) -> Any:
-        """A comparison of sizes (a ``_SizeCondition``), a range constraint (nothing: the ShapeEnv
-        has the range) or ``_assert_scalar`` of a comparison: checked by the wrapper at run time
-        unless the ShapeEnv proves it (``SizeVars.condition_terms``)."""
-        if target in _SIZE_COMPARISONS:
-            if not isinstance(self.current_node.meta.get("val"), torch.SymBool):
-                raise SV.SymbolicSizeError(f"comparison {target} of non-size values")
-            return _SizeCondition()
-        if target is torch.ops.aten._assert_scalar.default:
-            cond = self.current_node.args[0]
-            meta = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
-            if isinstance(meta, torch.SymBool):
-                terms = self.sizevars.condition_terms(meta.node.expr)
-                if terms:
-                    self.runtime_asserts.append((terms, str(args[1]) if len(args) > 1 else "assertion failed"))
-            elif not meta:
-                raise SV.SymbolicSizeError(f"_assert_scalar of {meta!r} always fails")
-        return None
 
     def _normalizer_pair(self, n: torch.fx.Node, args: tuple) -> tuple | None:
         """The lowered (max, sum-exp) pair of the matched normalizer ``n`` belongs to, lowered at
