@@ -233,3 +233,37 @@ def test_training_through_a_boolean_mask():
         torch.testing.assert_close(ws[0].grad, ws[1].grad)
     assert metrics.eager_graph_count == 0 and metrics.specialized_graph_count == 0
     assert metrics.generated_graph_count == 2  # forward and backward
+
+
+def test_padding_and_views_of_a_possibly_empty_masked_result():
+    """``pad`` loads its input at a clamped index, which has no valid value when the input is
+    empty (``u0 = 0``): the load is masked instead (before, the empty mask read out of bounds
+    and crashed the interpreter). Slicing a data-dependent length gives new unbacked sizes
+    (the slice's length and offset), bound from the aten view."""
+
+    def f(x, y):
+        m = x[x > 0]
+        return F.pad(m, (1, 2), value=3.0), torch.cat([m, y]).sigmoid(), m[1:] * 2, m.flip(0)
+
+    y = torch.randn(3)
+    _check(f, [(torch.randn(10), y), (-torch.rand(10), y), (torch.tensor([1.0] + [-1.0] * 9), y)], aten_ops=2)
+
+
+def test_gradient_of_a_slice_of_a_masked_result():
+    """Forward and backward of a slice of a masked result, with empty, one-element and longer
+    masks: the backward (which recomputes the mask from the saved input) scatters the slice's
+    gradient into a buffer of the masked length and that into the input's gradient."""
+
+    def loss(x):
+        m = x[x > 0]
+        return (m[1:] ** 2).sum() + m.sum()
+
+    cf = torch.compile(loss, backend="tilefuse")
+    for x in (torch.randn(12), -torch.rand(12), torch.tensor([2.0] + [-1.0] * 11)):
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = cf(a), loss(b)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(a.grad, b.grad)
+    assert metrics.eager_graph_count == 0 and metrics.specialized_graph_count == 0

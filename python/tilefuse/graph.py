@@ -170,6 +170,7 @@ _SIZE_ARITHMETIC = {
     torch.ops.aten.sym_size.int,
     torch.ops.aten.sym_stride.int,
     torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default,  # a data-dependent view's offset (a new unbacked symbol)
     torch.sym_max,
     torch.sym_min,
     torch.sym_sum,

@@ -191,7 +191,8 @@ class WrapperCodegen:
             )
             for terms, msg in getattr(g, "runtime_asserts", ())
         ]
-        self.bound: set[str] = set()
+        # data-dependent symbols defined so far: a backward graph's come in as arguments
+        self.bound: set[str] = {n for n in unbacked if n in g.symbol_sources}
         self._emit_ready_asserts()
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
