@@ -214,8 +214,9 @@ class SizeVars:
 
     def _unbacked_symbol(self, name: str, sympy_sym: Any) -> S.Expr:
         """The native symbol of an unbacked integer: the ShapeEnv's range (a size from
-        ``nonzero`` is ``>= 0``; an ``.item()`` value may be unbounded), kind ``size`` only when
-        the range proves it ``>= 1``, and the fallback hint ``config.UNBACKED_SYMINT_FALLBACK``
+        ``nonzero`` is ``>= 0``; an ``.item()`` value may be unbounded), kind ``size`` when the
+        range proves it ``>= 1``, ``unbacked`` (the native core's non-negative kind) when it
+        proves it ``>= 0``, else ``other``, and the fallback hint ``config.UNBACKED_SYMINT_FALLBACK``
         clamped to the range."""
         from . import config
 
@@ -229,7 +230,9 @@ class SizeVars:
         hint = max(hint, lo) if lo is not None else hint
         hint = min(hint, hi) if hi is not None else hint
         if lo is not None and lo >= 1:
-            e = S.sym(name, lower=lo, upper=hi)
+            e = S.sym(name, lower=lo, upper=hi, kind="size")
+        elif lo is not None and lo >= 0:
+            e = S.sym(name, lower=lo, upper=hi, kind="unbacked")  # the native kind: >= 0
         else:
             e = S.sym(name, kind="other", lower=lo, upper=hi)
         self.symbols[name] = e
