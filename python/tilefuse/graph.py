@@ -680,8 +680,9 @@ class GraphLowering(torch.fx.Interpreter):
         k = cls(name, None, target, tuple(cargs), dict(ckwargs), inputs, meta)
         k.unbacked_defs = defs
         self.register_buffer(k)
-        if isinstance(meta, torch.SymInt) and defs:
+        if isinstance(meta, torch.SymInt):
             # ``.item()`` of an integer tensor: its value is the size symbol bound from the call
+            # (or what the ShapeEnv replaced that symbol with)
             return self.sizevars.size(meta)
         metas, mspec = pytree.tree_flatten(meta)
 
