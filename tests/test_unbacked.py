@@ -267,3 +267,33 @@ def test_gradient_of_a_slice_of_a_masked_result():
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(a.grad, b.grad)
     assert metrics.eager_graph_count == 0 and metrics.specialized_graph_count == 0
+
+
+def test_size_questions_about_an_unbacked_symbol_never_guard():
+    """``SizeVars`` on a data-dependent symbol: the fallback hint clamped to its range, decisions
+    only from facts true for every value (ranges, ``torch._check``), no ShapeEnv guard ever; an
+    undecidable comparison raises, and the callers with a safe "no" get False."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from tilefuse.sizevars import DataDependentSizeError, SizeVars
+
+    env = ShapeEnv()
+    n = env.create_unbacked_symint()
+    torch._check(n >= 0)
+    sv = SizeVars(env)
+    u = sv.size(n)
+    assert sv.unbacked == {u.name} and sv.hint(u) == config.UNBACKED_SYMINT_FALLBACK
+    assert sv.tensor_sizes([n, 3]) == [u, 3]  # may be 0: allowed for a data-dependent dim
+    with pytest.raises(DataDependentSizeError):
+        sv.evaluate_lt(u, 100)
+    assert not sv.lt_or_false(u, 2**31 - 1) and not sv.equals_or_false(u, 100)
+    assert sv.evaluate_lt(u, u + 1) and not sv.evaluate_equals(u, u + 1)  # proven, for every value
+    torch._check(n <= 100)
+    assert sv.evaluate_lt(u, 2**31 - 1)  # from the recorded fact
+    assert not env.guards and not sv.guards
+
+    m = env.create_unbacked_symint()
+    torch._check(m <= 5)
+    torch._check(m >= 2)
+    v = sv.size(m)
+    assert sv.hint(v) == 5 and v.symbol_kind == "size"  # clamped; proven >= 1
