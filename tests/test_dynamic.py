@@ -335,40 +335,64 @@ def test_a_power_of_a_size_symbol_stays_symbolic():
     assert metrics.generated_graph_count == 2
 
 
-def test_a_data_dependent_size_runs_eagerly_after_one_warning_for_every_shape():
-    """A slice by a count read from the data (``capture_scalar_outputs``: an unbacked size) cannot
-    be compiled, for symbolic sizes nor per shape: the graph runs eagerly after one warning, and
-    later shapes reuse the eager graph without another attempt or warning (not one failed compile
-    and one warning per new shape). Results and gradients match eager."""
+def _slice_by_data_count(x, m):
+    n = int((m > 0).sum().item())
+    return x[:n].exp() * 2, x.sum()
+
+
+def _run_slice_by_data_count(cf) -> list[str]:
+    """Calls ``cf`` (``_slice_by_data_count`` compiled) at several sizes, checking results and
+    gradients against eager; returns tilefuse's warnings about running a graph eagerly."""
     import warnings
 
-    def f(x, m):
-        n = int((m > 0).sum().item())
-        return x[:n].exp() * 2, x.sum()
-
-    torch._dynamo.reset()
-    metrics.reset()
     with (
         torch._dynamo.config.patch(capture_scalar_outputs=True),
         config.patch(fallback_on_error=True),
         warnings.catch_warnings(record=True) as w,
     ):
         warnings.simplefilter("always")
-        cf = torch.compile(f, backend="tilefuse", dynamic=True)
         for r in (5, 6, 7, 5):
             g = torch.Generator().manual_seed(r)
             x = torch.randn(r, 3, generator=g, device="cpu").to(DEVICE).requires_grad_(True)
             m = torch.randn(r, generator=g, device="cpu").to(DEVICE)
-            got, want = cf(x, m), f(x, m)
+            got, want = cf(x, m), _slice_by_data_count(x, m)
             torch.testing.assert_close(got, want)
             got[0].sum().backward()
             gx = x.grad.clone()
             x.grad = None
             want[0].sum().backward()
             torch.testing.assert_close(gx, x.grad)
-    failures = [str(i.message) for i in w if "tilefuse" in str(i.message) and "eagerly" in str(i.message)]
-    assert len(failures) == 1, failures
-    assert metrics.eager_graph_count == 1
+    return [str(i.message) for i in w if "tilefuse" in str(i.message) and "eagerly" in str(i.message)]
+
+
+def test_a_data_dependent_size_compiles_once_for_every_shape():
+    """A slice by a count read from the data (``capture_scalar_outputs``: an unbacked size,
+    ``tests/test_unbacked.py``) beside dynamic sizes: forward and backward compile once,
+    symbolically, with no warning; results and gradients match eager."""
+    torch._dynamo.reset()
+    metrics.reset()
+    failures = _run_slice_by_data_count(torch.compile(_slice_by_data_count, backend="tilefuse", dynamic=True))
+    assert not failures, failures
+    assert metrics.eager_graph_count == 0 and metrics.specialized_graph_count == 0
+    assert metrics.symbolic_graph_count == 2  # forward and backward
+
+
+def test_a_graph_failing_for_every_shape_runs_eagerly_after_one_warning(monkeypatch):
+    """A graph whose symbolic compile fails and whose per-shape compile fails too (here every
+    compile is made to fail) runs eagerly after one warning, and later shapes reuse the eager graph without another attempt or warning
+    (not one failed compile and one warning per new shape). Results and gradients match eager."""
+    from tilefuse import backend
+
+    def fail(*args, **kwargs):
+        raise NotImplementedError("refused for the test")
+
+    monkeypatch.setattr(backend, "_compile", fail)
+    torch._dynamo.reset()
+    metrics.reset()
+    failures = _run_slice_by_data_count(torch.compile(_slice_by_data_count, backend="tilefuse", dynamic=True))
+    # one warning per graph (the forward's and the backward's), for three sizes
+    assert len(failures) == 2 and "forward" in failures[0] and "backward" in failures[1], failures
+    assert metrics.eager_graph_count == 2 and metrics.specialized_graph_count == 2
 
 
 # ops whose lowerings take symbolic sizes (indexing, pooling, padding, flips, repeats, losses):

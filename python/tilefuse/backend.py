@@ -9,9 +9,10 @@ Dynamic shapes: a graph Dynamo hands over with symbolic sizes (``dynamic=True``,
 or automatic dynamic shapes after a recompile) is compiled once for every size: the sizes enter
 the IR as native Exprs (``tilefuse.sizevars``), kernels take them as arguments, and whatever the
 compiled code assumes about them is proven or recorded as a guard in Dynamo's ShapeEnv. A graph
-that cannot be compiled symbolically (``config.symbolic_shapes`` off, an unbacked size, an op whose
-lowering needs static sizes) is compiled lazily once per concrete input signature instead
-(``SpecializingGraph``), which is logged.
+that cannot be compiled symbolically (``config.symbolic_shapes`` off, a size the native core cannot
+express) is compiled lazily once per concrete input signature instead (``SpecializingGraph``),
+which is logged. Data-dependent (unbacked) sizes (``nonzero``, boolean masks, ``.item()``) are
+symbolic sizes too, bound at run time from the op's result (``tilefuse.sizevars``).
 
 Options: ``torch.compile(m, backend="tilefuse", options={...})`` with the keys of
 ``tilefuse.config``. An exception while compiling a graph emits one warning naming the graph and
@@ -276,8 +277,8 @@ class SpecializingGraph:
     signature: on the first call with given shapes/strides/dtypes and integer arguments, the aten
     graph is re-traced with those concrete values (``make_fx``, fake tensors), which gives a
     static graph tilefuse compiles as usual; later calls with the same signature reuse it. A
-    graph whose re-trace or compile fails (an op with a data-dependent size) runs eagerly from
-    then on, for every signature, after one warning.
+    graph whose re-trace or compile fails runs eagerly from then on, for every signature, after
+    one warning.
     (Inductor compiles one kernel set for all sizes instead; tilefuse's IR has static shapes.)"""
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str, name: str):
@@ -286,8 +287,9 @@ class SpecializingGraph:
         self.cache: dict = {}
         # the options in force now (per-compile overrides included) also govern the later compiles
         self.options = {k: getattr(config, k) for k in config._OPTIONS}
-        # the graph run eagerly once a specialization failed (data-dependent sizes: every shape
-        # would fail alike): later signatures use it without another attempt or warning
+        # the graph run eagerly once a specialization failed (a failure that does not depend on
+        # the shape: every shape would fail alike): later signatures use it without another
+        # attempt or warning
         self.eager_fn: Any = None
 
     def _eager(self) -> Any:
@@ -329,8 +331,8 @@ class SpecializingGraph:
                     failed = metrics.eager_graph_count
                     fn = compile_graph(static, list(args), self.kind, specialized_from=self.name)
                     if metrics.eager_graph_count > failed:
-                        # compile_graph warned and fell back (an op with a data-dependent
-                        # size, say): the next shapes would fail and warn alike
+                        # compile_graph warned and fell back: the next shapes would fail
+                        # and warn alike
                         self.eager_fn = self._eager()
             self.cache[key] = fn
         out = fn(list(args))

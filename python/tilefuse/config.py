@@ -176,6 +176,16 @@ only by assignment, e.g. by tests; no environment variable):
         gathering each output element's factors (``lowering.scatter._scatter_prod``); a larger
         one runs as the aten kernel, whose work is linear in the index.
 
+Size tunable (a module constant read by ``tilefuse.sizevars`` when a graph's size symbols are
+made; not an option):
+    UNBACKED_SYMINT_FALLBACK (int, default 8192): the hint of a data-dependent (unbacked) size
+        symbol (``u0``: the length of ``nonzero``'s result, an ``.item()`` value), which has no
+        example value; clamped to the symbol's value range. Inductor's
+        ``unbacked_symint_fallback``. Read only by heuristics (block sizes, tiling, fusion
+        scores, memory estimates), never by a decision the generated code's correctness rests
+        on: those are proven from the symbols' ranges and the ShapeEnv's facts, or take the
+        path that is correct for every size.
+
 IR tunables (module constants read by ``tilefuse.ir.loops.Reduction`` at each use, like the
 scheduler's below: not options, not in the graph cache's key):
     SPLIT_TARGET_PROGRAMS (int, default 512): a reduction whose kernel would run on fewer programs
@@ -369,6 +379,9 @@ TILE_CONFIGS: tuple[tuple[int, int, int], ...] = ((64, 64, 4), (128, 64, 8), (64
 # At most this many op names in a generated kernel's name (``codegen.triton_kernel.kernel_name``;
 # Inductor's ``kernel_name_max_ops`` is 10).
 KERNEL_NAME_MAX_OPS: int = 6
+
+# --- sizes
+UNBACKED_SYMINT_FALLBACK: int = 8192
 
 # --- lowering
 # tunables of the lowerings (module-level, not options; documented in the module docstring)

@@ -136,6 +136,37 @@ def _shape_env(example_inputs: list) -> Any:
     return None
 
 
+def _graph_shape_env(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+    """The ShapeEnv of a graph: its inputs' (``_shape_env``), else, for a graph of static inputs
+    whose ops have data-dependent result sizes (``nonzero``, ``.item()``), the one behind those
+    results' unbacked symbols; None when every size is static."""
+    env = _shape_env(example_inputs)
+    if env is not None:
+        return env
+    for n in gm.graph.nodes:
+        if n.meta.get("unbacked_bindings"):
+            for v in pytree.tree_leaves(n.meta.get("val")):
+                found = _shape_env([v])
+                if found is not None:
+                    return found
+    return None
+
+
+class _SizeCondition:
+    """A comparison of sizes in the graph (``u0 >= 0``): only read by ``_assert_scalar``, which
+    takes its sympy form from the node's meta value; nothing runs it as a tensor op."""
+
+    def __repr__(self) -> str:
+        return "<size condition>"
+
+
+_SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+# ops that only narrow a symbol's range: the ShapeEnv already holds the range
+_RANGE_CONSTRAINTS = {
+    torch.ops.aten.sym_constrain_range.default,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+}
+
 _SIZE_ARITHMETIC = {
     operator.add,
     operator.sub,
@@ -147,6 +178,7 @@ _SIZE_ARITHMETIC = {
     torch.ops.aten.sym_size.int,
     torch.ops.aten.sym_stride.int,
     torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default,  # a data-dependent view's offset (a new unbacked symbol)
     torch.sym_max,
     torch.sym_min,
     torch.sym_sum,
@@ -162,6 +194,26 @@ _FLOAT_ARITHMETIC = {
     operator.neg: "neg",
     torch.sym_float: "float",
 }
+
+
+def _size_fact(g: Any, target: Any, args: tuple) -> Any:
+    """A comparison of sizes (a ``_SizeCondition``), a range constraint (nothing: the ShapeEnv
+    has the range) or ``_assert_scalar`` of a comparison: checked by the wrapper at run time
+    unless the symbols' ranges prove it (``SizeVars.condition_terms``). ``g``: the GraphLowering."""
+    if target in _SIZE_COMPARISONS:
+        if not isinstance(g.current_node.meta.get("val"), torch.SymBool):
+            raise SV.SymbolicSizeError(f"comparison {target} of non-size values")
+        return _SizeCondition()
+    if target is torch.ops.aten._assert_scalar.default:
+        cond = g.current_node.args[0]
+        meta = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
+        if isinstance(meta, torch.SymBool):
+            terms = g.sizevars.condition_terms(meta.node.expr)
+            if terms:
+                g.runtime_asserts.append((terms, str(args[1]) if len(args) > 1 else "assertion failed"))
+        elif not meta:
+            raise SV.SymbolicSizeError(f"_assert_scalar of {meta!r} always fails")
+    return None
 
 
 class GraphLowering(torch.fx.Interpreter):
@@ -191,8 +243,13 @@ class GraphLowering(torch.fx.Interpreter):
         self.host_scalar_inputs: list[str] = []
         self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
         self._placeholder_idx = 0
-        # symbolic sizes (dynamic shapes): the ShapeEnv of the fake inputs, if any is symbolic
-        self.sizevars = SV.SizeVars(_shape_env(self.example_inputs))
+        # symbolic sizes (dynamic shapes): the ShapeEnv of the fake inputs, if any is symbolic,
+        # or of the graph's data-dependent sizes
+        self.sizevars = SV.SizeVars(_graph_shape_env(gm, self.example_inputs))
+        # runtime checks of facts about data-dependent sizes (``_assert_scalar``): per check, the
+        # [(lhs, op, rhs), ...] that must all hold and its message; the wrapper checks each once
+        # the symbols it reads are bound
+        self.runtime_asserts: list[tuple[list, str]] = []
         # size symbol name -> where the call's arguments hold it: (argument position, "size" |
         # "stride" | "int", dim)
         self.symbol_sources: dict[str, tuple[int, str, int]] = {}
@@ -297,6 +354,16 @@ class GraphLowering(torch.fx.Interpreter):
             return args[0][args[1]]
         if target in _SIZE_ARITHMETIC:
             return self._size_arithmetic(target, args)
+        if (
+            target in _SIZE_COMPARISONS
+            or target in _RANGE_CONSTRAINTS
+            or target is torch.ops.aten._assert_scalar.default
+        ):
+            return _size_fact(self, target, args)
+        if self.current_node.meta.get("unbacked_bindings"):
+            # a result of data-dependent size or value (nonzero, a boolean mask, unique, .item()):
+            # the aten op, whose result the wrapper reads the new size symbols from
+            return self.fallback(target, args, kwargs)
         if self.current_node in self._normalizer_nodes:
             pair = self._normalizer_pair(self.current_node, args)
             if pair is not None:
@@ -599,6 +666,7 @@ class GraphLowering(torch.fx.Interpreter):
         """Run ``target`` as an aten call from the wrapper (FallbackKernel / extern kernel).
         ``meta``: the (fake) result when it is not the current node's (a lowering calling an op on
         operands it changed, e.g. padded matrix products)."""
+        own_meta = meta is None
         if meta is None:
             if "val" not in self.current_node.meta:  # AOTAutograd's nodes always carry one
                 raise NotImplementedError(
@@ -607,9 +675,10 @@ class GraphLowering(torch.fx.Interpreter):
                 )
             meta = self.current_node.meta["val"]
         flat, spec = pytree.tree_flatten((args, kwargs))
-        if any(isinstance(a, SV.SymbolicFloat) for a in flat):
+        if any(isinstance(a, (SV.SymbolicFloat, _SizeCondition)) for a in flat):
             # the wrapper has no value to pass for it: the graph is compiled per shape instead
-            raise SV.SymbolicSizeError(f"{target} as a fallback kernel with a float of symbolic sizes as an argument")
+            raise SV.SymbolicSizeError(f"{target} as a fallback kernel with a float or condition of symbolic sizes")
+        defs = self.sizevars.unbacked_defs(self.current_node.meta.get("unbacked_bindings")) if own_meta else {}
         inputs: list = []
         new_flat = []
         for a in flat:
@@ -626,10 +695,16 @@ class GraphLowering(torch.fx.Interpreter):
         name = self.new_buffer_name()
         if isinstance(meta, torch.Tensor):
             k = cls(name, _runtime_layout(meta), target, tuple(cargs), dict(ckwargs), inputs, meta)
+            k.unbacked_defs = defs
             self.register_buffer(k)
             return ir.TensorBox(ir.StorageBox(k))
         k = cls(name, None, target, tuple(cargs), dict(ckwargs), inputs, meta)
+        k.unbacked_defs = defs
         self.register_buffer(k)
+        if isinstance(meta, torch.SymInt):
+            # ``.item()`` of an integer tensor: its value is the size symbol bound from the call
+            # (or what the ShapeEnv replaced that symbol with)
+            return self.sizevars.size(meta)
         metas, mspec = pytree.tree_flatten(meta)
 
         def make(path, m):

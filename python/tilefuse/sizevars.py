@@ -20,6 +20,18 @@ graphs pay nothing. Questions about sizes go through the graph's ``SizeVars``:
 
 A graph without symbolic inputs gets a ``SizeVars`` without a ShapeEnv: every size is an int and
 every question is answered by plain arithmetic.
+
+Data-dependent (unbacked) sizes: with ``capture_dynamic_output_shape_ops`` /
+``capture_scalar_outputs`` an op whose result size or value depends on tensor data (``nonzero``,
+boolean-mask indexing, ``unique``, ``.item()``) gets a fresh ShapeEnv symbol ``u0``, ``u1``, ...
+with a value range but no example value. Such a symbol enters as any other (``unbacked`` lists
+them), with the hint ``config.UNBACKED_SYMINT_FALLBACK`` clamped to its range, for heuristics
+only. A decision about an expression over it is taken only when it holds for every value the
+ShapeEnv admits (its ranges and the facts ``torch._check`` recorded, ``_maybe_evaluate_static``):
+nothing can be guarded on a value the inputs do not determine. Otherwise it raises
+``DataDependentSizeError``; callers whose "no" is correct for every size (``equals_or_false``,
+the int32 indexing check ``evaluate_all_lt``) take that branch instead. A tensor dim over an
+unbacked symbol may be 0 (an empty mask), unlike a backed one.
 """
 
 from __future__ import annotations
@@ -109,9 +121,25 @@ class SymbolicFloat:
 
 
 class SymbolicSizeError(NotImplementedError):
-    """A size question the backend cannot answer symbolically (an unbacked size, a sympy node the
-    native core has no counterpart for). The graph is then compiled per concrete shape instead
+    """A size question the backend cannot answer symbolically (a decision on a data-dependent
+    size, a sympy node the native core has no counterpart for). Raised by a lowering, the op runs
+    as the aten op; raised elsewhere, the graph is compiled per concrete shape instead
     (``backend.SpecializingGraph``), which is logged."""
+
+
+class DataDependentSizeError(SymbolicSizeError):
+    """A decision that depends on the value of a data-dependent (unbacked) size, which the ShapeEnv
+    cannot settle from its ranges and recorded facts (no guard can be taken on it)."""
+
+
+def _is_unbacked_int(sympy_sym: Any) -> bool:
+    """Whether a ShapeEnv symbol is an unbacked integer (``u0``: a data-dependent size or
+    ``.item()`` value)."""
+    try:
+        from torch.utils._sympy.symbol import SymT, symbol_is_type
+    except ImportError:  # pragma: no cover - an older torch: its naming convention
+        return sympy_sym.name.startswith("u")
+    return symbol_is_type(sympy_sym, SymT.UNBACKED_INT)
 
 
 class SizeVars:
@@ -133,6 +161,7 @@ class SizeVars:
         # shared by the graphs of one ShapeEnv (a forward and its backward)
         self._decided: dict = {}
         self._relied: set = set()  # keys of the decisions in guard_exprs (each listed once)
+        self.unbacked: set[str] = set()  # names of the data-dependent (unbacked) symbols
         if shape_env is not None:
             try:
                 self._decided = _DECIDED.setdefault(shape_env, {})
@@ -154,7 +183,9 @@ class SizeVars:
             vals = env.var_to_val
         hint = vals.get(sympy_sym) if vals is not None else None
         if hint is None:
-            raise SymbolicSizeError(f"size symbol {name} has no hint (an unbacked, data-dependent size)")
+            if env is None or not _is_unbacked_int(sympy_sym):
+                raise SymbolicSizeError(f"symbol {name} has no hint (a data-dependent value of an unsupported kind)")
+            return self._unbacked_symbol(name, sympy_sym)
         vr = env.var_to_range.get(sympy_sym)
         lo = _finite_int(vr.lower) if vr is not None else None
         hi = _finite_int(vr.upper) if vr is not None else None
@@ -180,6 +211,87 @@ class SizeVars:
         self._sympy_symbols[name] = sympy_sym
         self.hints[name] = int(hint)
         return e
+
+    def _unbacked_symbol(self, name: str, sympy_sym: Any) -> S.Expr:
+        """The native symbol of an unbacked integer: the ShapeEnv's range (a size from
+        ``nonzero`` is ``>= 0``; an ``.item()`` value may be unbounded), kind ``size`` when the
+        range proves it ``>= 1``, ``unbacked`` (the native core's non-negative kind) when it
+        proves it ``>= 0``, else ``other``, and the fallback hint ``config.UNBACKED_SYMINT_FALLBACK``
+        clamped to the range."""
+        from . import config
+
+        vr = self.shape_env.var_to_range.get(sympy_sym)
+        lo = _finite_int(vr.lower) if vr is not None else None
+        hi = _finite_int(vr.upper) if vr is not None else None
+        hi = hi if hi is not None and hi < 2**62 else None
+        if lo is not None and hi is not None and lo > hi:
+            raise SymbolicSizeError(f"symbol {name} has an empty range {vr}")
+        hint = config.UNBACKED_SYMINT_FALLBACK
+        hint = max(hint, lo) if lo is not None else hint
+        hint = min(hint, hi) if hi is not None else hint
+        if lo is not None and lo >= 1:
+            e = S.sym(name, lower=lo, upper=hi, kind="size")
+        elif lo is not None and lo >= 0:
+            e = S.sym(name, lower=lo, upper=hi, kind="unbacked")  # the native kind: >= 0
+        else:
+            e = S.sym(name, kind="other", lower=lo, upper=hi)
+        self.symbols[name] = e
+        self._sympy_symbols[name] = sympy_sym
+        self.hints[name] = hint
+        self.unbacked.add(name)
+        return e
+
+    def has_unbacked(self, e: Size) -> bool:
+        """Whether ``e`` involves a data-dependent (unbacked) symbol."""
+        if not self.unbacked or not isinstance(e, S.Expr):
+            return False
+        return any(f.name in self.unbacked for f in e.free_symbols)
+
+    def unbacked_defs(self, bindings: Any) -> dict:
+        """The data-dependent symbols an FX node's result defines, from its ``unbacked_bindings``
+        meta (sympy symbol -> pytree key path into the result): native symbol name -> key path.
+        The ShapeEnv's renamings and replacements are applied first (the graph's sizes use the
+        replaced symbol); a symbol the ShapeEnv expresses by other sizes needs no binding."""
+        import sympy
+
+        env = self.shape_env
+        if not bindings or env is None:
+            return {}
+        from torch.fx.experimental.symbolic_shapes import resolve_unbacked_bindings
+
+        out: dict = {}
+        for sym, path in resolve_unbacked_bindings(env, bindings).items():
+            r = env.replace(sym)
+            if not isinstance(r, sympy.Symbol) or not _is_unbacked_int(r):
+                continue
+            out[self.symbol(r).name] = path
+        return out
+
+    def condition_terms(self, cond: Any) -> list:
+        """A runtime assertion's condition (a sympy relation, or a conjunction of them, over the
+        ShapeEnv's symbols) as ``[(lhs, op, rhs), ...]`` with native sizes and Python comparison
+        operators, all of which must hold; an empty list when the symbols' ranges prove it (the
+        ShapeEnv's axioms are not used: the assertion is one of them). SymbolicSizeError for
+        another form."""
+        import sympy
+
+        env = self.shape_env
+        if env is not None:
+            cond = env.replace(cond)
+            try:
+                if env._maybe_evaluate_static(cond, axioms=()) == sympy.true:
+                    return []
+            except Exception:  # noqa: BLE001 - not provable here: checked at run time
+                pass
+        ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
+        parts = cond.args if isinstance(cond, sympy.And) else (cond,)
+        out = []
+        for c in parts:
+            op = ops.get(type(c))
+            if op is None:
+                raise SymbolicSizeError(f"runtime assertion {cond}: no Python form for {type(c).__name__}")
+            out.append((self.from_sympy(c.lhs), op, self.from_sympy(c.rhs)))
+        return out
 
     def from_sympy(self, expr: Any) -> Size:
         """A sympy size expression of the ShapeEnv as ``int | Expr`` (replacements the ShapeEnv
@@ -224,6 +336,12 @@ class SizeVars:
         out = self.sizes(xs)
         for e in out:
             if isinstance(e, S.Expr) and not S.statically_known_leq(1, e):
+                if self.has_unbacked(e):
+                    # a data-dependent dim may be empty (a mask with no true element); the IR
+                    # takes no fact about it beyond its range, but it must not be negative
+                    if not (S.statically_known_leq(0, e) or self._static_fact("ge", e, 0)):
+                        raise DataDependentSizeError(f"tensor dim {e} is not known to be >= 0")
+                    continue
                 if self.hint(e) < 1 or not self.evaluate_leq(1, e):
                     raise SymbolicSizeError(f"tensor dim {e} is empty at the example inputs")
         return out
@@ -294,6 +412,35 @@ class SizeVars:
             return b != 0 and a % b == 0
         return S.statically_known_multiple_of(a, b)
 
+    def _static_fact(self, op: str, a: Size, b: Size) -> bool | None:
+        """``a == b`` (op "eq"), ``a < b`` ("lt") or ``a >= b`` ("ge") decided by the ShapeEnv for
+        every value it admits (ranges, replacements and the facts ``torch._check`` recorded), with
+        no guard; None when it cannot tell."""
+        import sympy
+
+        env = self.shape_env
+        if env is None:
+            return None
+        rel = {"eq": sympy.Eq, "lt": sympy.Lt, "ge": sympy.Ge}[op](self.to_sympy(a), self.to_sympy(b))
+        try:
+            got = env._maybe_evaluate_static(rel)
+        except Exception:  # noqa: BLE001 - undecidable here: the caller's data-dependent path
+            return None
+        if got == sympy.true:
+            return True
+        if got == sympy.false:
+            return False
+        return None
+
+    def _decide_unbacked(self, op: str, a: Size, b: Size) -> tuple[bool, Any]:
+        """A decision over a data-dependent size (``_memo``'s form: no guard), or
+        DataDependentSizeError when it is not the same for every value the ShapeEnv admits."""
+        got = self._static_fact(op, a, b)
+        if got is None:
+            sign = {"eq": "==", "lt": "<"}[op]
+            raise DataDependentSizeError(f"{a} {sign} {b} depends on a data-dependent size")
+        return got, None
+
     # ------------------------------------------------------------------ decisions (guard when needed)
     def _guard(self, cond: Any, value: bool, what: str) -> tuple[bool, Any]:
         """Record ``cond`` (a sympy relational that holds at the hints when ``value``) as a guard;
@@ -339,6 +486,10 @@ class SizeVars:
     def _decide_equals(self, a: Size, b: Size) -> tuple[bool, Any]:
         if S.statically_known_equals(a, b):
             return True, None
+        if self.has_unbacked(a) or self.has_unbacked(b):
+            if S.statically_known_lt(a, b) or S.statically_known_lt(b, a):
+                return False, None
+            return self._decide_unbacked("eq", a, b)
         import sympy
 
         value = self.hint(a) == self.hint(b)
@@ -356,7 +507,10 @@ class SizeVars:
             return True
         if self.hint(a) != self.hint(b):
             return False
-        return self.evaluate_equals(a, b)
+        try:
+            return self.evaluate_equals(a, b)
+        except DataDependentSizeError:
+            return False  # equal only for some values of a data-dependent size
 
     def evaluate_lt(self, a: Size, b: Size) -> bool:
         """Whether ``a < b`` at the hints, proven or recorded as a guard."""
@@ -369,6 +523,8 @@ class SizeVars:
             return True, None
         if S.statically_known_leq(b, a):
             return False, None
+        if self.has_unbacked(a) or self.has_unbacked(b):
+            return self._decide_unbacked("lt", a, b)
         import sympy
 
         value = self.hint(a) < self.hint(b)
@@ -396,10 +552,29 @@ class SizeVars:
                 continue
             kept = [k for k in kept if not S.statically_known_leq(k, e)] + [e]
         for e in kept:
-            if not self.evaluate_lt(e, bound):
-                return False
+            try:
+                if not self.evaluate_lt(e, bound):
+                    return False
+            except DataDependentSizeError:
+                return False  # a data-dependent size not bounded below ``bound``: the "no" branch
             below.append(e)
         return True
+
+    def lt_or_false(self, a: Size, b: Size) -> bool:
+        """``evaluate_lt``, but False (no guard, no error) when the answer depends on a
+        data-dependent size the ShapeEnv cannot bound: for callers whose "no" branch is correct
+        for every size (int64 indexing, no 2-D tile)."""
+        try:
+            return self.evaluate_lt(a, b)
+        except DataDependentSizeError:
+            return False
+
+    def leq_or_false(self, a: Size, b: Size) -> bool:
+        """``evaluate_leq`` with ``lt_or_false``'s rule for data-dependent sizes."""
+        try:
+            return self.evaluate_leq(a, b)
+        except DataDependentSizeError:
+            return False
 
     def evaluate_leq(self, a: Size, b: Size) -> bool:
         """Whether ``a <= b`` at the hints, proven or recorded as a guard."""

@@ -216,10 +216,10 @@ class TritonKernelCodegen(IndexingMixin, MemoryMixin, ReductionMixin):
     def _choose_index_dtype(self) -> str:
         """int32 indices when the kernel's extent and every storage extent it addresses are below
         2**31 - 1: static, proven, or guarded (a guard: Dynamo recompiles for inputs that make it
-        false); else int64."""
+        false); else int64 (also for a data-dependent extent the ShapeEnv cannot bound)."""
         g = self.g
         total = g.numel * g.rnumel
-        fits = self.sv.evaluate_lt(total, 2**31 - 1) and storages_fit_int32(g, self.sv) and index_values_fit_int32(g)
+        fits = self.sv.lt_or_false(total, 2**31 - 1) and storages_fit_int32(g, self.sv) and index_values_fit_int32(g)
         return "tl.int32" if fits else "tl.int64"
 
     def _choose_tiling(self) -> None:
@@ -233,7 +233,7 @@ class TritonKernelCodegen(IndexingMixin, MemoryMixin, ReductionMixin):
         )
         if self.dyn_tile:
             small = min(self.tiling.ynumel, self.tiling.xnumel, key=self.sv.hint)
-            if not self.sv.evaluate_leq(small, 65535):
+            if not self.sv.leq_or_false(small, 65535):
                 self.tiling, self.dyn_tile = None, False
 
     # ------------------------------------------------------------------ emission helpers

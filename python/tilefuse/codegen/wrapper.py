@@ -10,7 +10,10 @@ module writes the lines.
 
 Symbolic sizes (dynamic shapes): ``call`` first computes each size symbol from the arguments
 (``s0 = arg0.size(0)``, ``graph.symbol_sources``); allocations, views, extern calls and kernel
-size arguments are Python expressions over those symbols, evaluated at each call.
+size arguments are Python expressions over those symbols, evaluated at each call. A
+data-dependent (unbacked) symbol is bound right after the extern call whose result defines it
+(``u0 = buf1.size()[0]``, ``u1 = buf3`` for ``.item()``), followed by the graph's runtime checks
+on it (``_assert_scalar``) once every symbol they read is bound.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import re
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from .. import metrics
 from .. import symbolic as S
+from ..sizevars import SymbolicSizeError
 from ..ir import nodes as ir
 from ..scheduler import KernelGroup, graph_output_names
 from .memory_planning import MemoryPlanner, free_inputs_after_last_use, kernel_dedup_key
@@ -70,6 +75,31 @@ def _contiguous(L: Any) -> bool:
     """Whether a layout is static, row-major contiguous (``Layout.is_contiguous``) and starts at
     offset 0."""
     return all(isinstance(v, int) for v in (*L.size, *L.stride, L.offset)) and not L.offset and L.is_contiguous()
+
+
+def _keypath_source(expr: str, path: tuple) -> str:
+    """Python source reading a value at pytree key ``path`` of the value named ``expr``: how an
+    unbacked symbol is read from the extern result that defines it (Dynamo's
+    ``unbacked_bindings`` key paths)."""
+    from torch.fx.experimental.symbolic_shapes import CallMethodKey, ConvertIntKey, DivideByKey
+
+    for k in path:
+        if isinstance(k, pytree.SequenceKey):
+            expr = f"{expr}[{k.idx}]"
+        elif isinstance(k, CallMethodKey):
+            expr = f"{expr}.{k.name}()"
+        elif isinstance(k, ConvertIntKey):
+            expr = f"int({expr})"
+        elif isinstance(k, DivideByKey) and isinstance(k.divisor, int):
+            expr = f"({expr} // {k.divisor})"
+        else:
+            raise SymbolicSizeError(f"a data-dependent size at key path {path}: no Python form for {k!r}")
+    return expr
+
+
+def _assert_source(terms: list) -> str:
+    """A runtime check's condition: its ``(lhs, op, rhs)`` terms as one Python expression."""
+    return " and ".join(f"{_size(a)} {op} {_size(b)}" for a, op, b in terms)
 
 
 # extern matrix products written into a buffer the wrapper allocates (``out=``, as Inductor's
@@ -150,6 +180,20 @@ class WrapperCodegen:
         self.kernel_src: list[str] = []
         self.launchers: list[str] = []
         self.unique: dict[tuple, GeneratedKernel] = {}
+        # runtime checks not yet emitted, each with the data-dependent symbols it reads
+        unbacked = g.sizevars.unbacked
+        self.pending_asserts = [
+            (
+                terms,
+                msg,
+                {f.name for a, _, b in terms for e in (a, b) if isinstance(e, S.Expr) for f in e.free_symbols}
+                & unbacked,
+            )
+            for terms, msg in getattr(g, "runtime_asserts", ())
+        ]
+        # data-dependent symbols defined so far: a backward graph's come in as arguments
+        self.bound: set[str] = {n for n in unbacked if n in g.symbol_sources}
+        self._emit_ready_asserts()
         for i, item in enumerate(self.items):
             if isinstance(item, KernelGroup):
                 self._emit_kernel_group(item, i)
@@ -158,6 +202,8 @@ class WrapperCodegen:
             # free what is no longer needed (a reusable buffer's `del` is dropped if it is reused)
             for n in self.plan.release_dead(i, len(self.body)):
                 self.body.append(f"del {n}")
+        if self.pending_asserts:
+            raise SymbolicSizeError(f"runtime check {self.pending_asserts[0][1]!r} reads a symbol no call binds")
         body = [ln for ln in self.body if ln]
         rets = [_ref(o) if isinstance(o, ir.IRNode) else self._const(o) for o in g.outputs]
         body = free_inputs_after_last_use(body, [n for n in g.graph_input_order if n], ", ".join(rets))
@@ -253,11 +299,33 @@ class WrapperCodegen:
             else:
                 call = f"{self._const(op)}({a}{', ' if a and kw else ''}{kw})"
                 body.append(f"{buf.name} = {call}  # {op}")
+                self._bind_unbacked(buf)
                 if buf.layout is not None:
                     body.append(self._ensure_strides(buf))
         else:  # an empty ComputedBuffer: allocation only
             self._allocate(buf.name, buf.layout)
         self.plan.live.append(buf.name)
+
+    def _bind_unbacked(self, buf: Any) -> None:
+        """After an extern call: bind the data-dependent size symbols its result defines, then
+        emit the runtime checks whose symbols are now all bound."""
+        defs = getattr(buf, "unbacked_defs", None)
+        if not defs:
+            return
+        for name, path in defs.items():
+            self.body.append(f"{name} = {_keypath_source(buf.name, tuple(path))}")
+            self.bound.add(name)
+        self._emit_ready_asserts()
+
+    def _emit_ready_asserts(self) -> None:
+        """The pending runtime checks whose data-dependent symbols are all bound, in graph order."""
+        left = []
+        for terms, msg, syms in self.pending_asserts:
+            if syms <= self.bound:
+                self.body.append(f"if not ({_assert_source(terms)}): raise RuntimeError({msg!r})")
+            else:
+                left.append((terms, msg, syms))
+        self.pending_asserts = left
 
     def _allocate(self, name: str, L: Any) -> None:
         """The lines giving buffer ``name`` its storage (``MemoryPlanner.allocate``): a freed
@@ -294,12 +362,12 @@ class WrapperCodegen:
         call.append("    args.clear()")
         for name in g.host_scalar_inputs:
             call.append(f"    {name} = {name}.to(_device)")
-        used = set(re.findall(r"\bs\d+\b", "\n".join(body + rets)))
-        for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: int(n[1:])):
+        used = set(re.findall(r"\b[su]\d+\b", "\n".join(body + rets)))
+        for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: (n[0], int(n[1:]))):
             src = g.symbol_sources.get(sname)
+            if src is None and sname in self.bound:
+                continue  # a data-dependent size, bound after the call that defines it
             if src is None:
-                from ..sizevars import SymbolicSizeError
-
                 raise SymbolicSizeError(f"size symbol {sname} cannot be computed from the graph's inputs")
             pos, what, d = src
             call.append(f"    {sname} = {sig[pos]}" if what == "int" else f"    {sname} = {sig[pos]}.{what}({d})")

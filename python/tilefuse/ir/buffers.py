@@ -195,7 +195,11 @@ class ExternKernel(Buffer):
     """A buffer produced by calling an aten kernel from the wrapper (mm, addmm, convolution, …, or
     any op without a lowering — FallbackKernel). ``inputs`` are realized buffers or
     ReinterpretViews; ``args``/``kwargs`` are the call's arguments with those inputs in place of
-    tensors (as ``TensorArg(i)`` markers)."""
+    tensors (as ``TensorArg(i)`` markers). ``unbacked_defs``: the data-dependent size symbols its
+    result defines, name -> pytree key path into the result (``nonzero``'s row count: ``.size()``
+    then ``[0]``; ``.item()``'s value: the empty path), bound by the wrapper right after the call."""
+
+    unbacked_defs: dict = {}
 
     def __init__(
         self,

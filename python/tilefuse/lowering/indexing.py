@@ -5,7 +5,9 @@ Gather-style ops (embedding, index_select, gather, ``x[idx]``) load through
 slice_scatter, diagonal_scatter, select_scatter) compute each output element from one of several
 sources chosen by its index: a pointwise ``where`` over the sources. Every source is loaded at its
 index clamped into range (Max/Min in the index expression), so no load leaves its buffer in lanes
-where another source is selected (Inductor masks those loads instead).
+where another source is selected (Inductor masks those loads instead). A source dim that may be
+empty (a data-dependent size, ``u0 >= 0``) has no index to clamp to: its loads are masked
+(``ops.masked``) by the condition that selects it.
 """
 
 from __future__ import annotations
@@ -195,9 +197,10 @@ def _constant_pad_nd(x, pad, value=0.0):
     loader = x.make_loader()
     dtype = x.get_dtype()
 
+    may_be_empty = any(_may_be_empty(n) for n in size)
+
     def inner(idx):
         src = [_clamped(i - a, n) if (a or b) else i for i, a, b, n in zip(idx, lo, hi, size)]
-        v = loader(src)
         cond = None
         for i, a, b, n in zip(idx, lo, hi, size):
             # a symbolic pad amount may be positive: checked
@@ -205,12 +208,20 @@ def _constant_pad_nd(x, pad, value=0.0):
                 c = _in_range(i - a, 0, n)
                 cond = c if cond is None else ops.logical_and(cond, c)
         if cond is None:
-            return v
-        return ops.where(cond, v, ops.constant(value, dtype))
+            return loader(src)
+        if may_be_empty:
+            return ops.masked(cond, lambda: loader(src), value)
+        return ops.where(cond, loader(src), ops.constant(value, dtype))
 
     if any(s == 0 for s in size) and prod(out) > 0:
         return _full(out, value, dtype, x.get_device())
     return Pointwise.create(x.get_device(), dtype, inner, out)
+
+
+def _may_be_empty(n) -> bool:
+    """Whether a dim of symbolic length ``n`` is not proven ``>= 1`` (a data-dependent size):
+    a clamped index into it may still be out of bounds."""
+    return isinstance(n, S.Expr) and not n.is_number and not S.statically_known_leq(1, n)
 
 
 @register_lowering(aten.slice_scatter.default)
@@ -226,16 +237,19 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     xl, sl = x.make_loader(), src.make_loader()
     dtype = x.get_dtype()
 
+    masked = _may_be_empty(m) or any(_may_be_empty(k) for k in src.get_size())
+
     def inner(idx):
         i = idx[dim]
         si = list(idx)
         si[dim] = _clamped(S.FloorDiv(S.Max(i - start, S.Integer(0)), step) if step != 1 else i - start, m)
-        v = to_dtype_value(sl(si), dtype)
         cond = _in_range(i, start, start + (m - 1) * step + 1)
         if step != 1:
             r = ops.index_expr(S.Mod(i - start + step * n, step), torch.int64)
             cond = ops.logical_and(cond, ops.eq(r, ops.constant(0, torch.int64)))
-        return ops.where(cond, v, xl(idx))
+        if masked:
+            return ops.masked(cond, lambda: to_dtype_value(sl(si), dtype), xl(idx))
+        return ops.where(cond, to_dtype_value(sl(si), dtype), xl(idx))
 
     return Pointwise.create(x.get_device(), dtype, inner, size)
 

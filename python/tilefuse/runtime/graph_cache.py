@@ -154,9 +154,13 @@ def _graph_text(graph: Any) -> str:
     ``.code`` would generate and ``exec`` it (0.37 s over a 12-layer GPT-2 training step's
     graphs). Raises ``Uncacheable`` for a target or an argument the text cannot name for certain
     (a lambda or closure, an object printed with its address): two different ones could share a
-    text and a cache entry."""
+    text and a cache entry. Also for a node with a data-dependent result size (``nonzero``,
+    ``.item()``: ``unbacked_bindings``): what the compile may assume about those sizes comes from
+    the ShapeEnv's ranges and facts (``torch._check``), which the graph's text does not carry."""
     lines = []
     for n in graph.nodes:
+        if n.meta.get("unbacked_bindings"):
+            raise Uncacheable(f"node {n.name}: a data-dependent (unbacked) size")
         args = repr((n.args, n.kwargs))
         if " at 0x" in args:
             raise Uncacheable(f"node {n.name}: an argument without a stable text form")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .. import sizevars as SV
 from .. import symbolic as S
 from ..ir import graph_context as G
 from ..ir import nodes as ir
@@ -53,12 +54,16 @@ class StarDep:
 class SchedulerNode:
     """A ComputedBuffer to be generated as (part of) a Triton kernel: ``body`` is its store
     function traced over ``sizes`` (the output's iteration space, or a reduction's kept dims)
-    and ``rsizes`` (a reduction's reduced dims; empty for a pointwise node)."""
+    and ``rsizes`` (a reduction's reduced dims; empty for a pointwise node). ``unbacked``: the
+    data-dependent size symbols its sizes, layout or indices use; each is read as a StarDep on
+    the symbol's name, which the extern call that binds it writes, so the node is never placed
+    before that call."""
 
     buf: ir.ComputedBuffer
     body: LoopBody
     sizes: list[int]
     rsizes: list[int]
+    unbacked: frozenset = frozenset()
 
     @property
     def name(self) -> str:
@@ -87,6 +92,7 @@ class SchedulerNode:
         deps: list = [MemoryDep(n, e, ranges) for n, e in self.body.loads()]
         if self.is_mutation():
             deps.append(StarDep(self.buf.target.name))
+        deps += [StarDep(u) for u in sorted(self.unbacked)]
         return deps
 
     def write_deps(self) -> list:
@@ -126,7 +132,7 @@ class SchedulerNode:
         else:
             rsizes = []
             body = LoopBody.trace(buf.store_fn(), iv, [], ranges, G.dtype_of)
-        return SchedulerNode(buf, body, sizes, rsizes)
+        return SchedulerNode(buf, body, sizes, rsizes, _unbacked_uses(buf, body, sizes + rsizes))
 
     def mapping(self, numel: int, rnumel: int) -> tuple[str, dict] | None:
         """How this node sits in a kernel of (numel, rnumel): (kind, var -> kernel index expr),
@@ -148,11 +154,44 @@ class SchedulerNode:
         return None
 
 
+def _unbacked_uses(buf: ir.Buffer, body: LoopBody | None, sizes: list) -> frozenset:
+    """Names of the data-dependent (unbacked) size symbols a node uses: in its loop sizes, its
+    layout and any Expr among its body's op arguments (indices, ``index_expr``, bounds of
+    indirect indices) or an extern call's arguments. Empty at no cost in a graph without such
+    symbols."""
+    unbacked = SV.current().unbacked
+    if not unbacked:
+        return frozenset()
+    found: set = set()
+
+    def visit(a: Any) -> None:
+        if isinstance(a, S.Expr):
+            found.update(f.name for f in a.free_symbols if f.name in unbacked)
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+        elif isinstance(a, dict):
+            visit(list(a.values()))
+
+    visit(sizes)
+    if buf.layout is not None:
+        visit((list(buf.layout.size), list(buf.layout.stride), buf.layout.offset))
+    for n in body.nodes if body is not None else ():
+        visit(n.args)
+    visit((getattr(buf, "args", ()), getattr(buf, "kwargs", {})))
+    return frozenset(found) - set(getattr(buf, "unbacked_defs", ()))
+
+
 @dataclass(eq=False)
 class ExternSchedulerNode:
     """An extern / fallback kernel call, or one output of a multi-output one."""
 
     buf: ir.Buffer
+    # data-dependent size symbols its arguments or layout use (read as StarDeps, see SchedulerNode)
+    unbacked: frozenset = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.unbacked = _unbacked_uses(self.buf, None, [])
 
     @property
     def name(self) -> str:
@@ -160,18 +199,20 @@ class ExternSchedulerNode:
         return self.buf.name
 
     def read_deps(self) -> list[StarDep]:
-        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result)."""
+        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result), and per
+        data-dependent size symbol it uses."""
+        syms = [StarDep(u) for u in sorted(self.unbacked)]
         if isinstance(self.buf, ir.MultiOutput):
-            return [StarDep(self.buf.parent.name)]
+            return [StarDep(self.buf.parent.name)] + syms
         return [
             StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
             for i in getattr(self.buf, "inputs", [])
-        ]
+        ] + syms
 
     def write_deps(self) -> list[StarDep]:
         """Its own buffer, and every input when the op's schema mutates its arguments
         (conservatively: which argument is not tracked)."""
-        deps = [StarDep(self.name)]
+        deps = [StarDep(self.name)] + [StarDep(u) for u in getattr(self.buf, "unbacked_defs", ())]
         schema = getattr(getattr(self.buf, "op", None), "_schema", None)
         if schema is not None and schema.is_mutable:
             deps += self.read_deps()
