@@ -216,6 +216,23 @@ def _size_fact(g: Any, target: Any, args: tuple) -> Any:
     return None
 
 
+def _set_exact_strides(box: ir.TensorBox, size: list, stride: list) -> bool:
+    """Lay ``box``'s value out with ``stride`` when it is realized, if its layout is still free:
+    an unrealized Pointwise or Reduction whose StorageBox has no ``exact_stride`` yet, and
+    ``stride`` expands no dim of ``size`` (stride 0 on a dim longer than 1: such a value is
+    computed once per broadcast row by a copy instead). Returns whether it was set."""
+    sb = box.data
+    if (
+        not isinstance(sb, ir.StorageBox)
+        or not isinstance(sb.data, (ir.Pointwise, ir.Reduction))
+        or sb.exact_stride is not None
+        or any(_broadcast_dims(size, stride))
+    ):
+        return False
+    sb.exact_stride = list(stride)
+    return True
+
+
 class GraphLowering(torch.fx.Interpreter):
     """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
 
@@ -310,8 +327,7 @@ class GraphLowering(torch.fx.Interpreter):
                 and self.current_node not in self._output_nodes
             ):
                 # a Python float Dynamo passes as a 0-d CPU tensor (or any CPU scalar tensor eager
-                # lets CUDA ops take): the generated call copies it to the graph's device, so the
-                # graph reads it as a device tensor
+                # lets CUDA ops take): the call copies it to the graph's device, where it is read
                 lay.device = self.default_device
                 self.host_scalar_inputs.append(name)
             for what, vals in (("size", lay.size), ("stride", lay.stride)):
@@ -506,22 +522,7 @@ class GraphLowering(torch.fx.Interpreter):
             return
         self.set_exact_strides(box, msize, mstride)
 
-    @staticmethod
-    def set_exact_strides(box: ir.TensorBox, size: list, stride: list) -> bool:
-        """Lay ``box``'s value out with ``stride`` when it is realized, if its layout is still free:
-        an unrealized Pointwise or Reduction whose StorageBox has no ``exact_stride`` yet, and
-        ``stride`` expands no dim of ``size`` (stride 0 on a dim longer than 1: such a value is
-        computed once per broadcast row by a copy instead). Returns whether it was set."""
-        sb = box.data
-        if (
-            not isinstance(sb, ir.StorageBox)
-            or not isinstance(sb.data, (ir.Pointwise, ir.Reduction))
-            or sb.exact_stride is not None
-            or any(_broadcast_dims(size, stride))
-        ):
-            return False
-        sb.exact_stride = list(stride)
-        return True
+    set_exact_strides = staticmethod(_set_exact_strides)
 
     def _realize_output(self, v: Any, meta: Any) -> Any:
         """A graph output as a runtime node (a Buffer, or a ReinterpretView of one) with the
