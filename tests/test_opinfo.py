@@ -3,11 +3,14 @@
 Each op runs through ``tilefuse.testing.opinfo.run_op``: its first two small sample inputs in float32,
 bfloat16/float16, an integer type and bool (where the op supports them), compiled with tilefuse
 (``fallback_on_error=False``) and compared with eager using the OpInfo's tolerances. Every op here
-must match eager on every sample, natively or through a FallbackKernel; the ops in ``NATIVE`` must
+must match eager on every sample, natively or through a FallbackKernel; the ops marked "native" must
 not fall back at all. The whole database runs with ``scripts/op_coverage.py`` (``docs/op_coverage.md``).
+The module runs on the CPU through Triton's interpreter, and on CUDA (``gpu`` marker) with
+``TRITON_INTERPRET=0`` on a GPU machine.
 
-Every op runs twice: compiled with ``dynamic=False`` and with ``dynamic=True`` (symbolic sizes,
-the samples of a dtype sharing one compiled function), judged by the same rules.
+Every op runs compiled with ``dynamic=False``, and all but ``STATIC_ONLY`` (elementwise ops that
+add nothing a kept one does not) again with ``dynamic=True`` (symbolic sizes, the samples of a dtype
+sharing one compiled function), judged by the same rules.
 
 The module's own checks of the judge (``test_sweep_*``) make sure a wrong lowering, an internal
 error and a missing lowering are reported as fail / fail / fallback, in both modes, so a green
@@ -18,8 +21,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _tf_testutil import DEVICE, GPU_MARKS
 
 from tilefuse.testing import opinfo
+
+# the CPU through Triton's interpreter (CI), or CUDA when TRITON_INTERPRET=0 on a GPU machine
+pytestmark = GPU_MARKS
 
 # name -> expected: "native" (must lower natively) or "ok" (native or fallback both accepted)
 CI_OPS = {
@@ -153,7 +160,8 @@ DYNAMIC_EXPECTED = {
 
 
 @pytest.fixture(autouse=True)
-def _fresh():
+def _fresh(monkeypatch):
+    monkeypatch.setattr(opinfo, "DEVICE", DEVICE)  # where the samples are made
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
