@@ -629,3 +629,16 @@ def test_transformers_gpt2_training_with_dynamic_batch_and_sequence(caplog):
     assert metrics.symbolic_graph_count > 0 and metrics.specialized_graph_count == 0, [
         r.getMessage() for r in caplog.records if "per input shape" in r.getMessage()
     ]
+
+
+def test_a_size_used_as_a_bfloat16_value():
+    """A symbolic size used as data of a bfloat16 tensor (``full`` with a SymInt fill value, a size
+    times a tensor): the kernel builds it from the size argument, where the interpreter has no
+    bfloat16 scalar constructor (it goes through float32, exact for sizes below 2**24)."""
+    fill = torch.compile(lambda x: torch.full((3,), x.shape[0], dtype=torch.bfloat16), backend="tilefuse", dynamic=True)
+    scale = torch.compile(lambda x: x * x.shape[0] + x.shape[1], backend="tilefuse", dynamic=True)
+    for n in (5, 7, 300):
+        x = torch.randn(n, 3, dtype=torch.bfloat16)
+        torch.testing.assert_close(fill(x), torch.full((3,), n, dtype=torch.bfloat16), atol=0, rtol=0)
+        torch.testing.assert_close(scale(x), (x.float() * n + 3).bfloat16())  # rounded once
+    assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
