@@ -503,13 +503,13 @@ class _Session:
         self.ran = []
         torch._dynamo.reset()
 
-    def aot_eager_raises(self, sample_args) -> BaseException | None:
-        """The exception ``aot_eager`` (same ``dynamic``) raises on the samples this session ran
-        and then ``sample_args``, or None when it runs them all."""
+    def aot_eager_raises(self, earlier: list, sample_args) -> BaseException | None:
+        """The exception ``aot_eager`` (same ``dynamic``) raises on the samples ``earlier`` (those
+        the tilefuse function ran before) and then ``sample_args``, or None when it runs them all."""
         torch._dynamo.reset()
         fn = _compiled(self.op_fn, "aot_eager", self.dynamic)
         try:
-            for a in [*self.ran, sample_args]:
+            for a in [*earlier, sample_args]:
                 fn(*_copy(a))
         except SampleTimeout:
             raise
@@ -620,9 +620,10 @@ def _run_compiled(session: _Session, sample_args) -> tuple[object, list[str], _O
     old_level = logger.level
     logger.addHandler(names)
     logger.setLevel(logging.DEBUG)
+    fn = session.compiled()
+    earlier = session.ran
+    frames = _frames_compiled()
     try:
-        fn = session.compiled()
-        frames = _frames_compiled()
         with config.patch(fallback_on_error=False):
             torch.manual_seed(0)
             got = fn(*_copy(sample_args))
@@ -630,21 +631,21 @@ def _run_compiled(session: _Session, sample_args) -> tuple[object, list[str], _O
         session.close()
         raise
     except Exception as e:  # noqa: BLE001 - classify: tilefuse's fault, or untraceable
+        where = " (graph compiled for an earlier sample's sizes)" if earlier and _frames_compiled() == frames else ""
         session.close()
         if _from_tilefuse(e):
-            return None, [], ("fail", f"tilefuse raises {_first_line(_innermost(e))}", names.names)
-        e2 = session.aot_eager_raises(sample_args)
-        session.ran = []
+            return None, [], ("fail", f"tilefuse raises {_first_line(_innermost(e))}{where}", names.names)
+        e2 = session.aot_eager_raises(earlier, sample_args)
         if e2 is not None:
             return None, [], ("skip", f"dynamo/aot_autograd cannot compile it: {_first_line(_innermost(e2))}", [])
-        return None, [], ("fail", f"raises on tilefuse's path only: {_first_line(_innermost(e))}", names.names)
+        return None, [], ("fail", f"raises on tilefuse's path only: {_first_line(_innermost(e))}{where}", names.names)
     finally:
         logger.removeHandler(names)
         logger.setLevel(old_level)
     if session.graphs() == 0:
         session.close()
         return None, [], ("skip", "dynamo handed tilefuse no graph", [])
-    session.last_reused = bool(session.ran) and _frames_compiled() == frames
+    session.last_reused = bool(earlier) and _frames_compiled() == frames
     session.reused += session.last_reused
     session.ran.append(_copy(sample_args))
     return got, names.names, None
