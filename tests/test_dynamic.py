@@ -654,3 +654,15 @@ def test_symbolic_scalar_arithmetic_divides_natively():
         _close(cf(x, end), f(x, end))
     assert metrics.fallback_kernel_count == 0 and metrics.generated_graph_count >= 1
     assert metrics.specialized_graph_count == 0
+
+
+def test_floor_division_of_a_negative_symbolic_int():
+    """A Python int argument is a symbol under dynamic=True and may be negative: ``n // 2`` and
+    ``n % 3`` in the kernel floor as Python does, also where the kernel's size parameters are
+    Python ints (constexprs under Triton's interpreter, whose ``//`` already floors)."""
+    f = lambda x, n: x * (n // 2) + n % 3 + (n - 7) // -4  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (3, -3, -5, 8, -8):
+        x = torch.arange(10) - 4
+        torch.testing.assert_close(cf(x, n), f(x, n), atol=0, rtol=0)
+    assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
