@@ -666,3 +666,15 @@ def test_floor_division_of_a_negative_symbolic_int():
         x = torch.arange(10) - 4
         torch.testing.assert_close(cf(x, n), f(x, n), atol=0, rtol=0)
     assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
+
+
+def test_padding_an_empty_tensor_with_symbolic_sizes():
+    """Every element of a padded empty tensor is padding: with symbolic sizes beside the empty dim
+    (Dynamo specializes size 0) the result is filled natively, also where it is empty too."""
+    f = lambda x: (F.pad(x, (1, 2, 2, 1), value=3.0), F.pad(x.unsqueeze(0), (0, 1), value=-1.0))  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(0, n)
+        for got, want in zip(cf(x), f(x)):
+            torch.testing.assert_close(got, want, atol=0, rtol=0)
+    assert metrics.fallback_kernel_count == 0 and metrics.specialized_graph_count == 0

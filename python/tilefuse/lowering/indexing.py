@@ -208,7 +208,7 @@ def _constant_pad_nd(x, pad, value=0.0):
             return v
         return ops.where(cond, v, ops.constant(value, dtype))
 
-    if any(s == 0 for s in size) and prod(out) > 0:
+    if any(s == 0 for s in size):  # an empty input: every output element (if any) is padding
         return _full(out, value, dtype, x.get_device())
     return Pointwise.create(x.get_device(), dtype, inner, out)
 
