@@ -678,3 +678,15 @@ def test_padding_an_empty_tensor_with_symbolic_sizes():
         for got, want in zip(cf(x), f(x)):
             torch.testing.assert_close(got, want, atol=0, rtol=0)
     assert metrics.fallback_kernel_count == 0 and metrics.specialized_graph_count == 0
+
+
+def test_vector_norm_of_a_symbolic_order():
+    """``torch.norm(x, p)`` with an int ``p`` (a symbol under dynamic=True): lowered at ``p``'s
+    value with a guard, so another ``p`` compiles its own graph instead of reusing this one."""
+    f = lambda x, p: torch.linalg.vector_norm(x, p, dim=-1)  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for p, n in ((2, 5), (2, 9), (3, 7), (3, 4), (2, 6)):
+        x = torch.randn(3, n)
+        _close(cf(x, p), f(x, p))
+    assert metrics.fallback_kernel_count == 0 and metrics.specialized_graph_count == 0
+    assert _frames() == 2  # one graph per order, each for every size
