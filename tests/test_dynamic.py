@@ -721,3 +721,64 @@ def test_factory_without_a_device_in_a_cuda_graph_runs_as_aten():
         g = GraphLowering(gm, [x], "factory_device")
         g.run()
     assert [op for op in g.fallback_ops if "full" in op], g.fallback_ops
+
+
+def test_a_size_used_as_a_bfloat16_value():
+    """A symbolic size used as data of a bfloat16 tensor (``full`` with a SymInt fill value, a size
+    times a tensor): the kernel builds it from the size argument, where the interpreter has no
+    bfloat16 scalar constructor (it goes through float32, exact for sizes below 2**24)."""
+    fill = torch.compile(lambda x: torch.full((3,), x.shape[0], dtype=torch.bfloat16), backend="tilefuse", dynamic=True)
+    scale = torch.compile(lambda x: x * x.shape[0] + x.shape[1], backend="tilefuse", dynamic=True)
+    for n in (5, 7, 300):
+        x = torch.rand(n, 3, dtype=torch.bfloat16) + 1  # positive: no cancellation in x * n + 3
+        torch.testing.assert_close(fill(x), torch.full((3,), n, dtype=torch.bfloat16), atol=0, rtol=0)
+        torch.testing.assert_close(scale(x), x * n + 3)
+    assert metrics.symbolic_graph_count == 2 and metrics.specialized_graph_count == 0
+
+
+def test_symbolic_scalar_arithmetic_divides_natively():
+    """``linspace`` with a symbolic end: the step is computed from the SymInt in float64 tensor
+    ops, a ``true_divide`` among them, which lowers as ``div`` (it ran as an aten kernel)."""
+    f = lambda x, end: torch.linspace(-2.0, end, 50) + x  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for end in (-3, 4, 11):
+        x = torch.randn(50)
+        _close(cf(x, end), f(x, end))
+    assert metrics.fallback_kernel_count == 0 and metrics.generated_graph_count >= 1
+    assert metrics.specialized_graph_count == 0
+
+
+def test_floor_division_of_a_negative_symbolic_int():
+    """A Python int argument is a symbol under dynamic=True and may be negative: ``n // 2`` and
+    ``n % 3`` in the kernel floor as Python does, also where the kernel's size parameters are
+    Python ints (constexprs under Triton's interpreter, whose ``//`` already floors)."""
+    f = lambda x, n: x * (n // 2) + n % 3 + (n - 7) // -4  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (3, -3, -5, 8, -8):
+        x = torch.arange(10) - 4
+        torch.testing.assert_close(cf(x, n), f(x, n), atol=0, rtol=0)
+    assert metrics.symbolic_graph_count >= 1 and metrics.specialized_graph_count == 0
+
+
+def test_padding_an_empty_tensor_with_symbolic_sizes():
+    """Every element of a padded empty tensor is padding: with symbolic sizes beside the empty dim
+    (Dynamo specializes size 0) the result is filled natively, also where it is empty too."""
+    f = lambda x: (F.pad(x, (1, 2, 2, 1), value=3.0), F.pad(x.unsqueeze(0), (0, 1), value=-1.0))  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(0, n)
+        for got, want in zip(cf(x), f(x)):
+            torch.testing.assert_close(got, want, atol=0, rtol=0)
+    assert metrics.fallback_kernel_count == 0 and metrics.specialized_graph_count == 0
+
+
+def test_vector_norm_of_a_symbolic_order():
+    """``torch.norm(x, p)`` with an int ``p`` (a symbol under dynamic=True): lowered at ``p``'s
+    value with a guard, so another ``p`` compiles its own graph instead of reusing this one."""
+    f = lambda x, p: torch.linalg.vector_norm(x, p, dim=-1)  # noqa: E731
+    cf = torch.compile(f, backend="tilefuse", dynamic=True)
+    for p, n in ((2, 5), (2, 9), (3, 7), (3, 4), (2, 6)):
+        x = torch.randn(3, n)
+        _close(cf(x, p), f(x, p))
+    assert metrics.fallback_kernel_count == 0 and metrics.specialized_graph_count == 0
+    assert _frames() == 2  # one graph per order, each for every size

@@ -184,3 +184,41 @@ def test_interpreter_truncates(tmp_path_factory):
     k[(1,)](*[torch.tensor(vals[n], dtype=torch.int64) for n in NAMES], out, N=N)
     i = vals["a"].index(-7)
     assert out[i].item() == -1 + 1000 * -3  # C semantics, not Python's -2 + 1000 * 1
+
+
+def _scalar_kernel(tmp_path_factory, rid: str, index_dtype: str, src_expr: str):
+    """A kernel computing ``src_expr`` from constexpr parameters: Python ints, as tilefuse's
+    kernels get their size parameters under the interpreter."""
+    params = ", ".join(f"{n}: tl.constexpr" for n in NAMES)
+    src = (
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\n"
+        f"def kernel(out_ptr, {params}):\n"
+        f"    result = ({src_expr}) + tl.zeros([1], dtype={index_dtype})\n"
+        "    tl.store(out_ptr + tl.arange(0, 1), result)\n"
+    )
+    d = tmp_path_factory.mktemp("scalar_kernels")
+    mod_name = f"tf_texpr_scalar_{rid}_{index_dtype.replace('.', '_')}"
+    path = d / f"{mod_name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.kernel
+
+
+@pytest.mark.skipif(not _interpreting(), reason="checks the interpreter")
+@pytest.mark.parametrize("rid", [r for r, row in ROWS.items() if not row[2]])
+def test_floor_correct_forms_also_floor_on_python_ints(tmp_path_factory, rid):
+    """The floor-correct forms are right where their operands are Python ints, whose ``//`` and
+    ``%`` already floor (size parameters are constexprs under the interpreter): correcting a
+    Python quotient again gave ``-3 // 2 == -3``."""
+    expr, oracle, _, small = ROWS[rid]
+    src = ts.texpr(expr, "tl.int64")
+    kernel = _scalar_kernel(tmp_path_factory, rid, "tl.int64", src)
+    vals = _values(torch.int64, True, seed=sum(map(ord, rid)))
+    out = torch.empty(1, dtype=torch.int64)
+    for i in range(16):  # the edge values of ``a`` (0, +-1, ..., -64) and a few random ones
+        env = {n: vals[n][i] for n in NAMES}
+        kernel[(1,)](out, **env)
+        assert out.item() == oracle(env), (rid, src, env, out.item())

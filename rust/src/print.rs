@@ -3,7 +3,9 @@
 //! Python's `//` and `%` are floor operations, so `pexpr` prints them as they are. Triton's
 //! integer `//` and `%` truncate toward zero (C semantics), so `texpr` emits the plain operators
 //! only where the dividend is provably non-negative and the divisor provably positive (from the
-//! symbols' assumptions); elsewhere it emits a floor-correct `tl.where` form.
+//! symbols' assumptions); elsewhere it emits a floor-correct `tl.where` form, one that is also
+//! right where the operands are Python ints with floor `//` and `%` (Triton's interpreter passes
+//! size parameters as constexprs).
 
 use crate::error::{SymError, SymResult};
 use crate::expr::{Expr, Node};
@@ -201,7 +203,11 @@ fn floordiv_str(a: Expr, b: Expr, style: Style) -> SymResult<String> {
             if a.is_nonneg() && b.is_positive() {
                 format!("({x} // {y})")
             } else {
-                format!("tl.where((({x} % {y}) != 0) & (({x} < 0) != ({y} < 0)), ({x} // {y}) - 1, {x} // {y})")
+                // the correction tests the remainder's sign, not the dividend's: under C semantics
+                // they agree, and where the operands are Python ints (size parameters are
+                // constexprs under Triton's interpreter) `//` already floors and the remainder has
+                // the divisor's sign, so nothing is subtracted
+                format!("tl.where((({x} % {y}) != 0) & ((({x} % {y}) < 0) != ({y} < 0)), ({x} // {y}) - 1, {x} // {y})")
             }
         }
     })

@@ -93,11 +93,16 @@ class MemoryMixin:
     def codegen_index_expr(self, expr, dt: torch.dtype, m, kind: str) -> str:
         """``ops.index_expr(expr, dtype)``: an index used as data, as a block of ``kind``'s shape."""
         e = self._map_index(expr, m)
+        # a block built from a scalar: the interpreter has no bfloat16 scalar constructor, so it is
+        # built in float32 and converted (one rounding, as torch's, for integers below 2**24)
+        full_dt, to = dt, ""
+        if dt == torch.bfloat16 and self.interpret:
+            full_dt, to = torch.float32, f".to({tl_dtype(dt)})"
         if e.is_number:  # a constant index (a size-1 range): broadcast_to needs a tensor
-            return self.cse(f"tl.full({self.shape(kind)}, {e.int_value}, {tl_dtype(dt)})")
+            return self.cse(f"tl.full({self.shape(kind)}, {e.int_value}, {tl_dtype(full_dt)}){to}")
         if all(f.name in self.sv.symbols for f in e.free_symbols):
             # sizes only (``x / s0``): a scalar, which broadcast_to cannot take under the interpreter
-            return self.cse(f"tl.full({self.shape(kind)}, {self.index_str(e)}, {tl_dtype(dt)})")
+            return self.cse(f"tl.full({self.shape(kind)}, {self.index_str(e)}, {tl_dtype(full_dt)}){to}")
         return self.cse(f"tl.broadcast_to(({self.index_str(e)}), {self.shape(kind)}).to({tl_dtype(dt)})")
 
     def _emit_store(self, op, a, vals, m, kind) -> None:

@@ -213,7 +213,7 @@ def _constant_pad_nd(x, pad, value=0.0):
             return ops.masked(cond, lambda: loader(src), value)
         return ops.where(cond, loader(src), ops.constant(value, dtype))
 
-    if any(s == 0 for s in size) and prod(out) > 0:
+    if any(s == 0 for s in size):  # an empty input: every output element (if any) is padding
         return _full(out, value, dtype, x.get_device())
     return Pointwise.create(x.get_device(), dtype, inner, out)
 

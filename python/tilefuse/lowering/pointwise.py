@@ -54,7 +54,11 @@ def _add_alpha(name):
 register_lowering(aten.add)(_add_alpha("add"))
 register_lowering(aten.sub)(_add_alpha("sub"))
 register_lowering(aten.mul)(_binary("mul"))
-register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor)(_binary("truediv", INT_TO_FLOAT))
+# true_divide is div without a rounding mode; it reaches the graph after decomposition when
+# AOTAutograd turns arithmetic on symbolic Python floats into tensor ops (dynamic=True)
+register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor, aten.true_divide.Scalar)(
+    _binary("truediv", INT_TO_FLOAT)
+)
 register_lowering(aten.maximum)(_binary("maximum"))
 register_lowering(aten.minimum)(_binary("minimum"))
 register_lowering(aten.fmax)(_binary("fmax"))

@@ -11,6 +11,7 @@ import numbers
 import torch
 
 from .. import symbolic as S
+from ..ir import graph_context as G
 from ..ir import nodes as ir
 from ..ir.dtypes import accumulator_dtype
 from ..ir.nodes import Pointwise, Reduction, prod
@@ -230,9 +231,16 @@ def _min_dim(x, dim, keepdim=False):
 
 @register_lowering(aten.linalg_vector_norm.default)
 def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    """``torch.linalg.vector_norm`` for ord 2, 1, inf and -inf (others fall back)."""
+    """``torch.linalg.vector_norm`` for ord 2, 1, inf and -inf (others fall back). A symbolic
+    integer ``ord`` (a Python int under ``dynamic=True``) is taken at its value, guarded: the graph
+    serves that norm, as torch's decomposition, which branches on it, would."""
     if not x.get_dtype().is_floating_point:
         raise NotImplementedError("vector_norm of an integer tensor")
+    if isinstance(ord, S.Expr) and not ord.is_number:
+        sv = G.graph().sizevars
+        value = sv.hint(ord)
+        sv.guard_equals(ord, value)
+        ord = value
     out_dtype = dtype or x.get_dtype()
     acc = accumulator_dtype(out_dtype)
     if ord == 2:

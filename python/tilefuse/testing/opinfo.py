@@ -17,6 +17,14 @@ instead of silently running eagerly), and compares the result with eager through
 * ``skip``: nothing could be judged, with the reason (eager rejects every sample, the op is random
   or nondeterministic, Dynamo/AOTAutograd cannot trace it, an OpInfo skip applies, ...).
 
+``run_op(op, dynamic=True)`` compiles with ``torch.compile(..., dynamic=True)`` instead (symbolic
+sizes, and Python ints and floats of the sample as symbols, as Dynamo makes them) and judges by the
+same rules: an error raised only on tilefuse's path (``aot_eager`` with ``dynamic=True`` runs the
+same calls) is a fail, one that ``aot_eager`` raises too is a skip. The samples of one dtype share
+the compiled function, so a sample that passes the guards of a graph compiled for an earlier
+sample's sizes runs that graph (``OpResult.reused`` counts them): one graph for all sizes is what
+dynamic shapes promise, and a size baked into a kernel shows up there as a wrong value.
+
 Low-precision and float results that differ from eager by more than the tolerance get a second
 chance against a float64 reference (inputs upcast, op run eagerly; float dtype arguments upcast too
 when the op rejects float64 inputs without them): the compiled result is
@@ -157,6 +165,8 @@ class OpResult:
     samples: int = 0  # samples compared (matched or failed)
     fallback_ops: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    dynamic: bool = False  # compiled with dynamic=True
+    reused: int = 0  # dynamic: samples that ran a graph compiled for an earlier sample's sizes
 
     def to_dict(self) -> dict:
         """Plain dict (JSON)."""
@@ -443,11 +453,71 @@ def _call(op_fn, inp, args, kwargs):
     return op_fn(inp, *args, **kwargs)
 
 
-def _compiled(op_fn, backend: str):
+def _compiled(op_fn, backend: str, dynamic: bool = False):
     def fn(inp, args, kwargs):
         return op_fn(inp, *args, **kwargs)
 
-    return torch.compile(fn, backend=backend, fullgraph=False, dynamic=False)
+    return torch.compile(fn, backend=backend, fullgraph=False, dynamic=dynamic)
+
+
+def _frames_compiled() -> int:
+    """Frames Dynamo has compiled (or tried to) in this process: unchanged over a call means the
+    call ran code compiled for an earlier one."""
+    from torch._dynamo.utils import counters
+
+    return counters["frames"]["total"]
+
+
+class _Session:
+    """The compiled function the samples of one op and dtype run through.
+
+    Static: every sample compiles afresh (a new Dynamo cache, tilefuse's counters zeroed).
+    Dynamic: the samples share one ``torch.compile(..., dynamic=True)`` function, so a sample whose
+    structure passes the guards of a graph compiled for an earlier sample's sizes runs that graph
+    (the point of dynamic shapes: one graph for all sizes); the others make Dynamo compile another.
+    ``ran`` keeps copies of the samples the function has run, so that an error can be checked
+    against ``aot_eager`` given the same sequence of calls."""
+
+    def __init__(self, op_fn, dynamic: bool):
+        self.op_fn, self.dynamic = op_fn, dynamic
+        self.fn = None
+        self.ran: list = []
+        self.reused = 0
+        self.last_reused = False
+
+    def compiled(self):
+        """The tilefuse-compiled function for the next sample (a fresh one unless dynamic)."""
+        if self.fn is None or not self.dynamic:
+            self.close()
+            metrics.reset()
+            self.fn = _compiled(self.op_fn, "tilefuse", self.dynamic)
+        return self.fn
+
+    def graphs(self) -> int:
+        """Graphs tilefuse compiled, or took from its graph cache, since the function was made."""
+        return metrics.generated_graph_count + metrics.graph_cache_hits
+
+    def close(self) -> None:
+        """Forget the compiled function (and Dynamo's cache)."""
+        self.fn = None
+        self.ran = []
+        torch._dynamo.reset()
+
+    def aot_eager_raises(self, earlier: list, sample_args) -> BaseException | None:
+        """The exception ``aot_eager`` (same ``dynamic``) raises on the samples ``earlier`` (those
+        the tilefuse function ran before) and then ``sample_args``, or None when it runs them all."""
+        torch._dynamo.reset()
+        fn = _compiled(self.op_fn, "aot_eager", self.dynamic)
+        try:
+            for a in [*earlier, sample_args]:
+                fn(*_copy(a))
+        except SampleTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001
+            return e
+        finally:
+            torch._dynamo.reset()
+        return None
 
 
 def _float_outputs_ok(got, want, ref, atol, rtol) -> bool:
@@ -493,9 +563,12 @@ def _float_outputs_ok(got, want, ref, atol, rtol) -> bool:
     return True
 
 
-def run_sample(op, sample, dtype: torch.dtype) -> tuple[str, str, list[str]]:
+def run_sample(
+    op, sample, dtype: torch.dtype, dynamic: bool = False, session: _Session | None = None
+) -> tuple[str, str, list[str]]:
     """Compile ``op`` on one sample and compare with eager: (status, note, fallback op names),
-    status one of native / fallback / fail / skip."""
+    status one of native / fallback / fail / skip. ``dynamic``: compiled with ``dynamic=True``;
+    ``session`` (dynamic only): the compiled function shared with the dtype's earlier samples."""
     op_fn = op.op
     inp, args, kwargs = sample.input, tuple(sample.args), dict(sample.kwargs)
     # a float dtype: the OpInfo's tolerances; an integer or bool sample: assert_close's defaults for
@@ -519,36 +592,68 @@ def run_sample(op, sample, dtype: torch.dtype) -> tuple[str, str, list[str]]:
     ):
         return "skip", "complex or non-strided tensors", []
 
-    torch._dynamo.reset()
-    metrics.reset()
+    own = session is None
+    if own:
+        session = _Session(op_fn, dynamic)
+    got, names, err = _run_compiled(session, (inp, args, kwargs))
+    if err is not None:
+        return err
+    status, note, names = _compare(op_fn, (inp, args, kwargs), got, want, atol, rtol, names)
+    if status == "fail" and session.last_reused:
+        note = f"{note} (graph compiled for an earlier sample's sizes)"
+    if own:
+        session.close()
+    return status, note, names
+
+
+_Outcome = tuple[str, str, list]  # (status, note, fallback op names)
+
+
+def _run_compiled(session: _Session, sample_args) -> tuple[object, list[str], _Outcome | None]:
+    """Run ``sample_args`` through the session's tilefuse-compiled function: (its result, the ops
+    lowering turned into fallback kernels meanwhile, None), or (None, [], the verdict) when it
+    raised (fail, or skip when ``aot_eager`` raises too) or tilefuse was handed no graph. A
+    session whose call raised is closed; ``session.reused`` counts the calls that ran graphs
+    compiled for an earlier sample (Dynamo compiled no frame for them)."""
     names = _FallbackNames()
     logger = logging.getLogger("tilefuse")
     old_level = logger.level
     logger.addHandler(names)
     logger.setLevel(logging.DEBUG)
+    fn = session.compiled()
+    earlier = session.ran
+    frames = _frames_compiled()
     try:
         with config.patch(fallback_on_error=False):
             torch.manual_seed(0)
-            got = _compiled(op_fn, "tilefuse")(*_copy((inp, args, kwargs)))
+            got = fn(*_copy(sample_args))
     except SampleTimeout:
+        session.close()
         raise
     except Exception as e:  # noqa: BLE001 - classify: tilefuse's fault, or untraceable
+        where = " (graph compiled for an earlier sample's sizes)" if earlier and _frames_compiled() == frames else ""
+        session.close()
         if _from_tilefuse(e):
-            return "fail", f"tilefuse raises {_first_line(_innermost(e))}", names.names
-        torch._dynamo.reset()
-        try:
-            _compiled(op_fn, "aot_eager")(*_copy((inp, args, kwargs)))
-        except SampleTimeout:
-            raise
-        except Exception as e2:  # noqa: BLE001
-            return "skip", f"dynamo/aot_autograd cannot compile it: {_first_line(_innermost(e2))}", []
-        return "fail", f"raises on tilefuse's path only: {_first_line(_innermost(e))}", names.names
+            return None, [], ("fail", f"tilefuse raises {_first_line(_innermost(e))}{where}", names.names)
+        e2 = session.aot_eager_raises(earlier, sample_args)
+        if e2 is not None:
+            return None, [], ("skip", f"dynamo/aot_autograd cannot compile it: {_first_line(_innermost(e2))}", [])
+        return None, [], ("fail", f"raises on tilefuse's path only: {_first_line(_innermost(e))}{where}", names.names)
     finally:
         logger.removeHandler(names)
         logger.setLevel(old_level)
-        torch._dynamo.reset()
-    if metrics.generated_graph_count == 0:
-        return "skip", "dynamo handed tilefuse no graph", []
+    if session.graphs() == 0:
+        session.close()
+        return None, [], ("skip", "dynamo handed tilefuse no graph", [])
+    session.last_reused = bool(earlier) and _frames_compiled() == frames
+    session.reused += session.last_reused
+    session.ran.append(_copy(sample_args))
+    return got, names.names, None
+
+
+def _compare(op_fn, sample_args, got, want, atol, rtol, names: list[str]) -> _Outcome:
+    """The verdict on a compiled result ``got`` against eager's ``want``; ``names``: the fallback
+    ops its compile logged."""
     fallbacks = metrics.fallback_kernel_count
     try:
         torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True, check_stride=False)
@@ -557,14 +662,14 @@ def run_sample(op, sample, dtype: torch.dtype) -> tuple[str, str, list[str]]:
         if any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in pytree.tree_leaves(want)):
             for dtypes in (False, True):
                 try:
-                    ref = _call(op_fn, *_upcast((inp, args, kwargs), dtypes))
+                    ref = _call(op_fn, *_upcast(sample_args, dtypes))
                 except Exception:  # noqa: BLE001 - the op has no float64 version: no second chance
                     continue
                 ok = _float_outputs_ok(got, want, ref, atol, rtol)
                 break
         if not ok:
-            return "fail", f"mismatch: {_first_line(e)}", names.names
-    return ("fallback" if fallbacks else "native"), "", sorted(set(names.names))
+            return "fail", f"mismatch: {_first_line(e)}", names
+    return ("fallback" if fallbacks else "native"), "", sorted(set(names))
 
 
 def _on_alarm(signum, frame):
@@ -585,10 +690,14 @@ def iter_samples(op, dtype: torch.dtype, max_samples: int = MAX_SAMPLES, max_num
             return
 
 
-def run_op(op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None = None) -> OpResult:
-    """Sweep one OpInfo over its dtypes (``select_dtypes``) and first small samples; the verdict."""
+def run_op(
+    op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None = None, *, dynamic: bool = False
+) -> OpResult:
+    """Sweep one OpInfo over its dtypes (``select_dtypes``) and first small samples; the verdict.
+    ``dynamic``: compiled with ``torch.compile(..., dynamic=True)``, one compiled function per dtype
+    shared by its samples (see ``_Session``), judged by the same rules as static."""
     t0 = time.perf_counter()
-    res = OpResult(op_name(op), family(op))
+    res = OpResult(op_name(op), family(op), dynamic=dynamic)
     statuses: list[tuple[str, str]] = []
     fb: set[str] = set()
     skips: list[str] = []
@@ -616,12 +725,13 @@ def run_op(op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None 
             continue
         if not samples:
             skips.append(f"no sample of at most {MAX_SAMPLE_NUMEL} elements")
+        session = _Session(op.op, dynamic)
         for s in samples:
             old = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
             if use_alarm:
                 signal.alarm(SAMPLE_TIMEOUT_S)
             try:
-                status, note, names = run_sample(op, s, dtype)
+                status, note, names = run_sample(op, s, dtype, dynamic, session)
             except SampleTimeout as e:
                 status, note, names = "fail", str(e), []
             finally:
@@ -636,6 +746,8 @@ def run_op(op, max_samples: int = MAX_SAMPLES, dtypes: list[torch.dtype] | None 
             res.samples += 1
             statuses.append((status, f"{dt}: {note}" if note else ""))
             fb.update(names if status != "fail" else [])
+        session.close()
+        res.reused += session.reused
         if compared:
             res.dtypes.append(str(dtype).replace("torch.", ""))
     res.fallback_ops = sorted(fb)
@@ -661,10 +773,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("ops", nargs="+")
     p.add_argument("--max-samples", type=int, default=MAX_SAMPLES)
+    p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True")
     ns = p.parse_args(argv)
     bad = 0
     for name in ns.ops:
-        r = run_op(find_op(name), ns.max_samples)
+        r = run_op(find_op(name), ns.max_samples, dynamic=ns.dynamic)
         bad += r.status == "fail"
         print(json.dumps(r.to_dict()))
     return 1 if bad else 0
