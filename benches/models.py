@@ -1,0 +1,1332 @@
+"""Model zoo: whole models through tilefuse and Inductor, judged as PyTorch's dynamo benchmark harness does.
+
+The models and the method follow ``benchmarks/dynamo/{common,huggingface,timm_models}.py`` of
+PyTorch (the harness is the specification; nothing here is taken from it verbatim):
+
+* ``hf``: the harness's HuggingFace list, each model built from its transformers config class with
+  default settings (random weights, nothing downloaded; the harness's ``AutoConfig`` models are
+  spelled out as config arguments), inputs as the harness makes them (random token ids of the
+  model's vocabulary, its per-family sequence length and batch size, the labels that make the model
+  return a loss). Dropout probabilities are set to 1e-30 before the model is built, so the dropout
+  kernels run but keep every element: eager and compiled draw different random numbers. By default
+  one model per family (``--set core``, 28 models); ``--set full`` adds the second head of each family.
+* ``timm``: the harness's 18 TIMM models, ``pretrained=False``, its batch sizes, an image batch of
+  the model's input size (random integers 0-255, normalized), loss = mean of the output (/1000 for
+  mobilevit_s).
+* ``llm``: decoder-only LLMs at their real widths (hidden size, heads, GQA groups, head dim,
+  vocabulary) but few layers (Llama-3.2-1B, Qwen3-0.6B, Gemma-2-2B: 4; Mistral-7B: 2), a prefill of
+  2 x 1024 tokens (training: labels = the input, the model's own loss).
+
+Modes: ``inference``: model and inputs cast to bf16, a forward under ``no_grad``. ``training``:
+an fp32 model in train mode, one step = zero_grad, forward and loss under bf16 autocast, backward,
+optimizer step (Adam lr=0.01, ``capturable``, ``foreach``; plain SGD with a step Dynamo does not
+trace for the models the harness lists in ``BENCHMARK_USE_SGD``). The compiled function is the
+whole step (``torch.compile(step, backend=...)``, as the harness compiles its ``model_iter_fn``), so
+the optimizer's update is compiled too; zero_grad runs eagerly.
+
+Per (model, mode, backend), in a fresh process with empty Triton / Inductor / tilefuse caches:
+
+1. accuracy, as the harness's ``check_accuracy``: the model in fp64 runs two iterations (the
+   reference), eager runs them twice (a difference: ``eager_two_runs_differ``), then the compiled
+   function on a fresh copy; its last outputs (inference: the model's output; training: loss,
+   gradients, parameters and buffers after the step) are checked with ``torch._dynamo.utils.same``
+   against eager's, with the fp64 reference and the harness's per-model tolerance (inference 1e-3,
+   training 1e-2, the harness's higher ones where it lists them). Where the fp64 run does not fit
+   (out of memory), cosine similarity is used instead (``acc_ref`` = cosine). ``max_err``: the
+   largest |compiled - eager| / (1 + |eager|) over every output element (the harness's
+   ``check_tolerance`` measure).
+2. ``first_call_s``: the first compiled call, synchronized (Dynamo + AOTAutograd + the backend +
+   one run); ``compile_s`` = that minus the median eager call (the harness's compilation latency).
+3. peak memory: ``torch.cuda.max_memory_allocated`` over one warm eager call and one warm compiled
+   call (parameters, optimizer state and inputs included, as in the harness); ``mem_ratio`` =
+   compiled / eager (< 1: the compiled step needs less).
+4. speedup: after warm-up calls, ``--repeat`` rounds each timing one eager call (under
+   ``torch.compiler.set_stance("force_eager")``, same model object) and one compiled call,
+   interleaved, each synchronized; ``speedup`` = median eager time / median compiled time.
+5. counts: ``graphs`` (Dynamo's unique graphs) and ``graph_breaks`` (``torch._dynamo.utils.counters``);
+   ``kernels`` (Triton kernels generated: ``tilefuse.metrics.generated_kernel_count`` or
+   ``torch._inductor.metrics.generated_kernel_count``); tilefuse only: ``aten_graphs`` (graphs it
+   compiled), ``eager_graphs`` (graphs it could not compile and ran eagerly: 0 means everything
+   ran tilefuse's code), ``fallback_kernels`` (aten ops without a lowering), ``extern_kernels``
+   (mm, conv, attention calls), ``reused_kernels``.
+
+The parent process runs one child process per (model, mode, backend) with a timeout
+(``--timeout``); a crash, hang or OOM of one model becomes a row with its ``status`` (``crash``,
+``timeout``, ``oom``, ``error``) and the zoo goes on. Each row is appended to ``--csv`` as soon as
+its child ends, so ``--resume`` skips the rows already there (run the same command again after a
+cut) and ``--shard i/n`` splits the model list into n parts. At the end (and with ``--report``
+alone, from the CSV) a table is printed and written to ``--out``: one line per model and mode with
+both backends (accuracy, speedup, tilefuse / Inductor speedup ratio, compile seconds, memory
+ratio, graphs / breaks, kernels and tilefuse's fallback kernels), then per suite and mode the
+geometric means of the speedups (over models that ran; the ratio over models both ran) and the
+count of accuracy failures. Statuses: ``ok``; ``eager_fail`` (the model fails eagerly: not a
+backend's fault); ``error`` (compiling or running compiled raised), ``oom``, ``crash``, ``timeout``.
+
+On the GPU (a 10-minute limit per command: shards of a few models; ``--list`` prints the models
+with their suite and batch size). Rough time per model and mode, both backends, on an H100: small
+HF / timm models 1-2 minutes, base-size models 2-4, LLM training 3-5 (Inductor's compile dominates).
+A sensible order:
+
+    python benches/models.py --list
+    python benches/models.py --suite llm --mode inference --csv zoo.csv          # ~4 min
+    python benches/models.py --suite hf --shard 1/12 --csv zoo.csv --resume     # ...one per call
+    python benches/models.py --suite timm --shard 1/8 --csv zoo.csv --resume
+    python benches/models.py --report --csv zoo.csv --out zoo.md                 # the table
+
+``--only NAME[,NAME]`` picks models, ``--backends tilefuse`` one backend, ``--mode inference`` one
+mode, ``--time-budget S`` stops starting new children after S seconds (so a device call ends
+before its limit; the rest resumes with ``--resume``). ``benches/profile_model.py`` prints the top
+GPU kernels of one model and backend.
+
+``--cpu-smoke``: four tiny configurations (BERT, GPT-2, Llama, a timm ResNet) on the CPU through
+Triton's interpreter (fp32: the interpreter has no bf16 matmul; training uses SGD, as the CPU has
+no capturable Adam), tilefuse only, both modes, two timing rounds: checks accuracy and that
+tilefuse compiled every graph (``eager_graphs`` = 0), prints the table; exit status 1 otherwise.
+``tests/test_benches.py`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ROW_TAG = "ZOOROW "
+BACKENDS = ("tilefuse", "inductor")
+MODES = ("inference", "training")
+
+# --------------------------------------------------------------------------------------------
+# the zoo: plain data, so the parent process never imports torch
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    suite: str  # hf | timm | llm | smoke
+    batch_size: int
+    cls: str = ""  # transformers model class, or timm model name
+    config: str = ""  # transformers config class
+    config_kwargs: dict = field(default_factory=dict)
+    seq_len: int = 0
+    image_size: tuple = ()  # timm: override of the model's input size (smoke only)
+    tol_inference: float = 1e-3
+    tol_training: float = 1e-2
+    larger_multiplier: bool = False  # the harness's use_larger_multiplier_for_smaller_tensor
+    use_sgd: bool = False  # the harness's BENCHMARK_USE_SGD
+    fp32_only: bool = False
+    loss_scale: float = 1.0  # timm: loss = mean(output) * scale
+    core: bool = True  # in --set core
+    training: bool = True
+    vision: bool = False  # a timm model (image input, loss = mean of the output)
+
+
+def _hf_seq_len(name: str) -> int:
+    """The harness's ``get_sequence_length``."""
+    if name.startswith("Blenderbot"):
+        return 128
+    if name.startswith(("GPT2", "Bart", "T5", "PLBart", "MBart")):
+        return 1024
+    if name in ("AllenaiLongformerBase", "BigBird"):
+        return 1024
+    if name.startswith("OPT"):
+        return 2048
+    if name.startswith(("Albert", "Deberta", "Layout", "Electra", "XLNet", "MegatronBert", "Bert", "Roberta")):
+        return 512
+    if name in ("DistillGPT2", "GoogleFnet", "YituTechConvBert"):
+        return 512
+    if name == "TrOCRForCausalLM":
+        return 256
+    if name.startswith("MobileBert"):
+        return 128
+    return 128
+
+
+# name: (batch size of the harness's list, divisor of its yaml, in --set core)
+_HF = {
+    "AlbertForMaskedLM": (8, 2, True),
+    "AlbertForQuestionAnswering": (8, 1, False),
+    "AllenaiLongformerBase": (8, 2, True),
+    "BartForCausalLM": (8, 2, False),
+    "BartForConditionalGeneration": (4, 1, True),
+    "BertForMaskedLM": (32, 2, True),
+    "BertForQuestionAnswering": (32, 1, False),
+    "BlenderbotForCausalLM": (32, 8, True),
+    "BlenderbotSmallForCausalLM": (256, 1, False),
+    "BlenderbotSmallForConditionalGeneration": (128, 1, True),
+    "DebertaV2ForMaskedLM": (8, 4, True),
+    "DebertaV2ForQuestionAnswering": (8, 1, False),
+    "DistilBertForMaskedLM": (256, 2, True),
+    "DistilBertForQuestionAnswering": (512, 1, False),
+    "DistillGPT2": (32, 2, True),
+    "ElectraForCausalLM": (64, 2, True),
+    "ElectraForQuestionAnswering": (128, 1, False),
+    "GPT2ForSequenceClassification": (8, 2, True),
+    "GoogleFnet": (32, 2, True),
+    "LayoutLMForMaskedLM": (32, 2, True),
+    "LayoutLMForSequenceClassification": (32, 1, False),
+    "M2M100ForConditionalGeneration": (64, 4, True),
+    "MBartForCausalLM": (8, 2, False),
+    "MBartForConditionalGeneration": (4, 1, True),
+    "MT5ForConditionalGeneration": (32, 2, True),
+    "MegatronBertForCausalLM": (16, 4, True),
+    "MegatronBertForQuestionAnswering": (16, 1, False),
+    "MobileBertForMaskedLM": (256, 2, True),
+    "MobileBertForQuestionAnswering": (256, 1, False),
+    "OPTForCausalLM": (4, 2, True),
+    "PLBartForCausalLM": (16, 2, False),
+    "PLBartForConditionalGeneration": (8, 1, True),
+    "PegasusForCausalLM": (128, 4, False),
+    "PegasusForConditionalGeneration": (64, 1, True),
+    "RobertaForCausalLM": (32, 2, True),
+    "RobertaForQuestionAnswering": (32, 1, False),
+    "T5ForConditionalGeneration": (8, 2, True),
+    "T5Small": (8, 2, True),
+    "TrOCRForCausalLM": (64, 2, True),
+    "XGLMForCausalLM": (32, 4, True),
+    "XLNetLMHeadModel": (16, 2, True),
+    "YituTechConvBert": (32, 2, True),
+}
+# the harness's models named by a hub checkpoint, as config classes with that checkpoint's settings
+_HF_EXTRA = {
+    "AllenaiLongformerBase": (
+        "LongformerForMaskedLM",
+        "LongformerConfig",
+        dict(
+            attention_window=512,
+            max_position_embeddings=4098,
+            vocab_size=50265,
+            type_vocab_size=1,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+    ),
+    "T5Small": ("T5ForConditionalGeneration", "T5Config", {}),  # T5Config's defaults are t5-small
+    "DistillGPT2": ("GPT2LMHeadModel", "GPT2Config", dict(n_layer=6)),
+    "GoogleFnet": ("FNetForMaskedLM", "FNetConfig", {}),  # fnet-base
+    "YituTechConvBert": ("ConvBertForMaskedLM", "ConvBertConfig", {}),  # conv-bert-base
+}
+_HF_USE_SGD = {
+    "AlbertForMaskedLM",
+    "BartForCausalLM",
+    "ElectraForCausalLM",
+    "M2M100ForConditionalGeneration",
+    "MBartForCausalLM",
+    "OPTForCausalLM",
+    "PLBartForCausalLM",
+    "PegasusForCausalLM",
+    "TrOCRForCausalLM",
+    "XGLMForCausalLM",
+}
+
+
+def _hf_spec(name: str) -> Spec:
+    bs, div, core = _HF[name]
+    # the model class's own config class (``config_class``), with its defaults
+    cls, config, kwargs = _HF_EXTRA.get(name, (name, "", {}))
+    return Spec(
+        name=name,
+        suite="hf",
+        batch_size=max(bs // div, 1),
+        cls=cls,
+        config=config,
+        config_kwargs=kwargs,
+        seq_len=_hf_seq_len(name),
+        tol_inference=4e-3 if name == "GPT2ForSequenceClassification" else 1e-3,
+        tol_training=2e-2 if name in ("MT5ForConditionalGeneration", "BertForMaskedLM") else 1e-2,
+        larger_multiplier=name in ("GPT2ForSequenceClassification", "BertForMaskedLM"),
+        use_sgd=name in _HF_USE_SGD,
+        fp32_only=name == "GoogleFnet",
+        core=core,
+        # the harness's only_inference: fails with Dynamo in train mode
+        training=name != "M2M100ForConditionalGeneration",
+    )
+
+
+# name: (batch size of the harness's list, divisor)
+_TIMM = {
+    "adv_inception_v3": (128, 1),
+    "beit_base_patch16_224": (128, 2),
+    "convnextv2_nano.fcmae_ft_in22k_in1k": (128, 1),
+    "deit_base_distilled_patch16_224": (128, 2),
+    "deit_tiny_patch16_224.fb_in1k": (128, 1),
+    "dm_nfnet_f0": (128, 1),
+    "ghostnet_100": (512, 1),
+    "inception_v3": (128, 1),
+    "mobilenetv2_100": (128, 1),
+    "mobilenetv3_large_100": (512, 1),
+    "mobilevit_s": (128, 2),
+    "nfnet_l0": (128, 1),
+    "repvgg_a2": (128, 1),
+    "swin_base_patch4_window7_224": (128, 2),
+    "tf_efficientnet_b0": (128, 1),
+    "visformer_small": (128, 1),
+    "vit_base_patch14_dinov2.lvd142m": (128, 1),
+    "vit_base_patch16_siglip_256": (128, 1),
+}
+
+
+def _timm_spec(name: str) -> Spec:
+    bs, div = _TIMM[name]
+    if name == "beit_base_patch16_224":
+        tol = 0.16
+    elif name in ("deit_base_distilled_patch16_224", "vit_base_patch16_siglip_256"):
+        tol = 0.08
+    elif name in ("inception_v3", "mobilenetv3_large_100"):
+        tol = 0.04
+    else:
+        tol = 1e-2
+    return Spec(
+        name=name,
+        suite="timm",
+        batch_size=max(bs // div, 1),
+        cls=name,
+        vision=True,
+        tol_training=tol,
+        larger_multiplier=name in ("inception_v3", "mobilenetv3_large_100", "vit_base_patch14_dinov2.lvd142m"),
+        use_sgd=name in ("adv_inception_v3", "ghostnet_100", "tf_efficientnet_b0"),
+        loss_scale=1e-3 if name == "mobilevit_s" else 1.0,
+    )
+
+
+# real widths of each checkpoint's config.json, few layers
+_LLM = {
+    "Llama-3.2-1B": (
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        dict(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=64,
+            vocab_size=128256,
+            max_position_embeddings=131072,
+            rms_norm_eps=1e-5,
+            rope_theta=500000.0,
+            rope_scaling=dict(
+                rope_type="llama3",
+                factor=32.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=8192,
+            ),
+            tie_word_embeddings=True,
+            num_hidden_layers=4,
+        ),
+    ),
+    "Qwen3-0.6B": (
+        "Qwen3ForCausalLM",
+        "Qwen3Config",
+        dict(
+            hidden_size=1024,
+            intermediate_size=3072,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+            rms_norm_eps=1e-6,
+            rope_theta=1000000.0,
+            tie_word_embeddings=True,
+            num_hidden_layers=4,
+        ),
+    ),
+    "Gemma-2-2B": (
+        "Gemma2ForCausalLM",
+        "Gemma2Config",
+        dict(
+            hidden_size=2304,
+            intermediate_size=9216,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            vocab_size=256000,
+            query_pre_attn_scalar=256,
+            sliding_window=4096,
+            final_logit_softcapping=30.0,
+            attn_logit_softcapping=50.0,
+            hidden_activation="gelu_pytorch_tanh",
+            num_hidden_layers=4,
+        ),
+    ),
+    "Mistral-7B": (
+        "MistralForCausalLM",
+        "MistralConfig",
+        dict(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=32768,
+            max_position_embeddings=32768,
+            rms_norm_eps=1e-5,
+            rope_theta=1000000.0,
+            sliding_window=None,
+            num_hidden_layers=2,
+        ),
+    ),
+}
+
+
+def _llm_spec(name: str) -> Spec:
+    cls, config, kwargs = _LLM[name]
+    return Spec(name=name, suite="llm", batch_size=2, cls=cls, config=config, config_kwargs=kwargs, seq_len=1024)
+
+
+_TINY_BERT = dict(vocab_size=256, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+SMOKE = [
+    Spec(
+        name="tiny_bert",
+        suite="smoke",
+        batch_size=2,
+        cls="BertForMaskedLM",
+        config="BertConfig",
+        config_kwargs=dict(_TINY_BERT, max_position_embeddings=64),
+        seq_len=16,
+    ),
+    Spec(
+        name="tiny_gpt2",
+        suite="smoke",
+        batch_size=2,
+        cls="GPT2LMHeadModel",
+        config="GPT2Config",
+        config_kwargs=dict(vocab_size=256, n_embd=32, n_layer=1, n_head=2, n_positions=64),
+        seq_len=16,
+    ),
+    Spec(
+        name="tiny_llama",
+        suite="smoke",
+        batch_size=2,
+        cls="LlamaForCausalLM",
+        config="LlamaConfig",
+        config_kwargs=dict(
+            vocab_size=256,
+            hidden_size=32,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_hidden_layers=1,
+            max_position_embeddings=64,
+        ),
+        seq_len=16,
+    ),
+    Spec(name="tiny_resnet", suite="smoke", batch_size=2, cls="resnet10t", image_size=(3, 32, 32), vision=True),
+]
+
+SUITES = ("hf", "timm", "llm")
+
+
+def zoo(which: str = "core") -> list[Spec]:
+    """Every model of the three suites in order (``which``: core or full HF list)."""
+    hf = [_hf_spec(n) for n in sorted(_HF)]
+    if which == "core":
+        hf = [s for s in hf if s.core]
+    return hf + [_timm_spec(n) for n in sorted(_TIMM)] + [_llm_spec(n) for n in _LLM]
+
+
+def find_spec(name: str) -> Spec:
+    for s in zoo("full") + SMOKE:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# child: build, check, time one model (torch imported here only)
+
+
+def _hf_labels(spec: Spec, model: Any, bs: int, seq: int, device: str) -> dict:
+    """The harness's loss arguments by the model's name."""
+    import torch
+
+    vocab = model.config.vocab_size
+    name = spec.name if spec.suite == "hf" else spec.cls
+
+    def ints(high: int, shape: tuple) -> Any:
+        return torch.randint(0, max(high, 1), shape, device=device, dtype=torch.int64)
+
+    if name.endswith("QuestionAnswering"):
+        return {"start_positions": ints(seq, (bs,)), "end_positions": ints(seq, (bs,))}
+    if name.endswith("SequenceClassification"):
+        return {"labels": ints(model.config.num_labels - 1, (bs,))}
+    if name.endswith("ForConditionalGeneration"):
+        return {"labels": ints(vocab - 1, (bs, seq))}
+    return {"labels": ints(vocab, (bs, seq))}  # MaskedLM, CausalLM, LMHeadModel, the extra models
+
+
+def build(spec: Spec, device: str, batch_size: int | None, mode: str) -> tuple[Any, Any]:
+    """The fp32 model (random weights, seeded) and its example inputs, on ``device``."""
+    import torch
+
+    bs = batch_size or spec.batch_size
+    torch.manual_seed(1337)
+    if spec.vision:
+        import timm
+        from timm.data import resolve_data_config
+
+        with torch.device(device):
+            model = timm.create_model(
+                spec.cls,
+                pretrained=False,
+                in_chans=3,
+                scriptable=False,
+                num_classes=None,
+                drop_rate=0.0,
+                drop_path_rate=None,
+                drop_block_rate=None,
+            )
+        size = spec.image_size or resolve_data_config({}, model=model, use_test_size=mode != "training")["input_size"]
+        torch.manual_seed(1337)
+        x = torch.randint(256, size=(bs, *size), device=device).to(torch.float32)
+        x = (x - x.mean()) / x.std()
+        return model, (x,)
+
+    import transformers
+
+    model_cls = getattr(transformers, spec.cls)
+    config = (getattr(transformers, spec.config) if spec.config else model_cls.config_class)(**spec.config_kwargs)
+    # dropout kept as a kernel that drops nothing (eager and compiled draw different numbers)
+    for key, value in config.to_dict().items():
+        if "drop" in key and isinstance(value, float):
+            setattr(config, key, 1e-30)
+    if spec.cls.startswith(("GPT2ForSequenceClassification", "Roberta")):
+        config.pad_token_id = 0
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+    with torch.device(device):
+        model = model_cls(config)
+    if hasattr(model, "config") and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False
+    seq = spec.seq_len
+    vocab = model.config.vocab_size
+    torch.manual_seed(1337)
+    if spec.name.startswith("Roberta"):
+        ids = torch.randint(0, 1, (bs, seq), device=device, dtype=torch.int64)
+    else:
+        ids = torch.randint(0, vocab, (bs, seq), device=device, dtype=torch.int64)
+    if "Bart" in spec.name and model.config.eos_token_id is not None:
+        ids[:, -1] = model.config.eos_token_id
+    inputs = {"input_ids": ids}
+    if spec.name.startswith(("T5", "M2M100", "MT5")):
+        inputs["decoder_input_ids"] = ids
+    if spec.suite == "llm":
+        if mode == "training":
+            inputs["labels"] = ids
+    else:
+        inputs.update(_hf_labels(spec, model, bs, seq, device))
+    return model, inputs
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, x)
+
+
+def _clone(x: Any) -> Any:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, x)
+
+
+class Runner:
+    """The harness's ``forward_pass`` / ``forward_and_backward_pass`` for one model and mode."""
+
+    def __init__(self, spec: Spec, mode: str, device: str, amp: bool) -> None:
+        import torch
+
+        self.spec, self.mode, self.device, self.amp = spec, mode, device, amp
+        self.optimizer: Any = None
+
+        # the harness's optimizer_zero_grad: never traced (a graph break before the forward)
+        def zero_grad(mod: Any) -> None:
+            if self.optimizer is not None:
+                self.optimizer.zero_grad(True)
+            else:
+                mod.zero_grad(True)
+
+        self.zero_grad = torch._disable_dynamo(zero_grad, recursive=True)
+
+    def init_optimizer(self, model: Any) -> None:
+        import torch
+
+        if self.mode != "training":
+            self.optimizer = None
+        elif self.device == "cuda" and not self.spec.use_sgd:
+            self.optimizer = torch.optim.Adam(model.parameters(), lr=0.01, capturable=True, foreach=True)
+        else:
+            # the harness's SGD models; on the CPU (no capturable Adam) SGD, compiled with the step
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+            if self.device == "cuda":
+                self.optimizer.step = torch._dynamo.disable(self.optimizer.step)
+
+    def _call(self, mod: Any, inputs: Any) -> Any:
+        return mod(**inputs) if isinstance(inputs, dict) else mod(*inputs)
+
+    def _autocast(self) -> Any:
+        import torch
+
+        if self.amp:
+            return torch.autocast(device_type=self.device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def loss(self, pred: Any) -> Any:
+        if self.spec.vision:
+            from torch._dynamo.testing import reduce_to_scalar_loss
+
+            if isinstance(pred, tuple):
+                pred = pred[0]
+            return reduce_to_scalar_loss(pred) * self.spec.loss_scale
+        return pred[0]
+
+    def forward(self, mod: Any, inputs: Any) -> Any:
+        import torch
+
+        with torch.no_grad(), self._autocast():
+            out = self._call(mod, inputs)
+        return out.logits if self.spec.suite == "llm" else out
+
+    def step(self, mod: Any, inputs: Any) -> Any:
+        self.zero_grad(mod)
+        with self._autocast():
+            loss = self.loss(self._call(mod, inputs))
+        loss.backward()
+        if self.optimizer is not None:
+            self.optimizer.step()
+        return loss
+
+    def fn(self) -> Any:
+        return self.forward if self.mode == "inference" else self.step
+
+    def results(self, mod: Any, out: Any) -> Any:
+        """What accuracy compares: the output (inference), or loss, grads, params, buffers."""
+        if self.mode == "inference":
+            return out
+        from torch._dynamo.testing import collect_results
+
+        return collect_results(mod, None, out, [])
+
+    def run_n(self, mod: Any, inputs: Any, fn: Any, n: int = 2) -> Any:
+        """The harness's ``run_n_iterations``: n calls, the last one's results."""
+        from torch._dynamo.utils import clone_inputs
+
+        out = None
+        for _ in range(n):
+            out = fn(mod, clone_inputs(inputs) if isinstance(inputs, dict) else _clone(inputs))
+        return self.results(mod, out)
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Any, mod: Any, inputs: Any, device: str) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn(mod, inputs)
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _tensors(x: Any) -> list:
+    """Tensors of a nested output, in order (ModelOutput is a dict)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _tensors(v)]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors(v)]
+    return []
+
+
+def max_error(ref: Any, res: Any) -> float:
+    """max |res - ref| / (1 + |ref|) over every floating element (the harness's check_tolerance)."""
+    import torch
+
+    worst = 0.0
+    for a, b in zip(_tensors(ref), _tensors(res)):
+        if not a.is_floating_point() or a.shape != b.shape or a.numel() == 0:
+            continue
+        a, b = a.detach().float(), b.detach().float().to(a.device)
+        err = ((a - b).abs() / (1 + a.abs())).nan_to_num(nan=float("inf")).max().item()
+        both_nan = bool(torch.isnan(a).any()) and bool(torch.isnan(b).any())
+        worst = max(worst, 0.0 if both_nan and math.isinf(err) else err)
+    return worst
+
+
+def _counters() -> dict:
+    from torch._dynamo.utils import counters
+
+    return {
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+    }
+
+
+def _backend_metrics(backend: str) -> dict:
+    if backend == "tilefuse":
+        from tilefuse import metrics as m
+
+        return {
+            "kernels": m.generated_kernel_count,
+            "reused_kernels": m.reused_kernel_count,
+            "aten_graphs": m.generated_graph_count,
+            "eager_graphs": m.eager_graph_count,
+            "fallback_kernels": m.fallback_kernel_count,
+            "extern_kernels": m.extern_kernel_count,
+        }
+    from torch._inductor import metrics as im
+
+    return {"kernels": im.generated_kernel_count}
+
+
+def _reset_backend_metrics(backend: str) -> None:
+    if backend == "tilefuse":
+        from tilefuse import metrics as m
+
+        m.reset()
+    else:
+        from torch._inductor import metrics as im
+
+        im.reset()
+
+
+def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Namespace) -> dict:
+    """One row: accuracy, compile time, memory, speedup and counts of ``backend`` on ``spec``."""
+    import copy
+    import gc
+
+    import torch
+    from torch._dynamo.utils import counters, same
+
+    row: dict = {"suite": spec.suite, "model": spec.name, "mode": mode, "backend": backend, "device": device}
+    bs = opts.batch_size or spec.batch_size
+    row["batch_size"] = bs
+    lowp = device == "cuda" and not spec.fp32_only  # bf16 inference / bf16 autocast training
+    runner = Runner(spec, mode, device, amp=lowp and mode == "training")
+    tol = spec.tol_training if mode == "training" else spec.tol_inference
+    row["tol"] = tol
+
+    def free() -> None:
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+    grad = torch.enable_grad() if mode == "training" else torch.no_grad()
+    with grad:
+        try:
+            model, inputs = build(spec, device, opts.batch_size, mode)
+            model.train(mode == "training")
+        except Exception as e:  # noqa: BLE001
+            row.update(status="eager_fail", error=f"build: {type(e).__name__}: {e}"[:300])
+            return row
+
+        # 1. the fp64 reference
+        cosine = False
+        fp64 = None
+        try:
+            m64, in64 = copy.deepcopy(model).to(torch.float64), _cast(inputs, torch.float64)
+            runner.init_optimizer(m64)
+            torch.manual_seed(1337)
+            fp64 = _detach(runner.run_n(m64, in64, runner.fn(), opts.iterations))
+            del m64, in64
+        except Exception as e:  # noqa: BLE001 - out of memory, or an op without fp64 kernels
+            fp64, cosine = None, True
+            row["fp64_error"] = f"{type(e).__name__}: {e}"[:200]
+        runner.optimizer = None
+        free()
+        row["acc_ref"] = "cosine" if cosine else "fp64"
+
+        if lowp and mode == "inference":
+            model, inputs = model.to(torch.bfloat16), _cast(inputs, torch.bfloat16)
+
+        # 2. eager, twice
+        try:
+            results = []
+            for _ in range(2):
+                m = copy.deepcopy(model)
+                runner.init_optimizer(m)
+                torch.manual_seed(1337)
+                with torch.compiler.set_stance("force_eager"):
+                    results.append(_detach(runner.run_n(m, inputs, runner.fn(), opts.iterations)))
+                del m
+                runner.optimizer = None
+                free()
+        except Exception as e:  # noqa: BLE001
+            row.update(status="eager_fail", error=f"eager: {type(e).__name__}: {e}"[:300])
+            return row
+        eager_out = results[0]
+        try:
+            eager_same = same(eager_out, results[1], fp64_ref=None, cos_similarity=False, tol=0, equal_nan=True)
+        except Exception:  # noqa: BLE001
+            eager_same = False
+        del results
+        free()
+
+        # 3. compiled: first call (compile), second call, accuracy
+        torch._dynamo.reset()
+        counters.clear()
+        _reset_backend_metrics(backend)
+        mc = copy.deepcopy(model)
+        del model
+        runner.init_optimizer(mc)
+        fn = runner.fn()
+        compiled = torch.compile(fn, backend=backend)
+        try:
+            torch.manual_seed(1337)
+            from torch._dynamo.utils import clone_inputs
+
+            out = None
+            for i in range(opts.iterations):  # as run_n: the first call compiles, the last is checked
+                args = clone_inputs(inputs) if isinstance(inputs, dict) else _clone(inputs)
+                _sync(device)
+                t0 = time.perf_counter()
+                out = compiled(mc, args)
+                _sync(device)
+                if i == 0:
+                    row["first_call_s"] = round(time.perf_counter() - t0, 3)
+            new_out = _detach(runner.results(mc, out))
+            del out
+        except Exception as e:  # noqa: BLE001
+            row.update(_counters(), **_backend_metrics(backend))
+            oom = isinstance(e, torch.OutOfMemoryError)
+            row.update(status="oom" if oom else "error", error=f"compiled: {type(e).__name__}: {e}"[:300])
+            return row
+        row.update(_counters(), **_backend_metrics(backend))
+        if not eager_same:
+            row["accuracy"] = "eager_two_runs_differ"
+        else:
+            try:
+                ok = same(
+                    eager_out,
+                    new_out,
+                    fp64_ref=fp64,
+                    cos_similarity=cosine,
+                    tol=tol,
+                    equal_nan=True,
+                    use_larger_multiplier_for_smaller_tensor=spec.larger_multiplier,
+                )
+            except Exception:  # noqa: BLE001
+                ok = False
+            row["accuracy"] = "pass" if ok else "fail_accuracy"
+        try:
+            row["max_err"] = float(f"{max_error(eager_out, new_out):.3g}")
+        except Exception:  # noqa: BLE001
+            row["max_err"] = float("nan")
+        del eager_out, new_out, fp64
+        free()
+
+        # 4. memory and speed, warm, eager and compiled on the same model object
+        try:
+            for _ in range(opts.warmup):
+                with torch.compiler.set_stance("force_eager"):
+                    fn(mc, inputs)
+                compiled(mc, inputs)
+            if device == "cuda":
+                peaks = []
+                for stance in ("force_eager", "default"):
+                    free()
+                    torch.cuda.reset_peak_memory_stats()
+                    with torch.compiler.set_stance(stance):
+                        (fn if stance == "force_eager" else compiled)(mc, inputs)
+                    torch.cuda.synchronize()
+                    peaks.append(torch.cuda.max_memory_allocated() / 2**30)
+                row["eager_peak_gib"] = round(peaks[0], 3)
+                row["peak_gib"] = round(peaks[1], 3)
+                row["mem_ratio"] = round(peaks[1] / peaks[0], 3) if peaks[0] else None
+            t_eager, t_comp = [], []
+            for _ in range(opts.repeat):
+                with torch.compiler.set_stance("force_eager"):
+                    t_eager.append(_timed(fn, mc, inputs, device))
+                t_comp.append(_timed(compiled, mc, inputs, device))
+        except Exception as e:  # noqa: BLE001
+            oom = isinstance(e, torch.OutOfMemoryError)
+            row.update(status="oom" if oom else "error", error=f"timing: {type(e).__name__}: {e}"[:300])
+            return row
+        if t_eager:
+            e_med, c_med = statistics.median(t_eager), statistics.median(t_comp)
+            row["eager_ms"] = round(e_med * 1e3, 3)
+            row["compiled_ms"] = round(c_med * 1e3, 3)
+            row["speedup"] = round(e_med / c_med, 4) if c_med > 0 else None
+            row["compile_s"] = round(row["first_call_s"] - e_med, 3)
+        # counts again: a recompile during timing shows here
+        row.update(_counters(), **_backend_metrics(backend))
+        row["status"] = "ok"
+    return row
+
+
+def _detach(x: Any) -> Any:
+    """A detached copy of a nested output (a ModelOutput becomes a plain dict with its keys)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, dict):
+        return {k: _detach(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_detach(v) for v in x]
+    return x
+
+
+def child_main(opts: argparse.Namespace) -> int:
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the harness
+    if opts.backend == "tilefuse":
+        import tilefuse  # noqa: F401  (registers the backend, checks the environment)
+    for spec, mode in [(find_spec(n), m) for n in opts.child.split(",") for m in opts.modes.split(",")]:
+        t0 = time.perf_counter()
+        try:
+            row = measure(spec, mode, opts.backend, opts.device, opts)
+        except Exception as e:  # noqa: BLE001
+            row = {"suite": spec.suite, "model": spec.name, "mode": mode, "backend": opts.backend}
+            row.update(status="error", error=f"{type(e).__name__}: {e}"[:300])
+        row["wall_s"] = round(time.perf_counter() - t0, 1)
+        print(ROW_TAG + json.dumps(row, default=str), flush=True)
+        try:
+            torch._dynamo.reset()
+        except Exception:  # noqa: BLE001
+            pass
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# parent: one child per (model, mode, backend), rows into the CSV, the table
+
+COLUMNS = [
+    "suite",
+    "model",
+    "mode",
+    "backend",
+    "status",
+    "accuracy",
+    "acc_ref",
+    "max_err",
+    "tol",
+    "speedup",
+    "eager_ms",
+    "compiled_ms",
+    "first_call_s",
+    "compile_s",
+    "eager_peak_gib",
+    "peak_gib",
+    "mem_ratio",
+    "graphs",
+    "graph_breaks",
+    "kernels",
+    "reused_kernels",
+    "aten_graphs",
+    "eager_graphs",
+    "fallback_kernels",
+    "extern_kernels",
+    "batch_size",
+    "device",
+    "wall_s",
+    "error",
+]
+
+
+def _child_env(caches: str, warm: bool, device: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")) if p)
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # kernels on CPU tensors run in Triton's interpreter
+    if not warm:
+        env["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
+        env["TILEFUSE_CACHE_DIR"] = os.path.join(caches, "tilefuse")
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
+    return env
+
+
+def run_child(specs: list[Spec], modes: list[str], backend: str, opts: argparse.Namespace, log: Any) -> list[dict]:
+    """Run one child process for these models and modes; a row for each, made up from the child's
+    exit (crash, timeout, oom) where it did not report one."""
+    names = ",".join(s.name for s in specs)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", names, "--backend", backend]
+    cmd += ["--modes", ",".join(modes), "--device", opts.device, "--repeat", str(opts.repeat)]
+    cmd += ["--warmup", str(opts.warmup), "--iterations", str(opts.iterations)]
+    if opts.batch_size:
+        cmd += ["--batch-size", str(opts.batch_size)]
+    caches = tempfile.mkdtemp(prefix="tf_zoo_")
+    t0 = time.perf_counter()
+    status, out = None, ""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_child_env(caches, opts.warm_caches, opts.device),
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=opts.timeout)
+        if proc.returncode != 0:
+            status = "crash"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        status = "timeout"
+    finally:
+        shutil.rmtree(caches, ignore_errors=True)
+    wall = time.perf_counter() - t0
+    if log is not None:
+        log.write(f"===== {names} {','.join(modes)} {backend} rc={proc.returncode} {wall:.0f}s\n{out}\n")
+        log.flush()
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith(ROW_TAG):
+            r = json.loads(line[len(ROW_TAG) :])
+            rows[r["model"], r["mode"]] = r
+    result = []
+    for spec, mode in [(s, m) for s in specs for m in modes]:
+        if (spec.name, mode) in rows:
+            result.append(rows[spec.name, mode])
+            continue
+        tail = " | ".join(line for line in out.strip().splitlines()[-3:])[-300:]
+        oom = "OutOfMemoryError" in out or "out of memory" in out
+        result.append(
+            {
+                "suite": spec.suite,
+                "model": spec.name,
+                "mode": mode,
+                "backend": backend,
+                "status": "oom" if oom and status == "crash" else (status or "crash"),
+                "device": opts.device,
+                "batch_size": opts.batch_size or spec.batch_size,
+                "wall_s": round(wall, 1),
+                "error": tail,
+            }
+        )
+    return result
+
+
+def read_csv(path: str) -> list[dict]:
+    if not path or not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def append_csv(path: str, row: dict) -> None:
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
+    n = _num(v)
+    return "-" if n is None else f"{n:{spec}}{suffix}"
+
+
+def _acc_cell(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if r.get("status") != "ok" and not r.get("accuracy"):
+        return str(r.get("status"))
+    acc = r.get("accuracy") or r.get("status")
+    cell = "pass" if acc == "pass" else ("**FAIL**" if acc == "fail_accuracy" else str(acc))
+    if r.get("acc_ref") == "cosine":
+        cell += " (cos)"
+    if r.get("status") not in ("ok", None, ""):
+        cell += f" / {r['status']}"
+    return cell
+
+
+def _passed(r: dict | None) -> bool:
+    return r is not None and r.get("status") == "ok" and r.get("accuracy") == "pass"
+
+
+def report(rows: list[dict], backends: list[str]) -> str:
+    """The markdown table: one line per model and mode with every backend, then geomeans."""
+    # the last row of each (model, mode, backend) wins (a rerun after --resume replaces nothing)
+    by: dict = {}
+    order: list = []
+    for r in rows:
+        key = (r.get("suite"), r.get("model"), r.get("mode"))
+        if key not in by:
+            by[key] = {}
+            order.append(key)
+        by[key][r.get("backend")] = r
+    backends = [b for b in backends if any(b in v for v in by.values())] or backends
+    tf, ind = "tilefuse", "inductor"
+    both = tf in backends and ind in backends
+    lines = []
+    head = ["model"]
+    for b in backends:
+        head += [f"{b} acc", f"{b} speedup"]
+    if both:
+        head += ["tf/ind"]
+    for b in backends:
+        head += [f"{b} compile s", f"{b} mem", f"{b} graphs/breaks", f"{b} kernels"]
+    for suite in [s for s in ("hf", "timm", "llm", "smoke") if any(k[0] == s for k in order)]:
+        for mode in MODES:
+            keys = [k for k in order if k[0] == suite and k[2] == mode]
+            if not keys:
+                continue
+            lines += [f"### {suite} {mode}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            speed: dict = {b: [] for b in backends}
+            ratios = []
+            fails = {b: 0 for b in backends}
+            for k in keys:
+                cells = [k[1]]
+                rs = {b: by[k].get(b) for b in backends}
+                for b in backends:
+                    r = rs[b]
+                    s = _num(r.get("speedup")) if r and r.get("status") == "ok" else None
+                    if s:
+                        speed[b].append(s)
+                    if r is not None and not _passed(r):
+                        fails[b] += 1
+                    cells += [_acc_cell(r), _fmt(s, ".2f", "x") if r else ""]
+                if both:
+                    a = _num(rs[tf].get("speedup")) if rs[tf] and rs[tf].get("status") == "ok" else None
+                    c = _num(rs[ind].get("speedup")) if rs[ind] and rs[ind].get("status") == "ok" else None
+                    ratio = a / c if a and c else None
+                    if ratio:
+                        ratios.append(ratio)
+                    cells.append(_fmt(ratio, ".2f", "x"))
+                for b in backends:
+                    r = rs[b] or {}
+                    kern = _fmt(r.get("kernels"), ".0f")
+                    if b == tf and r.get("fallback_kernels") not in (None, ""):
+                        kern += f" (fb {_fmt(r.get('fallback_kernels'), '.0f')}"
+                        if _num(r.get("eager_graphs")):
+                            kern += f", EAGER {_fmt(r.get('eager_graphs'), '.0f')}"
+                        kern += ")"
+                    gb = f"{_fmt(r.get('graphs'), '.0f')}/{_fmt(r.get('graph_breaks'), '.0f')}" if r else ""
+                    cells += [_fmt(r.get("compile_s"), ".1f"), _fmt(r.get("mem_ratio"), ".2f"), gb, kern if r else ""]
+                lines.append("| " + " | ".join(cells) + " |")
+            cells = ["**geomean**"]
+            for b in backends:
+                g = geomean(speed[b])
+                cells += [f"{fails[b]} not passed", (_fmt(g, ".2f", "x") + f" ({len(speed[b])})") if g else "-"]
+            if both:
+                g = geomean(ratios)
+                cells.append((_fmt(g, ".2f", "x") + f" ({len(ratios)})") if g else "-")
+            cells += [""] * (len(head) - len(cells))
+            lines += ["| " + " | ".join(cells) + " |", ""]
+    lines.append(
+        "acc: pass / **FAIL** (fail_accuracy) / another status; (cos): cosine similarity (no fp64 reference). "
+        "speedup: median eager / median compiled. tf/ind: tilefuse speedup / Inductor speedup (> 1: tilefuse "
+        "faster). compile s: first call - eager call. mem: peak compiled / peak eager. kernels: Triton "
+        "kernels generated (fb: tilefuse's aten fallback ops; EAGER: graphs tilefuse ran eagerly). geomean: "
+        "over the models that ran (count in brackets); 'not passed': rows whose accuracy is not pass."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: give i/n, e.g. 2/5") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: i must be in 1..n")
+    return i, n
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a positive number")
+    return v
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
+    ap.add_argument("--suite", default="all", choices=("hf", "timm", "llm", "all"))
+    ap.add_argument("--set", default="core", choices=("core", "full"), help="HF models: one per family, or all")
+    ap.add_argument("--mode", default="both", choices=("inference", "training", "both"))
+    ap.add_argument("--only", default="", help="NAME[,NAME]: these models only")
+    ap.add_argument("--backends", default="tilefuse,inductor")
+    ap.add_argument("--repeat", type=_positive, default=20, help="timing rounds (eager and compiled interleaved)")
+    ap.add_argument("--warmup", type=int, default=3, help="warm calls of each before timing")
+    ap.add_argument("--iterations", type=_positive, default=2, help="calls per accuracy run (the last is checked)")
+    ap.add_argument("--batch-size", type=_positive, default=None, help="override every model's batch size")
+    ap.add_argument("--csv", default=None, help="rows are appended here (default zoo.csv; --cpu-smoke: none)")
+    ap.add_argument("--out", default="", help="write the markdown table here too")
+    ap.add_argument("--resume", action="store_true", help="skip (model, mode, backend) rows already in --csv")
+    ap.add_argument("--shard", type=_parse_shard, default=None, help="i/n: the i-th of n parts of the model list")
+    ap.add_argument("--timeout", type=_positive, default=540, help="seconds per child process")
+    ap.add_argument("--time-budget", type=_positive, default=None, help="start no child after this many seconds")
+    ap.add_argument("--device", default=None, choices=("cuda", "cpu"))
+    ap.add_argument("--warm-caches", action="store_true", help="children share the caches (default: cold)")
+    ap.add_argument("--log", default="", help="append every child's output to this file")
+    ap.add_argument("--list", action="store_true", help="print the models and exit")
+    ap.add_argument("--report", action="store_true", help="only print (and --out) the table of --csv")
+    ap.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU through the interpreter")
+    # a child process (internal)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--backend", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--modes", default=None, help=argparse.SUPPRESS)
+    return ap, ap.parse_args(argv)
+
+
+def select(opts: argparse.Namespace, ap: argparse.ArgumentParser) -> list[Spec]:
+    if opts.cpu_smoke:
+        specs = list(SMOKE)
+    else:
+        specs = [s for s in zoo(opts.set) if opts.suite in ("all", s.suite)]
+    if opts.only:
+        names = [n for n in opts.only.split(",") if n]
+        known = {s.name: s for s in zoo("full") + SMOKE}
+        for n in names:
+            if n not in known:
+                ap.error(f"--only: unknown model {n!r} (--list shows them)")
+        wanted = set(names)
+        specs = [known[n] for n in known if n in wanted]
+    if opts.shard:
+        i, n = opts.shard
+        specs = specs[i - 1 :: n]
+    return specs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, opts = parse_args(argv)
+    if opts.child:
+        return child_main(opts)
+    backends = [b for b in opts.backends.split(",") if b]
+    if not backends or any(b not in BACKENDS for b in backends):
+        ap.error(f"--backends {opts.backends!r}: choose one or more of {','.join(BACKENDS)}")
+    if opts.cpu_smoke:
+        if opts.backends != "tilefuse,inductor" and backends != ["tilefuse"]:
+            ap.error("--cpu-smoke runs tilefuse only")
+        backends = ["tilefuse"]
+        opts.device = "cpu"
+        opts.repeat, opts.warmup, opts.iterations = 1, 0, 1
+    if opts.csv is None and not opts.cpu_smoke:
+        opts.csv = "zoo.csv"
+    if opts.report:
+        rows = read_csv(opts.csv)
+        if not rows:
+            ap.error(f"--report: no rows in {opts.csv!r}")
+        text = report(rows, backends)
+        print(text)
+        if opts.out:
+            with open(opts.out, "w") as f:
+                f.write(text)
+        return 0
+    specs = select(opts, ap)
+    if opts.list:
+        for s in specs:
+            print(f"{s.suite:5} {s.name:42} batch {s.batch_size:4} {'train+infer' if s.training else 'infer only'}")
+        return 0
+    if opts.device is None:
+        opts.device = "cuda" if _cuda_available() else "cpu"
+        if opts.device == "cpu":
+            print("no CUDA device: the zoo measures GPUs (try --cpu-smoke); nothing run")
+            return 0
+    modes = list(MODES) if opts.mode == "both" else [opts.mode]
+    done = set()
+    if opts.resume and opts.csv:
+        done = {(r["model"], r["mode"], r["backend"]) for r in read_csv(opts.csv)}
+    log = open(opts.log, "a") if opts.log else None  # noqa: SIM115
+    start = time.perf_counter()
+    new_rows: list[dict] = []
+    try:
+        if opts.cpu_smoke:  # one process for every tiny model: its start-up is most of the time
+            jobs = [(specs, modes, backends[0])]
+        else:  # one process per model, mode and backend
+            jobs = [([s], [m], b) for s in specs for b in backends for m in modes if m == "inference" or s.training]
+        for job_specs, job_modes, backend in jobs:
+            todo = [(s, m) for s in job_specs for m in job_modes if (s.name, m, backend) not in done]
+            if not todo:
+                continue
+            if opts.time_budget and time.perf_counter() - start > opts.time_budget:
+                print(f"--time-budget {opts.time_budget}s spent: stopping before {job_specs[0].name} ({backend})")
+                break
+            for row in run_child(job_specs, job_modes, backend, opts, log):
+                if (row["model"], row["mode"], backend) in done:
+                    continue
+                if opts.csv:
+                    append_csv(opts.csv, row)
+                new_rows.append(row)
+                print(_progress(row), flush=True)
+    finally:
+        if log is not None:
+            log.close()
+    rows = read_csv(opts.csv) if opts.csv and not opts.cpu_smoke else new_rows
+    text = report(rows, backends)
+    print()
+    print(text)
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(text)
+    if opts.cpu_smoke:
+        bad = [r for r in new_rows if not _passed(r) or _num(r.get("eager_graphs")) != 0]
+        for r in bad:
+            print(f"FAILED: {r['model']} {r['mode']}: {r.get('status')} {r.get('accuracy')} {r.get('error', '')}")
+        return 1 if bad or not new_rows else 0
+    return 0
+
+
+def _progress(r: dict) -> str:
+    parts = [f"{r.get('model')} {r.get('mode')} {r.get('backend')}: {r.get('status')}"]
+    if r.get("accuracy"):
+        parts.append(f"acc {r['accuracy']} (max_err {r.get('max_err')})")
+    if r.get("speedup") is not None:
+        parts.append(f"speedup {r['speedup']}x")
+    if r.get("compile_s") is not None:
+        parts.append(f"compile {r['compile_s']}s")
+    if r.get("kernels") is not None:
+        parts.append(f"kernels {r['kernels']}")
+    if r.get("eager_graphs"):
+        parts.append(f"EAGER graphs {r['eager_graphs']}")
+    parts.append(f"{r.get('wall_s')}s")
+    if r.get("error"):
+        parts.append(f"error: {r['error'][:200]}")
+    return ", ".join(parts)
+
+
+def _cuda_available() -> bool:
+    """Asked in a child, so the parent never initializes CUDA (nor imports torch)."""
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
