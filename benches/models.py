@@ -132,6 +132,7 @@ class Spec:
     core: bool = True  # in --set core
     training: bool = True
     vision: bool = False  # a timm model (image input, loss = mean of the output)
+    skip_accuracy: bool = False  # the harness's large models: no fp64 reference nor eager rerun fits
 
 
 def _hf_seq_len(name: str) -> int:
@@ -254,6 +255,7 @@ def _hf_spec(name: str) -> Spec:
         core=core,
         # the harness's only_inference: fails with Dynamo in train mode
         training=name != "M2M100ForConditionalGeneration",
+        skip_accuracy=name in ("DebertaV2ForMaskedLM", "BlenderbotForCausalLM"),
     )
 
 
@@ -282,6 +284,8 @@ _TIMM = {
 
 def _timm_spec(name: str) -> Spec:
     bs, div = _TIMM[name]
+    if name == "vit_base_patch14_dinov2.lvd142m":
+        div = 4  # at 518 x 518 (1370 tokens an image) a training step of 128 does not fit 80 GB
     if name == "beit_base_patch16_224":
         tol = 0.16
     elif name in ("deit_base_distilled_patch16_224", "vit_base_patch16_siglip_256"):
@@ -746,45 +750,48 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
 
         # 1. the fp64 reference
         cosine = False
-        fp64 = None
-        try:
-            m64, in64 = copy.deepcopy(model).to(torch.float64), _cast(inputs, torch.float64)
-            runner.init_optimizer(m64)
-            torch.manual_seed(1337)
-            fp64 = _detach(runner.run_n(m64, in64, runner.fn(), opts.iterations))
-            del m64, in64
-        except Exception as e:  # noqa: BLE001 - out of memory, or an op without fp64 kernels
-            fp64, cosine = None, True
-            row["fp64_error"] = f"{type(e).__name__}: {e}"[:200]
-        runner.optimizer = None
-        free()
-        row["acc_ref"] = "cosine" if cosine else "fp64"
+        fp64 = m64 = in64 = None
+        if not spec.skip_accuracy:
+            try:
+                m64, in64 = copy.deepcopy(model).to(torch.float64), _cast(inputs, torch.float64)
+                runner.init_optimizer(m64)
+                torch.manual_seed(1337)
+                fp64 = _detach(runner.run_n(m64, in64, runner.fn(), opts.iterations))
+            except Exception as e:  # noqa: BLE001 - out of memory, or an op without fp64 kernels
+                fp64, cosine = None, True
+                row["fp64_error"] = f"{type(e).__name__}: {e}"[:200]
+            finally:
+                m64 = in64 = None
+                runner.optimizer = None
+                free()
+        row["acc_ref"] = "skipped" if spec.skip_accuracy else ("cosine" if cosine else "fp64")
 
         if lowp and mode == "inference":
             model, inputs = model.to(torch.bfloat16), _cast(inputs, torch.bfloat16)
 
-        # 2. eager, twice
-        try:
-            results = []
-            for _ in range(2):
-                m = copy.deepcopy(model)
-                runner.init_optimizer(m)
-                torch.manual_seed(1337)
-                with torch.compiler.set_stance("force_eager"):
+        # 2. eager, twice (the harness's check that eager itself is deterministic)
+        eager_out, eager_same = None, True
+        if not spec.skip_accuracy:
+            results: list = []
+            m = None
+            try:
+                for _ in range(2):
+                    m = copy.deepcopy(model)
+                    runner.init_optimizer(m)
+                    torch.manual_seed(1337)
                     results.append(_detach(runner.run_n(m, inputs, runner.fn(), opts.iterations)))
-                del m
-                runner.optimizer = None
-                free()
-        except Exception as e:  # noqa: BLE001
-            row.update(status="eager_fail", error=f"eager: {type(e).__name__}: {e}"[:300])
-            return row
-        eager_out = results[0]
-        try:
-            eager_same = same(eager_out, results[1], fp64_ref=None, cos_similarity=False, tol=0, equal_nan=True)
-        except Exception:  # noqa: BLE001
-            eager_same = False
-        del results
-        free()
+                    m = runner.optimizer = None
+                    free()
+            except Exception as e:  # noqa: BLE001
+                row.update(status="eager_fail", error=f"eager: {type(e).__name__}: {e}"[:300])
+                return row
+            eager_out = results[0]
+            try:
+                eager_same = same(eager_out, results[1], fp64_ref=None, cos_similarity=False, tol=0, equal_nan=True)
+            except Exception:  # noqa: BLE001
+                eager_same = False
+            results = []
+            free()
 
         # 3. compiled: first call (compile), second call, accuracy
         torch._dynamo.reset()
@@ -816,7 +823,9 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
             row.update(status="oom" if oom else "error", error=f"compiled: {type(e).__name__}: {e}"[:300])
             return row
         row.update(_counters(), **_backend_metrics(backend))
-        if not eager_same:
+        if spec.skip_accuracy:
+            row["accuracy"] = "pass_due_to_skip"
+        elif not eager_same:
             row["accuracy"] = "eager_two_runs_differ"
         else:
             try:
@@ -832,10 +841,10 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
             except Exception:  # noqa: BLE001
                 ok = False
             row["accuracy"] = "pass" if ok else "fail_accuracy"
-        try:
-            row["max_err"] = float(f"{max_error(eager_out, new_out):.3g}")
-        except Exception:  # noqa: BLE001
-            row["max_err"] = float("nan")
+            try:
+                row["max_err"] = float(f"{max_error(eager_out, new_out):.3g}")
+            except Exception:  # noqa: BLE001
+                row["max_err"] = float("nan")
         del eager_out, new_out, fp64
         free()
 
@@ -952,8 +961,11 @@ COLUMNS = [
 ]
 
 
-def _child_env(caches: str, warm: bool, device: str) -> dict:
+def _child_env(caches: str, warm: bool, device: str, pycache: str) -> dict:
     env = dict(os.environ)
+    if pycache:  # imports from .pyc files after the first child (the GPU host writes none itself)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")) if p)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # kernels on CPU tensors run in Triton's interpreter
@@ -981,7 +993,7 @@ def run_child(specs: list[Spec], modes: list[str], backend: str, opts: argparse.
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=_child_env(caches, opts.warm_caches, opts.device),
+        env=_child_env(caches, opts.warm_caches, opts.device, opts.bytecode_cache),
         start_new_session=True,
     )
     try:
@@ -1195,6 +1207,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     ap.add_argument("--time-budget", type=_positive, default=None, help="start no child after this many seconds")
     ap.add_argument("--device", default=None, choices=("cuda", "cpu"))
     ap.add_argument("--warm-caches", action="store_true", help="children share the caches (default: cold)")
+    ap.add_argument(
+        "--bytecode-cache",
+        default=os.path.join(tempfile.gettempdir(), "tf_zoo_pycache"),
+        help="PYTHONPYCACHEPREFIX of the children ('' : none, Python's default)",
+    )
+    ap.add_argument("--isolate-modes", action="store_true", help="a process per mode too (default: per backend)")
     ap.add_argument("--log", default="", help="append every child's output to this file")
     ap.add_argument("--list", action="store_true", help="print the models and exit")
     ap.add_argument("--report", action="store_true", help="only print (and --out) the table of --csv")
@@ -1270,8 +1288,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if opts.cpu_smoke:  # one process for every tiny model: its start-up is most of the time
             jobs = [(specs, modes, backends[0])]
-        else:  # one process per model, mode and backend
-            jobs = [([s], [m], b) for s in specs for b in backends for m in modes if m == "inference" or s.training]
+        else:  # one process per model and backend (and mode, with --isolate-modes)
+            jobs = []
+            for s in specs:
+                spec_modes = [m for m in modes if m == "inference" or s.training]
+                groups = [[m] for m in spec_modes] if opts.isolate_modes else [spec_modes]
+                jobs += [([s], g, b) for b in backends for g in groups]
         for job_specs, job_modes, backend in jobs:
             todo = [(s, m) for s in job_specs for m in job_modes if (s.name, m, backend) not in done]
             if not todo:
