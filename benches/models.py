@@ -729,7 +729,8 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
     row: dict = {"suite": spec.suite, "model": spec.name, "mode": mode, "backend": backend, "device": device}
     bs = opts.batch_size or spec.batch_size
     row["batch_size"] = bs
-    lowp = device == "cuda" and not spec.fp32_only  # bf16 inference / bf16 autocast training
+    # bf16 inference / bf16 autocast training (the interpreter on the CPU: fp32 unless --precision bf16)
+    lowp = (opts.precision == "bf16" or (opts.precision == "auto" and device == "cuda")) and not spec.fp32_only
     runner = Runner(spec, mode, device, amp=lowp and mode == "training")
     tol = spec.tol_training if mode == "training" else spec.tol_inference
     row["tol"] = tol
@@ -982,7 +983,7 @@ def run_child(specs: list[Spec], modes: list[str], backend: str, opts: argparse.
     names = ",".join(s.name for s in specs)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", names, "--backend", backend]
     cmd += ["--modes", ",".join(modes), "--device", opts.device, "--repeat", str(opts.repeat)]
-    cmd += ["--warmup", str(opts.warmup), "--iterations", str(opts.iterations)]
+    cmd += ["--warmup", str(opts.warmup), "--iterations", str(opts.iterations), "--precision", opts.precision]
     if opts.batch_size:
         cmd += ["--batch-size", str(opts.batch_size)]
     caches = tempfile.mkdtemp(prefix="tf_zoo_")
@@ -1197,6 +1198,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     ap.add_argument("--backends", default="tilefuse,inductor")
     ap.add_argument("--repeat", type=_positive, default=20, help="timing rounds (eager and compiled interleaved)")
     ap.add_argument("--warmup", type=int, default=3, help="warm calls of each before timing")
+    ap.add_argument(
+        "--precision", default="auto", choices=("auto", "bf16", "fp32"), help="auto: bf16 on CUDA, fp32 on the CPU"
+    )
     ap.add_argument("--iterations", type=_positive, default=2, help="calls per accuracy run (the last is checked)")
     ap.add_argument("--batch-size", type=_positive, default=None, help="override every model's batch size")
     ap.add_argument("--csv", default=None, help="rows are appended here (default zoo.csv; --cpu-smoke: none)")
@@ -1226,7 +1230,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
 
 def select(opts: argparse.Namespace, ap: argparse.ArgumentParser) -> list[Spec]:
     if opts.cpu_smoke:
-        specs = list(SMOKE)
+        import importlib.util
+
+        specs = [s for s in SMOKE if not s.vision or importlib.util.find_spec("timm") is not None]
     else:
         specs = [s for s in zoo(opts.set) if opts.suite in ("all", s.suite)]
     if opts.only:
