@@ -9,7 +9,8 @@ PyTorch (the harness is the specification; nothing here is taken from it verbati
   model's vocabulary, its per-family sequence length and batch size, the labels that make the model
   return a loss). Dropout probabilities are set to 1e-30 before the model is built, so the dropout
   kernels run but keep every element: eager and compiled draw different random numbers. By default
-  one model per family (``--set core``, 28 models); ``--set full`` adds the second head of each family.
+  one model per family (``--set core``, 28 models); ``--set full`` adds the second head of each
+  family (42).
 * ``timm``: the harness's 18 TIMM models, ``pretrained=False``, its batch sizes, an image batch of
   the model's input size (random integers 0-255, normalized), loss = mean of the output (/1000 for
   mobilevit_s).
@@ -24,7 +25,9 @@ trace for the models the harness lists in ``BENCHMARK_USE_SGD``). The compiled f
 whole step (``torch.compile(step, backend=...)``, as the harness compiles its ``model_iter_fn``), so
 the optimizer's update is compiled too; zero_grad runs eagerly.
 
-Per (model, mode, backend), in a fresh process with empty Triton / Inductor / tilefuse caches:
+Per (model, mode, backend), in a child process with empty Triton / Inductor / tilefuse caches
+(one process per model and backend runs its modes in turn, inference first; ``--isolate-modes``: one
+per mode too, so the training step's compile does not find Triton already set up):
 
 1. accuracy, as the harness's ``check_accuracy``: the model in fp64 runs two iterations (the
    reference), eager runs them twice (a difference: ``eager_two_runs_differ``), then the compiled
@@ -50,39 +53,56 @@ Per (model, mode, backend), in a fresh process with empty Triton / Inductor / ti
    ran tilefuse's code), ``fallback_kernels`` (aten ops without a lowering), ``extern_kernels``
    (mm, conv, attention calls), ``reused_kernels``.
 
-The parent process runs one child process per (model, mode, backend) with a timeout
-(``--timeout``); a crash, hang or OOM of one model becomes a row with its ``status`` (``crash``,
-``timeout``, ``oom``, ``error``) and the zoo goes on. Each row is appended to ``--csv`` as soon as
-its child ends, so ``--resume`` skips the rows already there (run the same command again after a
-cut) and ``--shard i/n`` splits the model list into n parts. At the end (and with ``--report``
-alone, from the CSV) a table is printed and written to ``--out``: one line per model and mode with
-both backends (accuracy, speedup, tilefuse / Inductor speedup ratio, compile seconds, memory
-ratio, graphs / breaks, kernels and tilefuse's fallback kernels), then per suite and mode the
-geometric means of the speedups (over models that ran; the ratio over models both ran) and the
-count of accuracy failures. Statuses: ``ok``; ``eager_fail`` (the model fails eagerly: not a
-backend's fault); ``error`` (compiling or running compiled raised), ``oom``, ``crash``, ``timeout``.
+The parent process (it never imports torch) runs the children one after another, each with a
+timeout (``--timeout``); a crash, hang or OOM of one model becomes a row with its ``status``
+(``crash``, ``timeout``, ``oom``, ``error``) and the zoo goes on. Children share a Python bytecode
+cache (``--bytecode-cache``; the GPU host sets ``PYTHONDONTWRITEBYTECODE``, so without it each
+child would compile every module of torch, transformers and timm from source). Each row is
+appended to ``--csv`` as soon as its child ends, so ``--resume`` skips the rows already there (run
+the same command again after a cut) and ``--shard i/n`` takes every n-th model of the list from the
+i-th. At the end (and with ``--report`` alone, from the CSV) a table is printed and written to
+``--out``: per suite and mode, one line per model with both backends (accuracy, speedup, tilefuse /
+Inductor speedup ratio, compile seconds, memory ratio, graphs / breaks, kernels and tilefuse's
+fallback ops), then the geometric means of the speedups (over the models that ran; the ratio over
+the models both ran) and the count of rows that did not pass accuracy. Statuses: ``ok``;
+``eager_fail`` (the model fails eagerly: not a backend's fault); ``error`` (compiling or running
+compiled raised), ``oom``, ``crash``, ``timeout``. Accuracy: ``pass``, ``fail_accuracy``,
+``eager_two_runs_differ``, ``pass_due_to_skip`` (the harness's large models, DebertaV2ForMaskedLM
+and BlenderbotForCausalLM: no fp64 copy fits beside them). CSV columns beyond those above:
+``eager_ms`` / ``compiled_ms`` (medians), ``eager_peak_gib`` / ``peak_gib``, ``tol``,
+``batch_size``, ``wall_s`` (the child's seconds for that mode), ``error``.
 
-On the GPU (a 10-minute limit per command: shards of a few models; ``--list`` prints the models
-with their suite and batch size). Rough time per model and mode, both backends, on an H100: small
-HF / timm models 1-2 minutes, base-size models 2-4, LLM training 3-5 (Inductor's compile dominates).
-A sensible order:
+Differences from the harness: bf16 (not fp16) autocast for training, so no grad scaler; the
+harness's fp32 accuracy runs and its bf16 performance runs are one run here (accuracy of the first
+compiled calls, then timing of the same compiled function); dropout at 1e-30 set before the model
+is built (the harness sets it on the config after, where most models no longer read it, and relies
+on Inductor's ``fallback_random``); vit_base_patch14_dinov2 at a quarter of the harness's batch (its
+518 x 518 training step of 128 needs more than 80 GB); CamemBert (not a transformers class) and the
+harness's skipped models (Reformer, GPT-J, GPT-Neo, BlenderbotForConditionalGeneration) left out.
 
-    python benches/models.py --list
-    python benches/models.py --suite llm --mode inference --csv zoo.csv          # ~4 min
-    python benches/models.py --suite hf --shard 1/12 --csv zoo.csv --resume     # ...one per call
-    python benches/models.py --suite timm --shard 1/8 --csv zoo.csv --resume
-    python benches/models.py --report --csv zoo.csv --out zoo.md                 # the table
+On the GPU: a device command may run 10 minutes, so run the zoo in pieces that fit, each adding to
+one CSV, then make the table from it. ``--time-budget S`` starts no child after S seconds, so with
+``--time-budget 300 --timeout 280`` a command ends within about 10 minutes whatever happens; what it
+did not reach runs in the next command with the same arguments and ``--resume``:
 
-``--only NAME[,NAME]`` picks models, ``--backends tilefuse`` one backend, ``--mode inference`` one
-mode, ``--time-budget S`` stops starting new children after S seconds (so a device call ends
-before its limit; the rest resumes with ``--resume``). ``benches/profile_model.py`` prints the top
-GPU kernels of one model and backend.
+    python benches/models.py --list                                      # the models, batch sizes
+    python benches/models.py --suite llm --csv zoo.csv --resume --time-budget 300 --timeout 280
+    python benches/models.py --suite timm --csv zoo.csv --resume --time-budget 300 --timeout 280
+    python benches/models.py --suite hf --csv zoo.csv --resume --time-budget 300 --timeout 280
+    python benches/models.py --report --csv zoo.csv --out zoo.md        # the table, any time
+
+(each line repeated until it prints nothing new; ``--shard i/n`` splits a suite across sessions
+or machines instead). ``--only NAME[,NAME]`` picks models, ``--backends tilefuse`` one backend,
+``--mode inference`` one mode, ``--log FILE`` keeps every child's output.
+``benches/profile_model.py`` prints the top GPU kernels of one model and backend.
 
 ``--cpu-smoke``: four tiny configurations (BERT, GPT-2, Llama, a timm ResNet) on the CPU through
-Triton's interpreter (fp32: the interpreter has no bf16 matmul; training uses SGD, as the CPU has
-no capturable Adam), tilefuse only, both modes, two timing rounds: checks accuracy and that
-tilefuse compiled every graph (``eager_graphs`` = 0), prints the table; exit status 1 otherwise.
-``tests/test_benches.py`` runs it.
+Triton's interpreter (fp32; training uses SGD, compiled with the step, as the CPU has no
+capturable Adam), tilefuse only, both modes, one child process for all (its start-up is most of the
+time), one iteration and one timing round: checks accuracy and that tilefuse compiled every graph
+(``eager_graphs`` = 0), prints the table; exit status 1 otherwise. ``tests/test_benches.py`` runs it
+(about a minute on an idle 2-core machine). ``--device cpu`` without ``--cpu-smoke`` runs the GPU
+path's code on the CPU (``--precision bf16 --backends inductor`` checks the bf16 paths there).
 """
 
 from __future__ import annotations
@@ -927,7 +947,7 @@ def child_main(opts: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# parent: one child per (model, mode, backend), rows into the CSV, the table
+# parent: one child per model and backend, rows into the CSV, the table
 
 COLUMNS = [
     "suite",
