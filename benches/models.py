@@ -761,6 +761,8 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
             torch.cuda.empty_cache()
 
     grad = torch.enable_grad() if mode == "training" else torch.no_grad()
+    # accuracy with deterministic cuDNN algorithms (as the harness's), timing with its defaults
+    torch.backends.cudnn.deterministic = True
     with grad:
         try:
             model, inputs = build(spec, device, opts.batch_size, mode)
@@ -870,6 +872,7 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
         free()
 
         # 4. memory and speed, warm, eager and compiled on the same model object
+        torch.backends.cudnn.deterministic = False
         try:
             for _ in range(opts.warmup):
                 with torch.compiler.set_stance("force_eager"):
