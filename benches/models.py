@@ -1128,7 +1128,8 @@ def report(rows: list[dict], backends: list[str]) -> str:
     backends = [b for b in backends if any(b in v for v in by.values())] or backends
     tf, ind = "tilefuse", "inductor"
     both = tf in backends and ind in backends
-    lines = []
+    lines: list = []
+    summary: list = []
     head = ["model"]
     for b in backends:
         head += [f"{b} acc", f"{b} speedup"]
@@ -1144,6 +1145,7 @@ def report(rows: list[dict], backends: list[str]) -> str:
             lines += [f"### {suite} {mode}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             speed: dict = {b: [] for b in backends}
             ratios = []
+            compile_ratios = []
             fails = {b: 0 for b in backends}
             for k in keys:
                 cells = [k[1]]
@@ -1162,6 +1164,10 @@ def report(rows: list[dict], backends: list[str]) -> str:
                     ratio = a / c if a and c else None
                     if ratio:
                         ratios.append(ratio)
+                    ca = _num(rs[tf].get("compile_s")) if a else None
+                    cc = _num(rs[ind].get("compile_s")) if c else None
+                    if ca and cc and ca > 0 and cc > 0:
+                        compile_ratios.append(ca / cc)
                     cells.append(_fmt(ratio, ".2f", "x"))
                 for b in backends:
                     r = rs[b] or {}
@@ -1183,12 +1189,28 @@ def report(rows: list[dict], backends: list[str]) -> str:
                 cells.append((_fmt(g, ".2f", "x") + f" ({len(ratios)})") if g else "-")
             cells += [""] * (len(head) - len(cells))
             lines += ["| " + " | ".join(cells) + " |", ""]
+            summary.append((suite, mode, len(keys), speed, ratios, compile_ratios, fails))
+    # the summary first: a line per suite and mode
+    top = ["suite", "mode", "models"] + [f"{b} geomean" for b in backends]
+    top += ["tf/ind geomean", "compile s tf/ind geomean"] if both else []
+    top += [f"{b} not passed" for b in backends]
+    head_lines = ["## Summary", "", "| " + " | ".join(top) + " |", "|" + "---|" * len(top)]
+    for suite, mode, n, speed, ratios, compile_ratios, fails in summary:
+        cells = [suite, mode, str(n)]
+        cells += [(_fmt(geomean(speed[b]), ".2f", "x") + f" ({len(speed[b])})") for b in backends]
+        if both:
+            cells.append(_fmt(geomean(ratios), ".2f", "x") + f" ({len(ratios)})")
+            cells.append(_fmt(geomean(compile_ratios), ".2f", "x") + f" ({len(compile_ratios)})")
+        cells += [str(fails[b]) for b in backends]
+        head_lines.append("| " + " | ".join(cells) + " |")
+    lines = head_lines + [""] + lines
     lines.append(
         "acc: pass / **FAIL** (fail_accuracy) / another status; (cos): cosine similarity (no fp64 reference). "
         "speedup: median eager / median compiled. tf/ind: tilefuse speedup / Inductor speedup (> 1: tilefuse "
         "faster). compile s: first call - eager call. mem: peak compiled / peak eager. kernels: Triton "
         "kernels generated (fb: tilefuse's aten fallback ops; EAGER: graphs tilefuse ran eagerly). geomean: "
-        "over the models that ran (count in brackets); 'not passed': rows whose accuracy is not pass."
+        "over the models that ran (count in brackets); 'not passed': rows whose accuracy is not pass. "
+        "compile s tf/ind: tilefuse's compile seconds / Inductor's (< 1: tilefuse compiles faster)."
     )
     return "\n".join(lines) + "\n"
 
