@@ -1252,7 +1252,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     ap.add_argument("--out", default="", help="write the markdown table here too")
     ap.add_argument("--resume", action="store_true", help="skip (model, mode, backend) rows already in --csv")
     ap.add_argument("--shard", type=_parse_shard, default=None, help="i/n: the i-th of n parts of the model list")
-    ap.add_argument("--timeout", type=_positive, default=540, help="seconds per child process")
+    ap.add_argument(
+        "--timeout", type=_positive, default=540, help="seconds per child process (one model and backend, its modes)"
+    )
     ap.add_argument("--time-budget", type=_positive, default=None, help="start no child after this many seconds")
     ap.add_argument("--device", default=None, choices=("cuda", "cpu"))
     ap.add_argument("--warm-caches", action="store_true", help="children share the caches (default: cold)")
