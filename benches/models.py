@@ -982,6 +982,7 @@ COLUMNS = [
     "device",
     "wall_s",
     "error",
+    "fp64_error",
 ]
 
 
