@@ -710,6 +710,16 @@ def _counters() -> dict:
     }
 
 
+def _backend(name: str) -> Any:
+    """tilefuse's backend function (found without its entry point, as on a host where the package
+    is on PYTHONPATH but not installed), or the name."""
+    if name == "tilefuse":
+        from tilefuse.backend import tilefuse_backend
+
+        return tilefuse_backend
+    return name
+
+
 def _backend_metrics(backend: str) -> dict:
     if backend == "tilefuse":
         from tilefuse import metrics as m
@@ -824,7 +834,7 @@ def measure(spec: Spec, mode: str, backend: str, device: str, opts: argparse.Nam
         del model
         runner.init_optimizer(mc)
         fn = runner.fn()
-        compiled = torch.compile(fn, backend=backend)
+        compiled = torch.compile(fn, backend=_backend(backend))
         try:
             torch.manual_seed(1337)
             from torch._dynamo.utils import clone_inputs

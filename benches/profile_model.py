@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             model, inputs = model.to(torch.bfloat16), zoo._cast(inputs, torch.bfloat16)
         runner.init_optimizer(model)
         fn = runner.fn()
-        step = fn if opts.backend == "eager" else torch.compile(fn, backend=opts.backend)
+        step = fn if opts.backend == "eager" else torch.compile(fn, backend=zoo._backend(opts.backend))
         t0 = time.perf_counter()
         step(model, inputs)
         torch.cuda.synchronize()
