@@ -92,7 +92,12 @@ did not reach runs in the next command with the same arguments and ``--resume``:
     python benches/models.py --report --csv zoo.csv --out zoo.md        # the table, any time
 
 (each line repeated until it prints nothing new; ``--shard i/n`` splits a suite across sessions
-or machines instead). ``--only NAME[,NAME]`` picks models, ``--backends tilefuse`` one backend,
+or machines instead). Estimated, not yet measured: a child (one model and backend, both modes)
+spends 10-20 s starting and building, a few seconds per mode on the fp64 and eager runs, its
+compiles (Inductor's: tens of seconds per mode for a base-size model, a minute or more for a
+training step; tilefuse's: a fraction of that), and ~5 s timing; so 2-5 minutes per model for both
+backends, 2-4 models per 10-minute command, the 50 models of ``--set core`` in about 15-25 commands
+(``--mode inference`` alone: about half). ``--only NAME[,NAME]`` picks models, ``--backends tilefuse`` one backend,
 ``--mode inference`` one mode, ``--log FILE`` keeps every child's output.
 ``benches/profile_model.py`` prints the top GPU kernels of one model and backend.
 
