@@ -1,7 +1,8 @@
 """Model zoo: whole models through tilefuse and Inductor, judged as PyTorch's dynamo benchmark harness does.
 
 The models and the method follow ``benchmarks/dynamo/{common,huggingface,timm_models}.py`` of
-PyTorch (the harness is the specification; nothing here is taken from it verbatim):
+PyTorch (the harness is the specification; nothing here is taken from it verbatim). The models,
+their inputs and their steps are in ``benches/model_zoo.py``; this file measures and reports.
 
 * ``hf``: the harness's HuggingFace list, each model built from its transformers config class with
   default settings (random weights, nothing downloaded; the harness's ``AutoConfig`` models are
