@@ -603,3 +603,126 @@ def test_scans_bench_lists_refuses_unknown_cases_and_needs_a_gpu():
             [sys.executable, script, "--only", "cumsum_dim0_f32"], capture_output=True, text=True, timeout=120, cwd=ROOT
         )
         assert r.returncode == 0 and "needs a CUDA GPU" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------------------------
+# benches/models.py, the model zoo
+
+ZOO = os.path.join(ROOT, "benches", "models.py")
+
+
+def _zoo(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, ZOO, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _zoo_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tf_bench_models", ZOO)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tf_bench_models"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_zoo_cpu_smoke(tmp_path):
+    """``--cpu-smoke``: tiny BERT, GPT-2, Llama and a timm ResNet, inference and a training step,
+    through tilefuse in a child process (Triton's interpreter): every row passes accuracy against
+    eager with the fp64 reference, and tilefuse compiled every graph handed to it (no graph ran
+    eagerly), as the child reports from ``tilefuse.metrics``."""
+    import csv
+    import importlib.util
+
+    out, table = tmp_path / "smoke.csv", tmp_path / "smoke.md"
+    r = _zoo("--cpu-smoke", "--csv", str(out), "--out", str(table), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = list(csv.DictReader(open(out)))
+    models = ("tiny_bert", "tiny_gpt2", "tiny_llama") + (("tiny_resnet",) if importlib.util.find_spec("timm") else ())
+    assert {(x["model"], x["mode"]) for x in rows} == {(m, mode) for m in models for mode in ("inference", "training")}
+    for x in rows:
+        assert x["backend"] == "tilefuse" and x["status"] == "ok", x
+        assert x["accuracy"] == "pass" and x["acc_ref"] == "fp64", x
+        assert x["eager_graphs"] == "0" and int(x["aten_graphs"]) >= 1 and int(x["kernels"]) >= 1, x
+        assert float(x["speedup"]) > 0 and float(x["first_call_s"]) > 0, x
+    text = table.read_text()
+    assert "### smoke inference" in text and "### smoke training" in text and "0 not passed" in text
+
+
+def test_zoo_child_that_does_not_finish_becomes_a_row(tmp_path):
+    """A child past ``--timeout`` is killed and its rows say so; the zoo's exit status says a smoke
+    row failed."""
+    import csv
+
+    out = tmp_path / "t.csv"
+    r = _zoo("--cpu-smoke", "--only", "tiny_bert", "--timeout", "1", "--csv", str(out), timeout=120)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = list(csv.DictReader(open(out)))
+    assert [(x["model"], x["mode"], x["status"]) for x in rows] == [
+        ("tiny_bert", "inference", "timeout"),
+        ("tiny_bert", "training", "timeout"),
+    ]
+
+
+def test_zoo_resume_skips_rows_in_the_csv_and_reports_them(tmp_path):
+    """``--resume`` starts no child for a (model, mode, backend) already in the CSV; the table is
+    made from the CSV's rows, both backends side by side, with geomeans and the ratio."""
+    zoo = _zoo_module()
+    out = tmp_path / "z.csv"
+    for backend, speed in (("tilefuse", 2.0), ("inductor", 1.0)):
+        for mode in ("inference", "training"):
+            zoo.append_csv(
+                str(out),
+                dict(suite="smoke", model="tiny_bert", mode=mode, backend=backend, status="ok", accuracy="pass",
+                     speedup=speed, kernels=3, graphs=1, graph_breaks=0),
+            )  # fmt: skip
+    r = _zoo("--only", "tiny_bert", "--device", "cpu", "--resume", "--csv", str(out), timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "tiny_bert inference" not in r.stdout  # no child's progress line
+    assert len(list(open(out))) == 5
+    assert "| tiny_bert | pass | 2.00x | pass | 1.00x | 2.00x |" in r.stdout, r.stdout
+
+
+def test_zoo_report_geomeans_and_failures():
+    zoo = _zoo_module()
+    rows = [
+        dict(suite="hf", model="A", mode="inference", backend="tilefuse", status="ok", accuracy="pass", speedup="4"),
+        dict(suite="hf", model="A", mode="inference", backend="inductor", status="ok", accuracy="pass", speedup="2"),
+        dict(suite="hf", model="B", mode="inference", backend="tilefuse", status="ok", accuracy="fail_accuracy",
+             speedup="1"),
+        dict(suite="hf", model="B", mode="inference", backend="inductor", status="timeout"),
+    ]  # fmt: skip
+    text = zoo.report(rows, ["tilefuse", "inductor"])
+    assert "| **geomean** | 1 not passed | 2.00x (2) | 1 not passed | 2.00x (1) | 2.00x (1) |" in text, text
+    assert "**FAIL**" in text and "timeout" in text
+    assert zoo.geomean([1.0, 4.0]) == 2.0 and zoo.geomean([]) is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--backends", "tilefsue"), "--backends 'tilefsue': choose one or more of"),
+        (("--only", "NoSuchModel"), "--only: unknown model 'NoSuchModel'"),
+        (("--shard", "3/2"), "--shard '3/2': i must be in 1..n"),
+        (("--shard", "x"), "--shard 'x': give i/n"),
+        (("--repeat", "0"), "0: give a positive number"),
+        (("--cpu-smoke", "--backends", "inductor"), "--cpu-smoke runs tilefuse only"),
+        (("--report", "--csv", "/nonexistent/z.csv"), "--report: no rows in"),
+    ],
+)
+def test_zoo_refuses_bad_arguments(args, message):
+    r = _zoo(*args, timeout=120)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+def test_zoo_lists_the_harness_models():
+    """The three suites: the harness's HF families (one model each by default), its 18 TIMM models
+    and the four LLMs; shards partition the list."""
+    zoo = _zoo_module()
+    core, full = zoo.zoo("core"), zoo.zoo("full")
+    assert len([s for s in core if s.suite == "timm"]) == 18 and len([s for s in core if s.suite == "llm"]) == 4
+    assert 25 <= len([s for s in core if s.suite == "hf"]) < len([s for s in full if s.suite == "hf"])
+    assert {"BertForMaskedLM", "AlbertForMaskedLM", "T5ForConditionalGeneration", "XLNetLMHeadModel"} <= {
+        s.name for s in core
+    }
+    r = _zoo("--list", "--suite", "timm", "--shard", "2/3", timeout=120)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout
