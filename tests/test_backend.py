@@ -712,7 +712,7 @@ def test_multilabel_margin_loss_runs_as_the_aten_op_not_torchs_wrong_decompositi
     """torch 2.11's Python decomposition of ``multilabel_margin_loss_forward`` (the op's Autograd
     kernel under AOTAutograd's trace) sums over the positions after a target's -1 as class 0:
     3.25 for eager's 0.0163. tilefuse sets it aside while tracing
-    (``backend._without_wrong_torch_decompositions``): the aten op runs, loss and gradient equal
+    (``decompositions.without_wrong_torch_decompositions``): the aten op runs, loss and gradient equal
     eager's, and torch's kernel is back in place after the compile."""
     from torch._C import DispatchKey
 
@@ -1405,3 +1405,25 @@ def test_the_pause_covers_the_first_frame_and_survives_a_failing_end_callback(wh
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout
     assert "raised" in out and "enabled True seen [False, False]" in out, out + r.stderr[-2000:]
+
+
+def test_an_error_while_aotautograd_traces_runs_the_graph_eagerly(monkeypatch):
+    """An internal error before any of tilefuse's compilers runs (while AOTAutograd traces, under
+    tilefuse's decomposition set-up) follows ``fallback_on_error`` too: one warning and the graph
+    runs eagerly with eager's results; with the option off it raises."""
+    from tilefuse import backend
+
+    def broken(gm, example_inputs, opts):
+        raise RuntimeError("trace broke")
+
+    monkeypatch.setattr(backend, "_aot_compile", broken)
+    x = torch.randn(8)
+    with config.patch(fallback_on_error=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(lambda t: t.sin() + 1, backend="tilefuse")(x)
+    torch.testing.assert_close(out, x.sin() + 1)
+    assert metrics.eager_graph_count == 1
+    assert [w for w in caught if "trace broke" in str(w.message) and "eagerly" in str(w.message)]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="trace broke"):
+        torch.compile(lambda t: t.cos(), backend="tilefuse")(x)

@@ -297,3 +297,40 @@ def test_size_questions_about_an_unbacked_symbol_never_guard():
     torch._check(m >= 2)
     v = sv.size(m)
     assert sv.hint(v) == 5 and v.symbol_kind == "size"  # clamped; proven >= 1
+
+
+def test_a_checked_fact_about_a_data_dependent_size_is_checked_at_run_time():
+    """``torch._check(n >= 2)`` narrows the symbol's range to ``[2, inf]``; that range must not be
+    taken as proof of the check itself: a call that breaks it raises as eager's runtime assertion
+    does, and a reduction over a possibly empty masked result raises for an empty one (torch's
+    implied ``u0 >= 1``) instead of returning ``-inf``."""
+
+    def h(x):
+        y = x[x > 0]
+        torch._check(y.shape[0] >= 2)
+        return y * 2
+
+    c = torch.compile(h, backend="tilefuse", fullgraph=True, dynamic=True)
+    torch.testing.assert_close(c(torch.ones(4)), torch.full((4,), 2.0))
+    with pytest.raises(RuntimeError, match="u0 >= 2"):
+        c(torch.tensor([1.0, -1.0, -1.0]))
+
+    g = torch.compile(lambda x: x[x > 0].amax(), backend="tilefuse", fullgraph=True)
+    torch.testing.assert_close(g(torch.tensor([1.0, 2.0])), torch.tensor(2.0))
+    with pytest.raises(RuntimeError, match="u0 >= 1"):
+        g(torch.tensor([-1.0, -2.0]))
+    assert metrics.eager_graph_count == 0
+
+
+def test_nearest_upsampling_to_a_data_dependent_size():
+    """``F.interpolate(size=n.item())``: an output size of a data-dependent symbol traces through
+    torch's own kernel (the lowering's kernel would guard on the size) and matches eager."""
+
+    def f(x, n):
+        return F.interpolate(x.view(1, 1, 20), size=n.item(), mode="nearest")
+
+    x = torch.arange(20.0)
+    c = torch.compile(f, backend="tilefuse", fullgraph=True)
+    for n in (7, 13):
+        torch.testing.assert_close(c(x, torch.tensor(n)), f(x, torch.tensor(n)))
+    assert metrics.eager_graph_count == 0

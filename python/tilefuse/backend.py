@@ -771,7 +771,21 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
     # everything after the options' check runs with the collector paused (``gc_paused``): the
     # imports of the first compile, AOTAutograd's trace and partition, the forward's compile
     with config.patch(**opts), gc_paused():
-        return _aot_compile(gm, example_inputs, opts)
+        try:
+            return _aot_compile(gm, example_inputs, opts)
+        except torch._dynamo.exc.TorchDynamoException:
+            raise  # Dynamo's own control flow (recompiles, graph breaks) is not a compile failure
+        except Exception as e:  # noqa: BLE001 - an error while AOTAutograd traces is tilefuse's too
+            if not config.fallback_on_error:
+                raise
+            warnings.warn(
+                f"tilefuse: tracing graph of {len(gm.graph.nodes)} nodes for compilation failed "
+                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); running that graph eagerly",
+                stacklevel=_runtime.user_stacklevel(),
+            )
+            metrics.eager_graph_count += 1
+            log.debug("tilefuse: trace failure", exc_info=True)
+            return gm.forward
 
 
 def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> Any:
@@ -779,7 +793,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
     ``opts`` already patched in by the caller)."""
     from torch._dynamo.backends.common import aot_autograd
 
-    from .decompositions import decompositions
+    from .decompositions import decompositions, without_wrong_torch_decompositions
     from .lowering import lowerings
     from .runtime import start_warmup
 
@@ -815,7 +829,7 @@ def _aot_compile(gm: torch.fx.GraphModule, example_inputs: list, opts: dict) -> 
     # the forward's kernel compiles in the workers) rather than at the first backward
     with (
         functorch_config.patch(force_non_lazy_backward_lowering=bool(config.eager_backward)),
-        _without_wrong_torch_decompositions(),
+        without_wrong_torch_decompositions(),
     ):
         return aot_autograd(
             fw_compiler=make_compiler("forward"),
@@ -839,94 +853,6 @@ def _with_cudagraphs(compiled: Any, gm: torch.fx.GraphModule, ex: list, kind: st
     constants = tuple(v for v in vars(module).values() if isinstance(v, torch.Tensor)) if module is not None else ()
     per_size = isinstance(compiled, SpecializingGraph)  # compiles a module at each new size's first call
     return cudagraphs.cudagraphify(compiled, gm, ex, kind, compiled.name, forward_device, constants, per_size)
-
-
-# ops whose Python decomposition in torch 2.11 computes something else than the aten kernel, and
-# which torch registers as the op's Autograd kernel (and CompositeImplicitAutograd kernel) for
-# traces under the Python dispatcher, so that AOTAutograd decomposes them before any decomposition
-# table is consulted: those Python kernels are set aside while AOTAutograd traces, so that the
-# trace records the op itself, which then runs as its lowering or the aten kernel.
-# - multilabel_margin_loss_forward sums over the positions after a target's -1 (the documented end
-#   of its label list) as if they named class 0: 3.25 for eager's 0.0163, with gradients wrong
-#   alike, under every AOTAutograd backend (aten kernel);
-# - nearest upsampling drops eager's shortcuts: a scale factor of 1.3 on a height of 3 keeps the
-#   height, and eager's CPU kernel copies the rows, while the decomposition reads rows 0, 0, 1
-#   (``lowering.upsample`` follows eager per device). Its ``vec`` overloads (output size or scale
-#   factors) get a Python kernel of tilefuse's instead, which computes the output size, symbolic
-#   ones included, and calls the ``default`` overload.
-_NEAREST_UPSAMPLING = (
-    "upsample_nearest1d",
-    "upsample_nearest2d",
-    "upsample_nearest3d",
-    "_upsample_nearest_exact1d",
-    "_upsample_nearest_exact2d",
-    "_upsample_nearest_exact3d",
-)
-_WRONG_TORCH_DECOMPOSITIONS = (
-    "multilabel_margin_loss_forward.default",
-    *(f"{op}.default" for op in _NEAREST_UPSAMPLING),
-)
-
-
-def _nearest_vec_kernel(default_op):
-    """The ``vec`` overload of a nearest upsampling op as a call of its ``default`` overload:
-    the output size given, or each input length times its scale factor, truncated (aten's
-    ``upsample_compute_output_size``), with the scale factors passed on."""
-
-    def kernel(x, output_size, scale_factors):
-        nd = x.dim() - 2
-        if output_size is not None:
-            size = list(output_size)
-        else:
-            size = [torch.sym_int(torch.sym_float(x.shape[2 + d]) * scale_factors[d]) for d in range(nd)]
-        scales = list(scale_factors) if scale_factors else [None] * nd
-        return default_op(x, size, *scales)
-
-    return kernel
-
-
-def _trace_kernel_overrides() -> list:
-    """``(op, replacement or None)`` for each op whose Python kernels AOTAutograd's trace must not
-    run (above)."""
-    out = []
-    for name in _WRONG_TORCH_DECOMPOSITIONS:
-        packet, _, overload = name.partition(".")
-        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
-        if op is not None:
-            out.append((op, None))
-    for packet in _NEAREST_UPSAMPLING:
-        p = getattr(torch.ops.aten, packet, None)
-        if p is not None and "vec" in p.overloads():
-            out.append((p.vec, _nearest_vec_kernel(p.default)))
-    return out
-
-
-@contextlib.contextmanager
-def _without_wrong_torch_decompositions():
-    """While AOTAutograd traces: the Python Autograd and CompositeImplicitAutograd kernels of
-    ``_WRONG_TORCH_DECOMPOSITIONS`` set aside, and those of the nearest upsampling ``vec``
-    overloads replaced (``_nearest_vec_kernel``); all put back after, also on an error. Those ops
-    so reach the graph whole (``decompositions.decompositions`` does not decompose them either)."""
-    from torch._C import DispatchKey
-
-    saved = []
-    for op, replacement in _trace_kernel_overrides():
-        for key in (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd):
-            fn = op.py_kernels.pop(key, None)
-            if fn is not None:
-                saved.append((op, key, fn))
-            if replacement is not None:
-                op.py_kernels[key] = replacement
-        op._dispatch_cache.clear()
-    try:
-        yield
-    finally:
-        for op, _ in _trace_kernel_overrides():
-            for key in (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd):
-                op.py_kernels.pop(key, None)
-            op._dispatch_cache.clear()
-        for op, key, fn in saved:
-            op.py_kernels[key] = fn
 
 
 def _donate_nothing() -> None:

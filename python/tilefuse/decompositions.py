@@ -4,6 +4,7 @@ format, integer linspace)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Collection
 
@@ -258,3 +259,99 @@ def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.T
     erfc = torch.where(u < 4.0, torch.exp2(p), 0.0)
     erf_abs = 1.0 - erfc
     return (0.5 * v * (1.0 + torch.where(v < 0, -erf_abs, erf_abs))).to(x.dtype)
+
+
+# ops whose Python decomposition in torch 2.11 computes something else than the aten kernel, and
+# which torch registers as the op's Autograd kernel (and CompositeImplicitAutograd kernel) for
+# traces under the Python dispatcher, so that AOTAutograd decomposes them before any decomposition
+# table is consulted: those Python kernels are set aside while AOTAutograd traces, so that the
+# trace records the op itself, which then runs as its lowering or the aten kernel.
+# - multilabel_margin_loss_forward sums over the positions after a target's -1 (the documented end
+#   of its label list) as if they named class 0: 3.25 for eager's 0.0163, with gradients wrong
+#   alike, under every AOTAutograd backend (aten kernel);
+# - nearest upsampling drops eager's shortcuts: a scale factor of 1.3 on a height of 3 keeps the
+#   height, and eager's CPU kernel copies the rows, while the decomposition reads rows 0, 0, 1
+#   (``lowering.upsample`` follows eager per device). Its ``vec`` overloads (output size or scale
+#   factors) get a Python kernel of tilefuse's instead, which computes the output size, symbolic
+#   ones included, and calls the ``default`` overload.
+_NEAREST_UPSAMPLING = (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+)
+_WRONG_TORCH_DECOMPOSITIONS = (
+    "multilabel_margin_loss_forward.default",
+    *(f"{op}.default" for op in _NEAREST_UPSAMPLING),
+)
+
+
+def _nearest_vec_kernel(vec_op, default_op):
+    """The ``vec`` overload of a nearest upsampling op as a call of its ``default`` overload:
+    the output size given, or each input length times its scale factor, truncated (aten's
+    ``upsample_compute_output_size``), with the scale factors passed on. An output size of
+    data-dependent symbols goes through torch's own kernel (its decomposition, which needs no
+    decision on the size; the ``default`` overload's checks would guard on it)."""
+    from torch._C import DispatchKey
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    torch_kernel = vec_op.py_kernels.get(DispatchKey.CompositeImplicitAutograd)
+
+    def kernel(x, output_size, scale_factors):
+        nd = x.dim() - 2
+        if output_size is not None:
+            size = list(output_size)
+        else:
+            size = [torch.sym_int(torch.sym_float(x.shape[2 + d]) * scale_factors[d]) for d in range(nd)]
+        if torch_kernel is not None and any(free_unbacked_symbols(n) for n in size):
+            return torch_kernel(x, output_size, scale_factors)
+        scales = list(scale_factors) if scale_factors else [None] * nd
+        return default_op(x, size, *scales)
+
+    return kernel
+
+
+def _trace_kernel_overrides() -> list:
+    """``(op, replacement or None)`` for each op whose Python kernels AOTAutograd's trace must not
+    run (above)."""
+    out = []
+    for name in _WRONG_TORCH_DECOMPOSITIONS:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+        if op is not None:
+            out.append((op, None))
+    for packet in _NEAREST_UPSAMPLING:
+        p = getattr(torch.ops.aten, packet, None)
+        if p is not None and "vec" in p.overloads():
+            out.append((p.vec, _nearest_vec_kernel(p.vec, p.default)))
+    return out
+
+
+@contextlib.contextmanager
+def without_wrong_torch_decompositions():
+    """While AOTAutograd traces: the Python Autograd and CompositeImplicitAutograd kernels of
+    ``_WRONG_TORCH_DECOMPOSITIONS`` set aside, and those of the nearest upsampling ``vec``
+    overloads replaced (``_nearest_vec_kernel``); all put back after, also on an error. Those ops
+    so reach the graph whole (``decompositions.decompositions`` does not decompose them either)."""
+    from torch._C import DispatchKey
+
+    saved = []
+    for op, replacement in _trace_kernel_overrides():
+        for key in (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd):
+            fn = op.py_kernels.pop(key, None)
+            if fn is not None:
+                saved.append((op, key, fn))
+            if replacement is not None:
+                op.py_kernels[key] = replacement
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, _ in _trace_kernel_overrides():
+            for key in (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd):
+                op.py_kernels.pop(key, None)
+            op._dispatch_cache.clear()
+        for op, key, fn in saved:
+            op.py_kernels[key] = fn

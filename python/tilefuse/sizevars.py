@@ -271,13 +271,18 @@ class SizeVars:
         """A runtime assertion's condition (a sympy relation, or a conjunction of them, over the
         ShapeEnv's symbols) as ``[(lhs, op, rhs), ...]`` with native sizes and Python comparison
         operators, all of which must hold; an empty list when the symbols' ranges prove it (the
-        ShapeEnv's axioms are not used: the assertion is one of them). SymbolicSizeError for
-        another form."""
+        ShapeEnv's axioms are not used: the assertion is one of them). A condition on a
+        data-dependent symbol is never taken as proven: its range already includes what
+        ``torch._check`` asserted (``u0 >= 2`` narrows u0's range to ``[2, inf]``), so the range
+        would prove the very assertion that has to be checked. SymbolicSizeError for another
+        form."""
         import sympy
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
         env = self.shape_env
         if env is not None:
             cond = env.replace(cond)
+        if env is not None and not free_unbacked_symbols(cond):
             try:
                 if env._maybe_evaluate_static(cond, axioms=()) == sympy.true:
                     return []

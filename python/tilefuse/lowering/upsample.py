@@ -17,7 +17,7 @@ torch's decomposition (``torch._decomp``'s ``_upsample_nearest``) has neither sh
 other rows than eager in those cases; this lowering follows eager per device. torch installs that
 decomposition as the ops' Python kernels, which AOTAutograd's trace would run before any
 decomposition table is consulted; the backend sets them aside while it traces
-(``backend._WRONG_TORCH_DECOMPOSITIONS``), so the ops reach the graph whole. A float32 scale
+(``decompositions.without_wrong_torch_decompositions``), so the ops reach the graph whole. A float32 scale
 ``k / 2**e`` whose products ``i * k`` stay exact in float32 (the common integer and power-of-two
 factors) is applied as integer index arithmetic (no float math in the kernel); any other scale as
 float32 math and an indirect index. The backward ops are not lowered: they run as aten kernels.
