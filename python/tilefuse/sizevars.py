@@ -288,11 +288,11 @@ class SizeVars:
                     return []
             except Exception:  # noqa: BLE001 - not provable here: checked at run time
                 pass
-        ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
+        comparisons = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
         parts = cond.args if isinstance(cond, sympy.And) else (cond,)
         out = []
         for c in parts:
-            op = ops.get(type(c))
+            op = comparisons.get(type(c))
             if op is None:
                 raise SymbolicSizeError(f"runtime assertion {cond}: no Python form for {type(c).__name__}")
             out.append((self.from_sympy(c.lhs), op, self.from_sympy(c.rhs)))
