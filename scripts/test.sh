@@ -18,5 +18,7 @@ echo "== pytest"
 if [ $# -gt 0 ]; then
     python -m pytest -q "$@"
 else
-    python -m pytest -q tests
+    # one worker per core (pytest-xdist): the tests compile and run kernels on the CPU, one
+    # process each, and share nothing but the on-disk caches, which take concurrent writers
+    python -m pytest -q -n "$(python -c 'import os; print(max(1, min(os.cpu_count() or 1, 4)))')" tests
 fi
