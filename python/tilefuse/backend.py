@@ -318,14 +318,7 @@ class SpecializingGraph:
                 try:
                     static = make_fx(self.gm, tracing_mode="fake")(*args)
                 except Exception as e:  # noqa: BLE001 - as compile_graph: warn, run eagerly
-                    if not config.fallback_on_error:
-                        raise
-                    warnings.warn(
-                        f"tilefuse: specializing graph '{self.name}' failed ({type(e).__name__}: "
-                        f"{e}); running it eagerly",
-                        stacklevel=_runtime.user_stacklevel(),
-                    )
-                    metrics.eager_graph_count += 1
+                    _failed_to_eager(f"specializing graph '{self.name}'", e)
                     fn = self.eager_fn = self._eager()
                 else:
                     failed = metrics.eager_graph_count
@@ -501,17 +494,25 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str, sp
         return _keep_eager_fallback(_compile(gm, example_inputs, name), gm, kind)
     except Exception as e:  # noqa: BLE001 - any internal error must not break the user's model
         metrics.restore(counts)  # the graph runs eagerly: nothing it generated is in use
-        if not config.fallback_on_error:
-            raise
-        warnings.warn(
-            f"tilefuse: compiling {kind} graph '{name}' failed ({type(e).__name__}: {e}); running that graph eagerly",
-            stacklevel=_runtime.user_stacklevel(),
-        )
-        metrics.eager_graph_count += 1
-        log.debug("tilefuse: compile failure", exc_info=True)
+        _failed_to_eager(f"compiling {kind} graph '{name}'", e)
         from torch._functorch.aot_autograd import make_boxed_func
 
         return make_boxed_func(gm.forward)
+
+
+def _failed_to_eager(what: str, e: Exception) -> None:
+    """An internal error while ``what`` (a compile step of one graph): raised again when
+    ``config.fallback_on_error`` is off; else one warning naming it and the error, counted in
+    ``metrics.eager_graph_count`` (the caller then runs the graph eagerly)."""
+    if not config.fallback_on_error:
+        raise e
+    first = str(e).splitlines()[0] if str(e) else ""
+    warnings.warn(
+        f"tilefuse: {what} failed ({type(e).__name__}: {first}); running that graph eagerly",
+        stacklevel=_runtime.user_stacklevel(),
+    )
+    metrics.eager_graph_count += 1
+    log.debug("tilefuse: %s failed", what, exc_info=e)
 
 
 def _keep_eager_fallback(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
@@ -776,15 +777,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: list, options: di
         except torch._dynamo.exc.TorchDynamoException:
             raise  # Dynamo's own control flow (recompiles, graph breaks) is not a compile failure
         except Exception as e:  # noqa: BLE001 - an error while AOTAutograd traces is tilefuse's too
-            if not config.fallback_on_error:
-                raise
-            warnings.warn(
-                f"tilefuse: tracing graph of {len(gm.graph.nodes)} nodes for compilation failed "
-                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); running that graph eagerly",
-                stacklevel=_runtime.user_stacklevel(),
-            )
-            metrics.eager_graph_count += 1
-            log.debug("tilefuse: trace failure", exc_info=True)
+            _failed_to_eager(f"tracing a graph of {len(gm.graph.nodes)} nodes for compilation", e)
             return gm.forward
 
 
