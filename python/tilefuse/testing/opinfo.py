@@ -468,7 +468,7 @@ def _frames_compiled() -> int:
     return counters["frames"]["total"]
 
 
-class _Session:
+class _SharedCompile:
     """The compiled function the samples of one op and dtype run through.
 
     Static: every sample compiles afresh (a new Dynamo cache, tilefuse's counters zeroed).
@@ -564,11 +564,11 @@ def _float_outputs_ok(got, want, ref, atol, rtol) -> bool:
 
 
 def run_sample(
-    op, sample, dtype: torch.dtype, dynamic: bool = False, session: _Session | None = None
+    op, sample, dtype: torch.dtype, dynamic: bool = False, shared: _SharedCompile | None = None
 ) -> tuple[str, str, list[str]]:
     """Compile ``op`` on one sample and compare with eager: (status, note, fallback op names),
     status one of native / fallback / fail / skip. ``dynamic``: compiled with ``dynamic=True``;
-    ``session`` (dynamic only): the compiled function shared with the dtype's earlier samples."""
+    ``shared`` (dynamic only): the compiled function shared with the dtype's earlier samples."""
     op_fn = op.op
     inp, args, kwargs = sample.input, tuple(sample.args), dict(sample.kwargs)
     # a float dtype: the OpInfo's tolerances; an integer or bool sample: assert_close's defaults for
@@ -592,62 +592,62 @@ def run_sample(
     ):
         return "skip", "complex or non-strided tensors", []
 
-    own = session is None
+    own = shared is None
     if own:
-        session = _Session(op_fn, dynamic)
-    got, names, err = _run_compiled(session, (inp, args, kwargs))
+        shared = _SharedCompile(op_fn, dynamic)
+    got, names, err = _run_compiled(shared, (inp, args, kwargs))
     if err is not None:
         return err
     status, note, names = _compare(op_fn, (inp, args, kwargs), got, want, atol, rtol, names)
-    if status == "fail" and session.last_reused:
+    if status == "fail" and shared.last_reused:
         note = f"{note} (graph compiled for an earlier sample's sizes)"
     if own:
-        session.close()
+        shared.close()
     return status, note, names
 
 
 _Outcome = tuple[str, str, list]  # (status, note, fallback op names)
 
 
-def _run_compiled(session: _Session, sample_args) -> tuple[object, list[str], _Outcome | None]:
-    """Run ``sample_args`` through the session's tilefuse-compiled function: (its result, the ops
+def _run_compiled(shared: _SharedCompile, sample_args) -> tuple[object, list[str], _Outcome | None]:
+    """Run ``sample_args`` through the shared tilefuse-compiled function: (its result, the ops
     lowering turned into fallback kernels meanwhile, None), or (None, [], the verdict) when it
     raised (fail, or skip when ``aot_eager`` raises too) or tilefuse was handed no graph. A
-    session whose call raised is closed; ``session.reused`` counts the calls that ran graphs
+    shared compile whose call raised is closed; ``shared.reused`` counts the calls that ran graphs
     compiled for an earlier sample (Dynamo compiled no frame for them)."""
     names = _FallbackNames()
     logger = logging.getLogger("tilefuse")
     old_level = logger.level
     logger.addHandler(names)
     logger.setLevel(logging.DEBUG)
-    fn = session.compiled()
-    earlier = session.ran
+    fn = shared.compiled()
+    earlier = shared.ran
     frames = _frames_compiled()
     try:
         with config.patch(fallback_on_error=False):
             torch.manual_seed(0)
             got = fn(*_copy(sample_args))
     except SampleTimeout:
-        session.close()
+        shared.close()
         raise
     except Exception as e:  # noqa: BLE001 - classify: tilefuse's fault, or untraceable
         where = " (graph compiled for an earlier sample's sizes)" if earlier and _frames_compiled() == frames else ""
-        session.close()
+        shared.close()
         if _from_tilefuse(e):
             return None, [], ("fail", f"tilefuse raises {_first_line(_innermost(e))}{where}", names.names)
-        e2 = session.aot_eager_raises(earlier, sample_args)
+        e2 = shared.aot_eager_raises(earlier, sample_args)
         if e2 is not None:
             return None, [], ("skip", f"dynamo/aot_autograd cannot compile it: {_first_line(_innermost(e2))}", [])
         return None, [], ("fail", f"raises on tilefuse's path only: {_first_line(_innermost(e))}{where}", names.names)
     finally:
         logger.removeHandler(names)
         logger.setLevel(old_level)
-    if session.graphs() == 0:
-        session.close()
+    if shared.graphs() == 0:
+        shared.close()
         return None, [], ("skip", "dynamo handed tilefuse no graph", [])
-    session.last_reused = bool(earlier) and _frames_compiled() == frames
-    session.reused += session.last_reused
-    session.ran.append(_copy(sample_args))
+    shared.last_reused = bool(earlier) and _frames_compiled() == frames
+    shared.reused += shared.last_reused
+    shared.ran.append(_copy(sample_args))
     return got, names.names, None
 
 
@@ -695,7 +695,7 @@ def run_op(
 ) -> OpResult:
     """Sweep one OpInfo over its dtypes (``select_dtypes``) and first small samples; the verdict.
     ``dynamic``: compiled with ``torch.compile(..., dynamic=True)``, one compiled function per dtype
-    shared by its samples (see ``_Session``), judged by the same rules as static."""
+    shared by its samples (see ``_SharedCompile``), judged by the same rules as static."""
     t0 = time.perf_counter()
     res = OpResult(op_name(op), family(op), dynamic=dynamic)
     statuses: list[tuple[str, str]] = []
@@ -725,13 +725,13 @@ def run_op(
             continue
         if not samples:
             skips.append(f"no sample of at most {MAX_SAMPLE_NUMEL} elements")
-        session = _Session(op.op, dynamic)
+        shared = _SharedCompile(op.op, dynamic)
         for s in samples:
             old = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
             if use_alarm:
                 signal.alarm(SAMPLE_TIMEOUT_S)
             try:
-                status, note, names = run_sample(op, s, dtype, dynamic, session)
+                status, note, names = run_sample(op, s, dtype, dynamic, shared)
             except SampleTimeout as e:
                 status, note, names = "fail", str(e), []
             finally:
@@ -746,8 +746,8 @@ def run_op(
             res.samples += 1
             statuses.append((status, f"{dt}: {note}" if note else ""))
             fb.update(names if status != "fail" else [])
-        session.close()
-        res.reused += session.reused
+        shared.close()
+        res.reused += shared.reused
         if compared:
             res.dtypes.append(str(dtype).replace("torch.", ""))
     res.fallback_ops = sorted(fb)
