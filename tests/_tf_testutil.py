@@ -7,6 +7,7 @@ marker (``GPU_MARKS``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -64,3 +65,33 @@ def groups_of(fn, *args):
 
     items, graph = scheduled(fn, *args)
     return [i for i in items if isinstance(i, KernelGroup)], graph
+
+
+class FallbackReasons(logging.Handler):
+    """While installed (``with FallbackReasons() as r``), collects the lines in which graph
+    lowering says why an op runs as an aten fallback kernel (``r.lines``): a test that asserts
+    "no fallback kernel ran" names the ops and reasons when it fails."""
+
+    _MARKS = ("no lowering for", "declined", "needs static sizes", "cannot hold")
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self._logger = logging.getLogger("tilefuse")
+        self._level = self._logger.level
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if any(m in msg for m in self._MARKS):
+            self.lines.append(msg)
+
+    def __enter__(self):
+        self._level = self._logger.level
+        self._logger.addHandler(self)
+        self._logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc):
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+        return False

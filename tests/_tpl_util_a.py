@@ -19,6 +19,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from _tf_testutil import FallbackReasons
+
 from tilefuse import metrics
 
 LOWP = (torch.float16, torch.bfloat16)
@@ -119,7 +121,8 @@ def check(
     test_args = [clone_like(a) for a in args]
     torch.manual_seed(0)
     cfn = compiled(fn, dynamic)
-    got = cfn(*test_args, **kwargs)
+    with FallbackReasons() as reasons:
+        got = cfn(*test_args, **kwargs)
     if ref_in_float and want_dtypes is not None:
         got_dtypes = [x.dtype for x in pytree.tree_leaves(got) if isinstance(x, torch.Tensor)]
         assert got_dtypes == want_dtypes, (got_dtypes, want_dtypes)
@@ -136,7 +139,9 @@ def check(
                 msg=lambda m, i=i: f"input {i}: {m}",
             )
     if native:
-        assert metrics.fallback_kernel_count == 0, f"{metrics.fallback_kernel_count} aten fallback kernel(s) ran"
+        assert metrics.fallback_kernel_count == 0, (
+            f"{metrics.fallback_kernel_count} aten fallback kernel(s) ran: {reasons.lines}"
+        )
     if grad:
         _check_grads(got, want, test_args, ref_args, grad_atol or atol, grad_rtol or rtol)
     for k, other in enumerate(more):

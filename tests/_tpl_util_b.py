@@ -12,6 +12,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from _tf_testutil import FallbackReasons
+
 from tilefuse import metrics
 
 
@@ -94,7 +96,8 @@ def check(
     fallbacks, kernels_before = metrics.fallback_kernel_count, metrics.generated_kernel_count
     compiled = torch.compile(fn, backend="tilefuse", dynamic=dynamic)
     torch.manual_seed(0)
-    got = compiled(*comp_args)
+    with FallbackReasons() as reasons:
+        got = compiled(*comp_args)
     # counted since the test began (the autouse fixture resets them): a later check may reuse a
     # graph an earlier one compiled
     assert metrics.generated_graph_count >= 1, "tilefuse compiled no graph"
@@ -103,7 +106,7 @@ def check(
     _compare(comp_args, eager_args, "argument after the call", atol, rtol, exact_dtype)
     if native:
         extra = metrics.fallback_kernel_count - fallbacks
-        assert extra == 0, f"{extra} aten fallback kernel(s)"
+        assert extra == 0, f"{extra} aten fallback kernel(s): {reasons.lines}"
     if kernels is not None:
         assert metrics.generated_kernel_count - kernels_before == kernels, metrics.generated_kernel_count
     if grad:
