@@ -321,11 +321,7 @@ class GraphLowering(torch.fx.Interpreter):
             # offset: the layout's offset is 0
             lay = _layout_from_meta(ex)
             lay.offset = 0
-            if (
-                _is_host_scalar(ex)
-                and self.default_device.type != "cpu"
-                and self.current_node not in self._output_nodes
-            ):
+            if _is_host_scalar(ex) and self._used_only_on_device(self.current_node):
                 # a Python float Dynamo passes as a 0-d CPU tensor (or any CPU scalar tensor eager
                 # lets CUDA ops take): the call copies it to the graph's device, where it is read
                 lay.device = self.default_device
@@ -359,11 +355,32 @@ class GraphLowering(torch.fx.Interpreter):
         )
         if not isinstance(value, torch.Tensor):
             return value
+        meta = self.current_node.meta.get("val")
+        if isinstance(meta, torch.Tensor) and meta.device != value.device:
+            # the graph was traced with the constant on the meta value's device (a tensor made
+            # under torch.set_default_device can be stored on the CPU): its readers expect it there
+            value = value.to(meta.device)
+        elif _is_host_scalar(value) and self._used_only_on_device(self.current_node):
+            # a 0-d CPU constant that only ops on the graph's device read (eager lets them take
+            # it as a scalar): kernels read only their device's memory
+            value = value.to(self.default_device)
         name = f"const_{len(self.constants)}"
         self.constants[name] = value
         buf = ir.ConstantBuffer(name, _layout_from_meta(value))
         self.graph_inputs[name] = buf
         return ir.TensorBox(ir.StorageBox(buf))
+
+    def _used_only_on_device(self, n: torch.fx.Node) -> bool:
+        """Whether ``n`` (a graph input or constant) is read only by ops whose results are on the
+        graph's device, and is not itself an output: then it can live there."""
+        if self.default_device.type == "cpu" or n in self._output_nodes or not n.users:
+            return False
+        for user in n.users:
+            val = user.meta.get("val")
+            devices = {v.device.type for v in pytree.tree_leaves(val) if isinstance(v, torch.Tensor)}
+            if devices != {self.default_device.type}:
+                return False
+        return True
 
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
