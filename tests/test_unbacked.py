@@ -92,6 +92,17 @@ def test_masked_select_reductions():
     _check(f, [(torch.rand(64),), (torch.zeros(64),), (torch.rand(64) + 0.5,)])
 
 
+def test_index_reduction_of_a_masked_result_with_a_logical_size_check():
+    """argmin/argmax of a possibly empty masked result: the graph checks ``not (u0 == 0)`` (a
+    ``sym_not`` of a size comparison) before the reduction; eager raises on an empty one."""
+
+    def f(x):
+        m = x[x > 0]
+        return m.argmin(), m.argmax()
+
+    _check(f, [(torch.randn(33),), (torch.rand(33) + 0.1,), (torch.randn(33),)])
+
+
 def test_nonzero_coordinates_gather_and_scan():
     def f(x):
         idx = x.nonzero()

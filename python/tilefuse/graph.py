@@ -160,7 +160,19 @@ class _SizeCondition:
         return "<size condition>"
 
 
-_SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+# comparisons of sizes, and the logic on their results (a SymBool each): only ``_assert_scalar``
+# reads them, from the meta value's expression
+_SIZE_COMPARISONS = {
+    operator.eq,
+    operator.ne,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.and_,
+    operator.or_,
+    torch.sym_not,
+}
 # ops that only narrow a symbol's range: the ShapeEnv already holds the range
 _RANGE_CONSTRAINTS = {
     torch.ops.aten.sym_constrain_range.default,
