@@ -115,9 +115,9 @@ def test_view_on_aliased(dynamic):
     check(f1, torch.tensor([[4.0]]), torch.tensor([5.0]), dynamic=dynamic)
 
     def f2(x):
-        a = torch.tensor([[0.6324]])
+        a = torch.tensor([[0.6324]], device=DEVICE)
         ret = torch.cat((a, a), dim=0)
-        torch.tensor(6324) >= a[0]  # noqa: B015
+        torch.tensor(6324, device=DEVICE) >= a[0]  # noqa: B015
         return ret + x
 
     check(f2, torch.zeros(1), dynamic=dynamic)

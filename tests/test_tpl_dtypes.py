@@ -116,7 +116,7 @@ def test_const_int32_to_float(dyn):
 
 def test_long_tensor_literals(dyn):
     def f(a):
-        return torch.LongTensor([294]).to(a.device) - a, torch.as_tensor([295]).to(a.device) + a
+        return torch.LongTensor([294]).to(a.device) - a, torch.as_tensor([295], device=DEVICE).to(a.device) + a
 
     # on CUDA the literals are CPU tensors moved to the device: the transfer is an aten op
     check(f, torch.randint(0, 999, size=[8, 8]), dynamic=dyn, native=DEVICE == "cpu")
@@ -221,7 +221,7 @@ def test_zeros_ones_full(dyn):
         return (
             a + 1,
             torch.zeros((1, 8, 8, 8), dtype=torch.float32, device=a.device),
-            torch.zeros(2, 3),
+            torch.zeros(2, 3, device=DEVICE),
             a + torch.ones(8, device=a.device),
             torch.full((2, 3), 3.1416, device=a.device),
             aten.new_ones(a, [], device=a.device, dtype=6, layout=0, pin_memory=False),

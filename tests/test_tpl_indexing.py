@@ -24,10 +24,10 @@ aten = torch.ops.aten
 def test_index_propagation(dynamic):
     # indices that are affine (or abs/floordiv/remainder) functions of arange
     def f(x, y, n: int):
-        i = torch.arange(x.size(0))
-        flip = torch.arange(x.size(0) - 1, -1, -1)
-        rep = torch.arange(y.shape[0] * n)
-        pad = torch.arange(x.shape[0] + n)
+        i = torch.arange(x.size(0), device=DEVICE)
+        flip = torch.arange(x.size(0) - 1, -1, -1, device=DEVICE)
+        rep = torch.arange(y.shape[0] * n, device=DEVICE)
+        pad = torch.arange(x.shape[0] + n, device=DEVICE)
         return x[i], x[flip], y[rep // n], y[rep % y.shape[0]], x[(pad - n).abs()]
 
     check(f, torch.randn(8), torch.randn(8, 16), 3, dynamic=dynamic)
@@ -35,7 +35,7 @@ def test_index_propagation(dynamic):
 
 def test_computed_buffer_inlining(dynamic):
     def f(x):
-        idx = torch.arange(x.size(0) - 1, -1, -1)
+        idx = torch.arange(x.size(0) - 1, -1, -1, device=DEVICE)
         return x[idx], idx
 
     check(f, torch.randn(8), dynamic=dynamic)
@@ -43,7 +43,7 @@ def test_computed_buffer_inlining(dynamic):
 
 def test_index_propagation_device_assert_masked(dynamic):
     def f(a):
-        idx = torch.constant_pad_nd(torch.arange(a.size(0)), (1050, 0))
+        idx = torch.constant_pad_nd(torch.arange(a.size(0), device=DEVICE), (1050, 0))
         return a[torch.where(idx >= 0, idx, idx)]
 
     check(f, torch.randn(1024), dynamic=dynamic)
@@ -56,12 +56,12 @@ def test_neg_index(dynamic):
             a[b - 1],
             c[:, -1],
             a[d],
-            a[torch.arange(start=-1, end=-a.numel() - 1, step=-1)],
-            a[torch.arange(start=1, end=-a.numel() - 1, step=-1)],
-            a[(1.0 * torch.arange(start=-1, end=-a.numel() - 1, step=-1)).int()],
+            a[torch.arange(start=-1, end=-a.numel() - 1, step=-1, device=DEVICE)],
+            a[torch.arange(start=1, end=-a.numel() - 1, step=-1, device=DEVICE)],
+            a[(1.0 * torch.arange(start=-1, end=-a.numel() - 1, step=-1, device=DEVICE)).int()],
             aten._unsafe_index(a, (d,)),
-            a[torch.tensor([2])],
-            a[torch.tensor([-2])],
+            a[torch.tensor([2], device=DEVICE)],
+            a[torch.tensor([-2], device=DEVICE)],
         )
 
     a = torch.rand(64)
@@ -86,7 +86,7 @@ def test__unsafe_masked_index_put_accumulate(dynamic):
 
 def test_vectorized_ops_masked(dynamic):
     def f(x):
-        index = torch.arange(16)
+        index = torch.arange(16, device=DEVICE)
         return aten._unsafe_masked_index(x, index.view(1, 1, 16) < 15, [None, None, index], 7)
 
     check(f, torch.rand(4, 8, 15), dynamic=dynamic)
@@ -94,7 +94,7 @@ def test_vectorized_ops_masked(dynamic):
 
 def test_vectorized_ops_masked_var_novec(dynamic):
     def f(x):
-        index = torch.arange(10)
+        index = torch.arange(10, device=DEVICE)
         return aten._unsafe_masked_index(x, (index < 5).view(1, 1, 1, 10), [None, None, None, index], 7)
 
     check(f, torch.rand(1, 1, 8, 8), dynamic=dynamic)
@@ -127,8 +127,8 @@ def test_single_elem_indirect(dynamic):
 
 def test_tensor_index_slice(dynamic):
     def f(a):
-        x, y = torch.tensor([1, 2]), torch.tensor([2, 3])
-        xx, yy = torch.tensor([1, 2]).view(1, 2), torch.tensor([1, 2, 3]).view(3, 1)
+        x, y = torch.tensor([1, 2], device=DEVICE), torch.tensor([2, 3], device=DEVICE)
+        xx, yy = torch.tensor([1, 2], device=DEVICE).view(1, 2), torch.tensor([1, 2, 3], device=DEVICE).view(3, 1)
         return [
             a[x, y],
             a[:, x, y],
@@ -164,8 +164,11 @@ def test_tensor_index_put_slice(versions, dynamic):
     # the template's ten assignments, one after another into the input, each writing its own value
     # (-1, -2, ...) so that a misplaced write shows through a later one
     def f(a):
-        x, y = torch.tensor([1, 2], dtype=torch.int32), torch.tensor([2, 3], dtype=torch.int32)
-        xx, yy = torch.tensor([1, 2]).view(1, 2), torch.tensor([1, 2, 3]).view(3, 1)
+        x, y = (
+            torch.tensor([1, 2], dtype=torch.int32, device=DEVICE),
+            torch.tensor([2, 3], dtype=torch.int32, device=DEVICE),
+        )
+        xx, yy = torch.tensor([1, 2], device=DEVICE).view(1, 2), torch.tensor([1, 2, 3], device=DEVICE).view(3, 1)
         for v in versions:
             key = _PUT_KEYS[v](x, y, xx, yy)
             a[key] = torch.full_like(a[key], -1 - v)
@@ -269,8 +272,8 @@ def test_index_dynamic_shapes(dynamic):
         h, w = x.size(1), x.size(2)
         oh = math.ceil(h * 1.8735363483428955)
         ow = math.ceil(math.floor(w * 1.8735363483428955))
-        ys = (torch.arange(oh).to(torch.float32) + 0.5) * (h / oh) - 0.5
-        xs = (torch.arange(ow).to(torch.float32) + 0.5) * (w / math.floor(w * 1.8735363483428955)) - 0.5
+        ys = (torch.arange(oh, device=DEVICE).to(torch.float32) + 0.5) * (h / oh) - 0.5
+        xs = (torch.arange(ow, device=DEVICE).to(torch.float32) + 0.5) * (w / math.floor(w * 1.8735363483428955)) - 0.5
         y0 = ys.clamp_min(0.0)
         x0 = xs.clamp_min(0.0)
         yi, xi = y0.to(torch.int64), x0.to(torch.int64)
@@ -297,7 +300,7 @@ def test_masked_fill_promotion(dynamic):
         torch.randn(16, 16, dtype=torch.float16 if DEVICE == "cuda" else torch.float32),
         torch.randint(16, (16, 16)),
     ):
-        check(lambda m, v: aten.masked_fill(v, m, torch.tensor(3.5)), mask, value, dynamic=dynamic)
+        check(lambda m, v: aten.masked_fill(v, m, torch.tensor(3.5, device=DEVICE)), mask, value, dynamic=dynamic)
 
 
 def test_masked_scatter(dynamic):
@@ -403,7 +406,7 @@ def test_index_put_index(dynamic):
 
 def test_index_put_reinplace(dynamic):
     def f(x, idx):
-        x.index_put_((idx,), torch.ones(idx.size(0)))
+        x.index_put_((idx,), torch.ones(idx.size(0), device=DEVICE))
         return x.expand((2, x.shape[0]))
 
     check(f, torch.randn(1024), torch.arange(10), dynamic=dynamic)
@@ -411,7 +414,7 @@ def test_index_put_reinplace(dynamic):
 
 def test_index_put_failed_reinplace(dynamic):
     def f(x, idx):
-        return x, x.index_put((idx,), torch.ones(idx.size(0)))
+        return x, x.index_put((idx,), torch.ones(idx.size(0), device=DEVICE))
 
     check(f, torch.randn(1024), torch.arange(10), dynamic=dynamic)
 

@@ -63,7 +63,7 @@ def test_input_mutation1(dynamic):
 def test_input_mutation2(dynamic):
     def f(a):
         b = a + 1
-        a.view(64).copy_(torch.tensor([66.0]))
+        a.view(64).copy_(torch.tensor([66.0], device=DEVICE))
         return b, a + 2
 
     # an input that is not a leaf (it requires grad): its mutation is still the caller's. The
@@ -142,7 +142,7 @@ def test_fusing_write_into_disjoint_read(dynamic):
 
 def test_slice_view_with_graph_break(dynamic):
     def f(x):
-        a = torch.tensor([1]) + x
+        a = torch.tensor([1], device=DEVICE) + x
         a = a[0:1]
         b = a.squeeze()
         a[0] = 0
@@ -320,7 +320,7 @@ def test_mutable_custom_op_fixed_layout(dynamic):
             dst.copy_(src)
 
         def f(x):
-            full = torch.full([3], 7.0)
+            full = torch.full([3], 7.0, device=DEVICE)
             torch.ops.tpl_b.copy_.default(full, x)
             return torch.mul(full, full)
 

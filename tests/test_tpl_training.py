@@ -32,7 +32,7 @@ def test_input_mutation2_backward(dynamic):
     def f(leaf):
         a = leaf.add(1)
         b = a * 2
-        a.view(64).copy_(torch.tensor([66.0]))
+        a.view(64).copy_(torch.tensor([66.0], device=DEVICE))
         return b, a + 2
 
     # the overwritten input's buffer is allocated by aten's new_empty_strided
@@ -102,7 +102,7 @@ def test_scatter_backward(dynamic):
     # scatter_add, index_put (accumulate), select_scatter, and the slice_scatter whose gradient
     # came back as zeros (issue 42, item 4)
     def f(x, y, src, idx, rows):
-        a = torch.zeros(5, 6).scatter_add(0, idx, src)
+        a = torch.zeros(5, 6, device=DEVICE).scatter_add(0, idx, src)
         b = torch.index_put(x, (rows,), src[:3] * 2, accumulate=True)
         c = torch.select_scatter(x, y[:, 0], 1, 2)
         d = torch.slice_scatter(x, y, dim=1, start=0, end=3).sum(dim=1)

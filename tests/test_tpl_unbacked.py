@@ -33,7 +33,7 @@ def _capture_data_dependent():
 def test_index_propagation_nested_indirect_indexing(dynamic):
     # each row index repeated by a count read from a tensor
     def f(x, repeats):
-        index = torch.arange(repeats.numel()).repeat_interleave(repeats, dim=0)
+        index = torch.arange(repeats.numel(), device=DEVICE).repeat_interleave(repeats, dim=0)
         return torch.index_select(x, index=index, dim=0)
 
     check(f, torch.randn(8, 16), torch.tensor([1, 3, 2]), dynamic=dynamic, native=False)
@@ -108,10 +108,15 @@ def test_split_with_sizes_with_unbacked_symints(dynamic):
     check(f, torch.tensor([5, 15]), torch.randn(20), dynamic=dynamic, native=False)
 
     def g(x):
-        return aten.split_with_sizes.default(torch.arange(x.item()), [5, 5, 10])
+        return aten.split_with_sizes.default(torch.arange(x.item(), device=DEVICE), [5, 5, 10])
 
     check(g, torch.tensor([20]), dynamic=dynamic, native=False)
 
 
 def test_split_with_unbacked_symints(dynamic):
-    check(lambda x: torch.split(torch.arange(x.item()), [5, 5, 10]), torch.tensor([20]), dynamic=dynamic, native=False)
+    check(
+        lambda x: torch.split(torch.arange(x.item(), device=DEVICE), [5, 5, 10]),
+        torch.tensor([20]),
+        dynamic=dynamic,
+        native=False,
+    )

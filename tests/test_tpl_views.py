@@ -379,7 +379,7 @@ def test_exact_stride(dynamic):
     view = torch.as_strided(full, (16, 8), full.stride())
 
     def f(x):
-        out = torch.empty_strided(x.size(), x.stride())
+        out = torch.empty_strided(x.size(), x.stride(), device=DEVICE)
         out[:] = x + x
         return out
 

@@ -126,7 +126,7 @@ def test_item_as_a_size_of_a_slice_and_an_arange():
         n = t.item()
         torch._check(n >= 0)
         torch._check(n <= x.size(0))
-        return x[:n] * n, torch.arange(n) * 2 + x.sum()
+        return x[:n] * n, torch.arange(n, device=DEVICE) * 2 + x.sum()
 
     x = torch.randn(10)
     # Dynamo's own guards specialize an .item() of 0 or 1 (a recompile that is not tilefuse's):
@@ -139,7 +139,7 @@ def test_item_of_zero_gives_empty_results():
         n = t.item()
         torch._check(n >= 0)
         torch._check(n <= x.size(0))
-        return x[:n] + 1, torch.arange(n).float().sum()
+        return x[:n] + 1, torch.arange(n, device=DEVICE).float().sum()
 
     cf = torch.compile(f, backend="tilefuse")
     x = torch.randn(10)
@@ -157,7 +157,7 @@ def test_item_as_a_size_with_arithmetic_and_a_long_scan():
         n = t.item()
         torch._check(n >= 0)
         torch._check(n % 2 == 0)
-        return torch.ones(n // 2).cumsum(0), torch.arange(n).float().cumsum(0)
+        return torch.ones(n // 2, device=DEVICE).cumsum(0), torch.arange(n, device=DEVICE).float().cumsum(0)
 
     _check(f, [(torch.tensor(6),), (torch.tensor(3000),), (torch.tensor(8),)])
 
@@ -187,7 +187,7 @@ def test_runtime_assertion_on_data_dependent_sizes_is_checked_by_the_wrapper(mon
         n = t.item()
         torch._check(n >= 0)
         torch.ops.aten._assert_scalar.default(n * 2 <= x.shape[0] + 1, "n is too large")
-        return torch.arange(n) * 2
+        return torch.arange(n, device=DEVICE) * 2
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     torch.testing.assert_close(cf(torch.randn(10), torch.tensor(3)), f(torch.randn(10), torch.tensor(3)))

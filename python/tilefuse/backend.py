@@ -465,6 +465,10 @@ def compile_graph(
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str, specialized_from: str | None) -> Any:
     name = f"{kind}_{next(_graph_ids)}"
+    if _cpu_graph_without_interpreter(gm, example_inputs, name):
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        return make_boxed_func(gm.forward)
     if specialized_from is None and any(_is_symbolic(x) for x in example_inputs):
         if not config.symbolic_shapes:
             metrics.specialized_graph_count += 1
@@ -498,6 +502,36 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, kind: str, sp
         from torch._functorch.aot_autograd import make_boxed_func
 
         return make_boxed_func(gm.forward)
+
+
+_warned_cpu_graph = False
+
+
+def _cpu_graph_without_interpreter(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> bool:
+    """Whether graph ``name`` computes on the CPU while Triton's interpreter is off (a CPU part
+    of a model on a GPU machine): tilefuse generates GPU kernels, and runs CPU kernels only
+    through the interpreter, so the graph runs eagerly, counted in ``metrics.eager_graph_count``;
+    the first such graph of the process gives one warning that says how to compile it."""
+    global _warned_cpu_graph
+    from .graph import _graph_device
+
+    if _graph_device(gm, example_inputs).type != "cpu":
+        return False
+    import triton
+
+    if triton.knobs.runtime.interpret:
+        return False
+    metrics.eager_graph_count += 1
+    if not _warned_cpu_graph:
+        _warned_cpu_graph = True
+        warnings.warn(
+            f"tilefuse: graph '{name}' computes on the CPU, where tilefuse runs Triton kernels only "
+            "through Triton's interpreter (TRITON_INTERPRET=1 set before importing torch); it and "
+            "other CPU graphs run eagerly",
+            stacklevel=_runtime.user_stacklevel(),
+        )
+    log.info("tilefuse: graph '%s' computes on the CPU without Triton's interpreter; it runs eagerly", name)
+    return True
 
 
 def _failed_to_eager(what: str, e: Exception) -> None:

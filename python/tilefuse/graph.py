@@ -228,6 +228,15 @@ def _size_fact(g: Any, target: Any, args: tuple) -> Any:
     return None
 
 
+def _check_device(v: Any, meta: Any) -> None:
+    """A graph output must be on its meta value's device: a 0-d CPU value computed from a host
+    scalar kept on the device (``_host_scalar_to_device``) would not be. Raises
+    NotImplementedError: the graph then runs eagerly, with one warning (``config.fallback_on_error``)."""
+    dev = v.get_device()
+    if isinstance(meta, torch.Tensor) and dev is not None and dev.type != meta.device.type:
+        raise NotImplementedError(f"an output computed on {dev.type} that eager returns on {meta.device.type}")
+
+
 def _set_exact_strides(box: ir.TensorBox, size: list, stride: list) -> bool:
     """Lay ``box``'s value out with ``stride`` when it is realized, if its layout is still free:
     an unrealized Pointwise or Reduction whose StorageBox has no ``exact_stride`` yet, and
@@ -333,7 +342,7 @@ class GraphLowering(torch.fx.Interpreter):
             # offset: the layout's offset is 0
             lay = _layout_from_meta(ex)
             lay.offset = 0
-            if _is_host_scalar(ex) and self._used_only_on_device(self.current_node):
+            if _is_host_scalar(ex) and self._host_scalar_to_device(self.current_node):
                 # a Python float Dynamo passes as a 0-d CPU tensor (or any CPU scalar tensor eager
                 # lets CUDA ops take): the call copies it to the graph's device, where it is read
                 lay.device = self.default_device
@@ -372,9 +381,9 @@ class GraphLowering(torch.fx.Interpreter):
             # the graph was traced with the constant on the meta value's device (a tensor made
             # under torch.set_default_device can be stored on the CPU): its readers expect it there
             value = value.to(meta.device)
-        elif _is_host_scalar(value) and self._used_only_on_device(self.current_node):
-            # a 0-d CPU constant that only ops on the graph's device read (eager lets them take
-            # it as a scalar): kernels read only their device's memory
+        elif _is_host_scalar(value) and self._host_scalar_to_device(self.current_node):
+            # a 0-d CPU constant (eager lets device ops take it as a scalar): kernels read only
+            # their device's memory
             value = value.to(self.default_device)
         name = f"const_{len(self.constants)}"
         self.constants[name] = value
@@ -382,15 +391,32 @@ class GraphLowering(torch.fx.Interpreter):
         self.graph_inputs[name] = buf
         return ir.TensorBox(ir.StorageBox(buf))
 
-    def _used_only_on_device(self, n: torch.fx.Node) -> bool:
-        """Whether ``n`` (a graph input or constant) is read only by ops whose results are on the
-        graph's device, and is not itself an output: then it can live there."""
-        if self.default_device.type == "cpu" or n in self._output_nodes or not n.users:
-            return False
-        for user in n.users:
-            val = user.meta.get("val")
-            devices = {v.device.type for v in pytree.tree_leaves(val) if isinstance(v, torch.Tensor)}
-            if devices != {self.default_device.type}:
+    def _host_scalar_to_device(self, n: torch.fx.Node) -> bool:
+        """Whether the 0-d CPU tensor ``n`` (a graph input or constant) is kept on the graph's
+        device: in a graph on another device than the CPU, unless ``n`` is itself an output.
+        Its readers are the device's kernels, which inline the scalar arithmetic on it (a chain of
+        0-d CPU ops, such as a Python float's casts, computes inside the kernel that reads it);
+        a value of such a chain that the graph returns is checked at the output (``_check_device``)."""
+        return self.default_device.type != "cpu" and n not in self._output_nodes
+
+    def _on_graph_device(self, args: tuple, kwargs: dict) -> bool:
+        """Whether the current node computes on the graph's device, so its kernels can: every IR
+        tensor it reads lives there (eager also lets a CUDA op read CPU indices, or a CPU scalar
+        an aten op made), and so does its result, except a 0-d result of values already there
+        (a host scalar's arithmetic, kept on the device: ``_host_scalar_to_device``). Other ops
+        (CPU work in a CUDA graph) run as their aten kernels, as eager runs them."""
+        want = self.default_device.type
+        for a in pytree.tree_leaves((args, kwargs)):
+            if isinstance(a, ir.TensorBox):
+                dev = a.get_device()
+                if dev is not None and dev.type != want:
+                    return False
+        for v in pytree.tree_leaves(self.current_node.meta.get("val")):
+            if (
+                isinstance(v, torch.Tensor)
+                and v.device.type != want
+                and (v.dim() != 0 or not self.current_node.all_input_nodes)
+            ):
                 return False
         return True
 
@@ -414,6 +440,9 @@ class GraphLowering(torch.fx.Interpreter):
             if pair is not None:
                 return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
+        if fn is not None and not self._on_graph_device(args, kwargs):
+            log.debug("tilefuse: %s runs on another device than the graph's; using a fallback kernel", target)
+            fn = None
         if fn is not None and not self._kernel_dtypes_only(self.current_node):
             log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel", target)
             fn = None
@@ -564,6 +593,7 @@ class GraphLowering(torch.fx.Interpreter):
         stored once and viewed with stride 0)."""
         if not isinstance(v, ir.IRNode):
             return v
+        _check_device(v, meta)
         want = self._eager_layout(meta)
         if want is not None and (
             not self._same_sizes(list(v.get_size()), want[0]) or any(isinstance(s, int) and s == 0 for s in want[0])

@@ -221,6 +221,14 @@ class KernelLauncher:
         in the JIT's cache) without launching, so a binary the static launcher takes never builds
         Triton's per-signature C launcher. None, with direct launches switched off, for a Triton
         whose compiled kernels lack what a direct launch needs."""
+        for i, a in enumerate(args):
+            # a direct launch passes raw pointers: one into host memory would fault on the device
+            # (Triton's own launch makes the same check on every call)
+            if getattr(a, "is_cuda", True) is False:
+                raise ValueError(
+                    f"kernel {self.fn.__name__}: argument {i} is a {a.device} tensor; a CUDA kernel "
+                    "reads only CUDA memory (an internal error: please report it with the graph)"
+                )
         # the warm-up threads are done with Triton's driver first (a restored launcher's module
         # was loaded without waiting for them)
         wait_warmup()

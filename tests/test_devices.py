@@ -1,0 +1,87 @@
+"""Graphs whose tensors are not all on the graph's device (CPU indices or CPU scalars in a CUDA
+graph, CPU work inside it, a whole CPU graph on a machine without Triton's interpreter).
+
+A kernel reads only its own device's memory, so ``GraphLowering`` keeps every kernel's reads on
+the graph's device: 0-d CPU inputs and constants move to the device (eager lets device ops take
+them as scalars), and an op that reads or produces tensors elsewhere runs as its aten kernel, as
+eager runs it. The lowering tests use the ``meta`` device as the graph's device (a device other
+than the CPU that needs no GPU); on a GPU the same rules hold for CUDA, where the ported templates
+(tests/test_tpl_dtypes.py, tests/test_tpl_indexing.py) run them end to end.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from tilefuse import metrics
+from tilefuse.graph import GraphLowering
+
+
+def _lowered(fn, *args) -> GraphLowering:
+    gm = make_fx(fn)(*args)
+    graph = GraphLowering(gm, list(args), "devices")
+    graph.run()
+    return graph
+
+
+def test_cpu_indices_of_a_device_tensor_run_as_the_aten_op():
+    x, i = torch.randn(16, device="meta"), torch.tensor([3, 1])
+    graph = _lowered(lambda x, i: x[i] * 2, x, i)
+    assert graph.default_device.type == "meta"
+    # the gather reads CPU memory: aten's kernel; the multiplication is a kernel on the device
+    assert graph.fallback_ops == ["aten.index.Tensor"]
+
+
+def test_a_host_scalar_and_its_casts_are_read_on_the_device():
+    x, s = torch.randn(16, device="meta"), torch.tensor(2.5, dtype=torch.float64)
+    graph = _lowered(lambda x, s: x * s.float() + s.to(torch.float32), x, s)
+    assert graph.fallback_ops == []
+    assert graph.host_scalar_inputs == ["arg1"]
+    assert graph.graph_inputs["arg1"].get_device().type == "meta"
+
+
+def test_a_zero_dim_constant_moves_to_the_device():
+    x = torch.randn(16, device="meta")
+    graph = _lowered(lambda x: x * torch.tensor(3.0), x)
+    assert graph.fallback_ops == []
+    assert [c.device.type for c in graph.constants.values()] == ["meta"]
+
+
+def test_cpu_work_inside_a_device_graph_runs_as_aten_ops():
+    x, y = torch.randn(4, device="meta"), torch.randn(4)
+    graph = _lowered(lambda x, y: x + y.sum(), x, y)
+    # the CPU reduction, and the addition that reads its CPU result
+    assert graph.fallback_ops == ["aten.sum.default", "aten.add.Tensor"]
+
+
+def test_a_host_scalar_result_the_graph_returns_on_the_cpu_is_refused():
+    # computed on the device (where the scalar was moved) but returned on the CPU by eager:
+    # the graph is not compiled (the backend runs it eagerly, with a warning)
+    x, s = torch.randn(16, device="meta"), torch.tensor(2.5)
+    with pytest.raises(NotImplementedError, match="eager returns on cpu"):
+        _lowered(lambda x, s: (x * s, s + 1), x, s)
+
+
+def test_a_cpu_graph_without_the_interpreter_runs_eagerly_with_one_warning(monkeypatch):
+    import triton
+
+    from tilefuse import backend
+
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
+    monkeypatch.setattr(backend, "_warned_cpu_graph", False)
+    torch._dynamo.reset()
+    metrics.reset()
+    fns = [lambda x: (x.sin() + 1).sum(0), lambda x: x.cos() * 2]
+    x = torch.randn(8, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for fn in fns:
+            torch.testing.assert_close(torch.compile(fn, backend="tilefuse")(x), fn(x))
+    said = [w for w in caught if "computes on the CPU" in str(w.message)]
+    assert len(said) == 1 and "TRITON_INTERPRET=1" in str(said[0].message)
+    assert metrics.eager_graph_count == 2 and metrics.generated_kernel_count == 0
+    torch._dynamo.reset()
