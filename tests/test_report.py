@@ -112,7 +112,7 @@ def _check_page(text: str, peaks: bool) -> _Page:
     # kernels: their fused aten ops (GELU's erf, the LayerNorm), arithmetic and bytes
     kern_rows = page.tables["kernels"]
     ops = " ".join(cells[2] for _, cells in kern_rows)
-    assert "aten.erf.default" in ops and "aten.native_layer_norm.default" in ops and "aten.mul.Tensor" in ops, ops
+    assert "erf" in ops.split() and "native_layer_norm" in ops.split() and "mul" in ops, ops
     assert all(float(a["data-flops"]) > 0 for a, _ in kern_rows)
     assert sum(len(cells) == 13 for _, cells in kern_rows) == len(kern_rows)
     # refused fusions: named rules with their reasons, the iteration-space one among them
@@ -151,6 +151,25 @@ def test_report_in_process(tmp_path):
     n = [len(it.samples) for it in rep.graphs[0].items]
     f(*args)
     assert [len(it.samples) for it in rep.graphs[0].items] == n
+
+
+def test_a_graph_the_report_cannot_record_runs_as_compiled(monkeypatch):
+    """A failure while recording a graph (here: tracing its fused ops) leaves that graph out of
+    the report with one warning; the graph still runs tilefuse's kernels and gives eager's result."""
+    import tilefuse.report
+    from tilefuse.ir import loops
+
+    def broken(*args):
+        raise RuntimeError("origins unavailable")
+
+    monkeypatch.setattr(loops, "buffer_origins", broken)
+    x = torch.randn(4, 8)
+    with tilefuse.report.collect() as rep:
+        f = torch.compile(lambda t: t.sin() * 2, backend="tilefuse")
+        with pytest.warns(UserWarning, match="left out of the report .*origins unavailable"):
+            got = f(x)
+    torch.testing.assert_close(got, x.sin() * 2)
+    assert rep.graphs == [] and metrics.generated_kernel_count == 1 and metrics.eager_graph_count == 0
 
 
 _SCRIPT = textwrap.dedent(

@@ -53,21 +53,20 @@ def _current_origin() -> str | None:
     return f"{n.name}: {getattr(target, '__name__', target) if not hasattr(target, '_schema') else target}"
 
 
-def buffer_origins(buf: "ComputedBuffer") -> list[str]:
+def buffer_origins(buf: "ComputedBuffer", iter_vars: list, reduce_vars: list) -> list[str]:
     """The FX nodes (``"<name>: <aten op>"``) whose values ``buf``'s store function computes: the
     one that made its Loops and those of every inlined Pointwise its trace calls, in first-call
-    order. Empty unless ``track_origins`` was on while the graph was lowered; needs the graph
-    context (dtypes)."""
+    order. ``iter_vars``/``reduce_vars``: the loop variables its store function takes (a
+    SchedulerNode's ``body.iter_vars`` and ``body.reduce_vars``). Empty unless ``track_origins``
+    was on while the graph was lowered; needs the graph context (dtypes)."""
     global _origin_sink
     from .loop_body import LoopBody
 
     data = buf.data
     sink: list = [data.origin] if getattr(data, "origin", None) else []
-    iv = [S.sym(f"i{k}") for k in range(len(data.ranges))]
-    rv = [S.sym(f"r{k}") for k in range(len(getattr(data, "reduction_ranges", ())))] if buf.is_reduction() else []
     prev, _origin_sink = _origin_sink, sink
     try:
-        LoopBody.trace(buf.store_fn(), iv, rv, {}, G.dtype_of)
+        LoopBody.trace(buf.store_fn(), list(iter_vars), list(reduce_vars), {}, G.dtype_of)
     finally:
         _origin_sink = prev
     return list(dict.fromkeys(sink))

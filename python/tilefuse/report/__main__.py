@@ -1,5 +1,6 @@
-"""``python -m tilefuse.report [-o report.html] [--no-peaks] script.py [args...]``: run a script with
-the kernel report collecting, then write the page (``tilefuse.report``).
+"""``python -m tilefuse.report [-o report.html] [--no-peaks] (script.py | -m module) [args...]``: run a
+script (or a module, as ``python -m`` does) with the kernel report collecting, then write the page
+(``tilefuse.report``).
 
 The script runs as ``python script.py args...`` would run it (``__name__ == "__main__"``, its
 folder first on ``sys.path``, ``sys.argv`` set to the script and its arguments). The page is written
@@ -26,22 +27,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("-o", "--output", default="tilefuse_report.html", help="the page to write (default: %(default)s)")
     ap.add_argument("--no-peaks", action="store_true", help="do not measure the device's peak bandwidth and FLOP/s")
-    ap.add_argument("script", help="the Python script to run")
-    ap.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    ap.add_argument("-m", dest="as_module", action="store_true", help="run a module, as `python -m MODULE` would")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="the script (or, with -m, the module) and its arguments")
     ns = ap.parse_args(argv)
-    if not os.path.isfile(ns.script):
-        ap.error(f"no such script: {ns.script!r} (give the path of a Python file)")
+    if not ns.command:
+        ap.error("give a script to run, or -m and a module")
+    target, args = ns.command[0], ns.command[1:]
+    if not ns.as_module and not os.path.isfile(target):
+        ap.error(f"no such script: {target!r} (give the path of a Python file, or -m and a module)")
 
     from . import collect
 
     rep = collect()
-    rep.workload = " ".join([ns.script, *ns.args])
+    rep.workload = " ".join(["-m"] * ns.as_module + ns.command)
     status = 0
     saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [ns.script, *ns.args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(ns.script)))
+    sys.argv = [target, *args]
+    sys.path.insert(0, os.getcwd() if ns.as_module else os.path.dirname(os.path.abspath(target)))
     try:
-        runpy.run_path(ns.script, run_name="__main__")
+        if ns.as_module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Exception:  # noqa: BLE001 - the script's error: shown, and the page still written

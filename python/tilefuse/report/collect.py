@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import logging
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,11 @@ from ..ir import loops as ir_loops
 from ..logs import fusion_log
 
 
+# the timings kept per launch site: a long run keeps its first call and its latest calls (CUDA
+# event pairs hold device resources until they are read)
+MAX_SAMPLES = 1000
+
+
 @dataclass
 class ItemRecord:
     """One launch site of a compiled graph: a Triton kernel launch (``kind`` "kernel") or an
@@ -49,7 +55,8 @@ class ItemRecord:
     buffer it writes (a kernel's first node); ``nodes``: the buffers a kernel computes;
     ``origins``: ``"<fx node>: <aten op>"`` of the values it computes; ``flops``: arithmetic per
     call (None: unknown); ``bytes``: bytes moved per call, measured at the first call;
-    ``samples``: seconds per call (floats), or CUDA event pairs until ``Collector.stop``."""
+    ``samples``: seconds per call (floats), or CUDA event pairs until ``Collector.stop``: the first
+    call's and the latest ``MAX_SAMPLES - 1``; ``calls``: every call counted."""
 
     kind: str
     graph: str
@@ -62,18 +69,26 @@ class ItemRecord:
     flops: float | None = None
     bytes: int | None = None
     samples: list = field(default_factory=list)
+    calls: int = 0
     mutated: tuple = ()
     op: Any = None
 
     def seconds(self) -> tuple[float, int, bool]:
-        """(seconds per call, calls, steady): the median of the calls after the first (the first
-        compiles, autotunes and warms caches) when there are several, else the one call's time
-        with ``steady`` False. (0, 0, False) when it never ran."""
+        """(seconds per call, calls, steady): the median of the kept calls after the first (the
+        first compiles, autotunes and warms caches) when there are several, else the one call's
+        time with ``steady`` False. (0, 0, False) when it never ran."""
         s = [x for x in self.samples if isinstance(x, float)]
         if not s:
             return 0.0, 0, False
         rest = sorted(s[1:]) if len(s) > 1 else s
-        return rest[len(rest) // 2], len(s), len(s) > 1
+        return rest[len(rest) // 2], max(self.calls, len(s)), len(s) > 1
+
+    def add(self, sample: Any) -> None:
+        """Keep one call's sample (the first call's always, then the latest ``MAX_SAMPLES - 1``)."""
+        self.calls += 1
+        if len(self.samples) >= MAX_SAMPLES:
+            del self.samples[1]
+        self.samples.append(sample)
 
 
 @dataclass
@@ -120,9 +135,9 @@ class _Timer:
         if self.cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
-            rec.samples.append((mark, e))
+            rec.add((mark, e))
         else:
-            rec.samples.append(time.perf_counter() - mark)
+            rec.add(time.perf_counter() - mark)
 
 
 class _GraphTimers:
@@ -331,8 +346,18 @@ class Collector:
 
     def _on_graph(self, compiled: Any, graph: Any, items: list, wrapper: Any) -> None:
         """The compile hook: record the graph's launches, extern calls and refused fusions, and
-        instrument its ``call``."""
+        instrument its ``call``. A graph it cannot record runs as compiled, left out of the
+        report with one warning (the report must not change what the workload does)."""
         refused, self._handler.pending = self._handler.pending, []
+        try:
+            self._record(compiled, graph, wrapper, refused)
+        except Exception as e:  # noqa: BLE001 - see above
+            warnings.warn(
+                f"tilefuse report: graph '{compiled.name}' is left out of the report ({type(e).__name__}: {e})",
+                stacklevel=2,
+            )
+
+    def _record(self, compiled: Any, graph: Any, wrapper: Any, refused: list) -> None:
         device = str(graph.default_device)
         rec = GraphRecord(compiled.name, device)
         origins: dict[str, list[str]] = {}
@@ -342,7 +367,7 @@ class Collector:
             names = [n.name for n in group.nodes]
             org: list[str] = []
             for n in group.nodes:
-                origins[n.name] = ir_loops.buffer_origins(n.buf)
+                origins[n.name] = ir_loops.buffer_origins(n.buf, n.body.iter_vars, n.body.reduce_vars)
                 org += origins[n.name]
                 ended_in[n.name] = kname
             hint = SV.current().hint

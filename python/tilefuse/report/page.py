@@ -36,6 +36,8 @@ code { font-size: 12px; }
 .bar { display: inline-block; height: 9px; background: #4a78c2; vertical-align: middle; margin-right: 6px; }
 figure { margin: 8px 0; } figure svg { max-width: 100%; height: auto; }
 .rule { font-weight: 600; }
+td.name code { word-break: break-all; } .buf { color: #778; font-size: 11px; }
+#ranking td:nth-child(5) { max-width: 380px; }
 """
 
 
@@ -84,7 +86,7 @@ class Row:
         self.total = self.seconds * self.calls
         ok = self.seconds > 0
         self.bandwidth = item.bytes / self.seconds if ok and item.bytes is not None else None
-        self.flops_s = item.flops / self.seconds if ok and item.flops else None
+        self.flops_s = item.flops / self.seconds if ok and item.flops is not None else None
         self.intensity = item.flops / item.bytes if item.flops and item.bytes else None
 
     def attrs(self) -> str:
@@ -103,49 +105,84 @@ class Row:
         return " ".join(f'data-{k}="{_esc(v)}"' for k, v in vals.items())
 
 
+def _short(op: str) -> str:
+    """``aten.add.Tensor`` -> ``add``: the op's name without namespace and overload."""
+    parts = op.split(".")
+    return parts[1] if len(parts) == 3 and parts[0] in ("aten", "prims") else op
+
+
 def _ops(origins: list[str], limit: int = 12) -> str:
-    """The fused FX nodes as ``<code>`` chips (the aten op, the node name in the tooltip)."""
-    chips = []
-    for o in origins[:limit]:
+    """The fused FX nodes' ops as ``<code>`` chips, one per op with its count (``add ×3``; the full
+    op and the node names in the tooltip), in first-seen order."""
+    by_op: dict[str, list[str]] = {}
+    for o in origins:
         node, _, op = o.partition(": ")
-        chips.append(f'<code title="{_esc(node)}">{_esc(op or node)}</code>')
-    if len(origins) > limit:
-        chips.append(f"+{len(origins) - limit} more")
-    return f'<span class="ops">{"".join(chips)}</span>'
+        by_op.setdefault(op or node, []).append(node)
+    chips = []
+    for op, nodes in list(by_op.items())[:limit]:
+        count = f" ×{len(nodes)}" if len(nodes) > 1 else ""
+        chips.append(f'<code title="{_esc(op)}: {_esc(", ".join(nodes))}">{_esc(_short(op))}{count}</code>')
+    if len(by_op) > limit:
+        chips.append(f"+{len(by_op) - limit} more")
+    return f'<span class="ops">{" ".join(chips)}</span>'
 
 
-def _ranking(rows: list[Row], peaks: Peaks | None) -> str:
+_HEAD = (
+    "<thead><tr><th>#</th><th>kernel / call</th><th>kind</th><th>graph</th>"
+    "<th>fused ops</th><th>calls</th><th>time per call</th><th>total</th><th>share</th>"
+    "<th>bandwidth (% of peak)</th><th>FLOP/s (% of peak)</th></tr></thead>"
+)
+
+
+def _category(it: ItemRecord) -> str:
+    return "Triton kernels" if it.kind == "kernel" else _short(it.name)
+
+
+def _ranking(rows: list[Row], peaks: Peaks | None, shown: int = 25) -> str:
+    """The time by category (Triton kernels, then each extern op), and every item ranked by
+    total time: the first ``shown`` in ``table#ranking``, the rest in a folded table after it."""
     total = sum(r.total for r in rows) or 1.0
     top = max((r.total for r in rows), default=0.0) or 1.0
     bw = peaks.bandwidth if peaks else 0.0
     fl = peaks.top_flops if peaks else 0.0
-    out = [
-        '<table id="ranking"><thead><tr><th>#</th><th>kernel / call</th><th>kind</th><th>graph</th>'
-        "<th>fused ops / buffer</th><th>calls</th><th>time per call</th><th>total</th><th>share</th>"
-        "<th>bandwidth (% of peak)</th><th>FLOP/s (% of peak)</th></tr></thead><tbody>"
-    ]
+    cats: dict[str, list[float]] = {}
+    for r in rows:
+        c = cats.setdefault(_category(r.item), [0.0, 0])
+        c[0] += r.total
+        c[1] += 1
+    by_cat = ", ".join(
+        f"<b>{_esc(k)}</b> {100 * v[0] / total:.1f}% ({v[1]})"
+        for k, v in sorted(cats.items(), key=lambda kv: -kv[1][0])
+    )
+    out = [f'<p class="note" id="categories">By kind: {by_cat}.</p>', f'<table id="ranking">{_HEAD}<tbody>']
     for i, r in enumerate(sorted(rows, key=lambda r: -r.total), 1):
+        if i == shown + 1:
+            out.append(
+                f"</tbody></table><details><summary>{len(rows) - shown} more</summary>"
+                f'<table id="ranking-more">{_HEAD}<tbody>'
+            )
         it = r.item
         cls = ' class="extern"' if it.kind == "extern" else ""
-        share = r.total / total
         bar = f'<span class="bar" style="width:{max(1, round(80 * r.total / top))}px"></span>'
         first = "" if r.steady else ' <span title="one call only: includes first-call costs">*</span>'
+        ops = _ops(it.origins, 8) if it.kind == "kernel" else ""
         out.append(
-            f"<tr{cls} {r.attrs()}><td class=num>{i}</td><td><code>{_esc(it.name)}</code></td>"
-            f"<td>{_esc(it.kind)}</td><td>{_esc(it.graph)}</td><td>{_ops(it.origins, 6) if it.kind == 'kernel' else _esc(it.buf)}</td>"
+            f"<tr{cls} {r.attrs()}><td class=num>{i}</td><td class=name><code>{_esc(it.name)}</code>"
+            f'<br><span class="buf">{_esc(it.buf)}</span></td>'
+            f"<td>{_esc(it.kind)}</td><td>{_esc(it.graph)}</td><td>{ops}</td>"
             f"<td class=num>{r.calls}</td><td class=num>{_time(r.seconds)}{first}</td>"
-            f"<td class=num>{_time(r.total)}</td><td class=num>{bar}{100 * share:.1f}%</td>"
+            f"<td class=num>{_time(r.total)}</td><td class=num>{bar}{100 * r.total / total:.1f}%</td>"
             f"<td class=num>{_si(r.bandwidth, 'B/s')} ({_pct(r.bandwidth, bw)})</td>"
             f"<td class=num>{_si(r.flops_s, 'FLOP/s')} ({_pct(r.flops_s, fl)})</td></tr>"
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table>" + ("</details>" if len(rows) > shown else ""))
     return "\n".join(out)
 
 
 def roofline_svg(rows: list[Row], peaks: Peaks | None) -> str | None:
     """The roofline plot as an inline ``<svg>`` element: one point per item with both FLOPs and
     bytes (x: FLOP/byte, y: achieved FLOP/s, area by total time; circles for Triton kernels,
-    squares for extern calls; the five slowest labelled) under the bandwidth roof
+    squares for extern calls; the ten slowest labelled with their rank) under the bandwidth roof
     ``peak bandwidth · x`` and the compute roof(s). None when matplotlib is not installed."""
     try:
         import matplotlib
@@ -190,13 +227,17 @@ def roofline_svg(rows: list[Row], peaks: Peaks | None) -> str | None:
                 linewidths=0.5,
                 label="Triton kernel" if kind == "kernel" else "extern call",
             )
-    placed: list[tuple[float, float]] = []
-    for r in sorted(pts, key=lambda r: -r.total)[:5]:
-        label = r.item.name if r.item.kind == "kernel" else f"{r.item.name} ({r.item.buf})"
-        # labels of points close together (within 2x on both axes) stacked downwards
-        near = sum(1 for x, y in placed if 0.5 < r.intensity / x < 2 and 0.5 < r.flops_s / y < 2)
-        placed.append((r.intensity, r.flops_s))
-        ax.annotate(label, (r.intensity, r.flops_s), xytext=(7, 4 - 9 * near), textcoords="offset points", fontsize=7)
+    # the ten slowest points labelled with their rank in the ranking table
+    rank = {id(r): i for i, r in enumerate(sorted(rows, key=lambda r: -r.total), 1)}
+    for r in sorted(pts, key=lambda r: -r.total)[:10]:
+        ax.annotate(
+            str(rank[id(r)]),
+            (r.intensity, r.flops_s),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize=8,
+            weight="bold",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -265,31 +306,64 @@ def _extern_table(g: GraphRecord, rows: dict[int, Row], peaks: Peaks | None) -> 
     return "\n".join(out)
 
 
-def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
-    if not g.refusals:
-        return '<p class="note">No fusion was refused in this graph.</p>'
-    sizes = {it.name: len(it.nodes) for it in g.items if it.kind == "kernel"}
-    counts: dict[str, int] = {}
-    for r in g.refusals:
-        counts[r[3]] = counts.get(r[3], 0) + 1
-    summary = ", ".join(f"{_esc(k)} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-    out = [
-        f'<p class="note">{len(g.refusals)} refusals by rule: {summary}. A node refused by one kernel may '
-        "still have joined another (last column). Rules: <code>tilefuse/scheduler/fusion.py</code>.</p>",
-        '<table class="refusals"><thead><tr><th>node</th><th>its ops</th><th>refused by</th><th>rule</th>'
-        "<th>reason</th><th>ended in</th></tr></thead><tbody>",
-    ]
-    for node, origins, kernel, rule, reason, ended in g.refusals[:limit]:
+# rules every candidate kernel before a node's producer tends to meet: an extern call, or a write
+# of something the node reads, in between (listed folded, after the others)
+_ROUTINE = ("written_in_between", "extern_call")
+
+
+def _refusal_rows(groups: list, sizes: dict) -> list[str]:
+    out = []
+    for (node, rule), hits in groups:
+        origins, ended = hits[0][2], hits[0][3]
+        kernels = "; ".join(h[0] for h in hits[:2]) + (f"; and {len(hits) - 2} more" if len(hits) > 2 else "")
+        reason = hits[0][1] + (f" (and {len(hits) - 1} more like it)" if len(hits) > 1 else "")
         n = sizes.get(ended, 1)
         where = f"<code>{_esc(ended)}</code> ({n} node{'s' if n != 1 else ''})" if ended else "—"
         out.append(
-            f'<tr data-rule="{_esc(rule)}" data-node="{_esc(node)}"><td><code>{_esc(node)}</code></td>'
-            f"<td>{_ops(origins, 4)}</td><td>{_esc(kernel)}</td><td class=rule>{_esc(rule)}</td>"
-            f"<td>{_esc(reason)}</td><td>{where}</td></tr>"
+            f'<tr data-rule="{_esc(rule)}" data-node="{_esc(node)}" data-count="{len(hits)}">'
+            f"<td><code>{_esc(node)}</code></td><td>{_ops(origins, 4)}</td><td>{_esc(kernels)}</td>"
+            f"<td class=rule>{_esc(rule)}</td><td>{_esc(reason)}</td><td>{where}</td></tr>"
         )
-    out.append("</tbody></table>")
-    if len(g.refusals) > limit:
-        out.append(f'<p class="note">… and {len(g.refusals) - limit} more.</p>')
+    return out
+
+
+def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
+    """The graph's refused fusions, one row per (node, rule) (the kernels that refused it and the
+    first reason): the rules that judged a kernel's contents first, then, folded, the routine
+    ones (``_ROUTINE``)."""
+    if not g.refusals:
+        return '<p class="note">No fusion was refused in this graph.</p>'
+    sizes = {it.name: len(it.nodes) for it in g.items if it.kind == "kernel"}
+    grouped: dict[tuple, list] = {}
+    counts: dict[str, int] = {}
+    for node, origins, kernel, rule, reason, ended in g.refusals:
+        grouped.setdefault((node, rule), []).append((kernel, reason, origins, ended))
+        counts[rule] = counts.get(rule, 0) + 1
+    summary = ", ".join(f"{_esc(k)} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    head = (
+        "<thead><tr><th>node</th><th>its ops</th><th>refused by</th><th>rule</th><th>reason</th>"
+        "<th>ended in</th></tr></thead><tbody>"
+    )
+    main = [kv for kv in grouped.items() if kv[0][1] not in _ROUTINE]
+    routine = [kv for kv in grouped.items() if kv[0][1] in _ROUTINE]
+    out = [
+        f'<p class="note">{len(g.refusals)} refusals by rule: {summary}. A node refused by one kernel may '
+        "still have joined another (last column). Rules: <code>tilefuse/scheduler/fusion.py</code>.</p>"
+    ]
+    if main:
+        out += [f'<table class="refusals">{head}', *_refusal_rows(main[:limit], sizes), "</tbody></table>"]
+    else:
+        out.append('<p class="note">Every refusal was a routine one (below).</p>')
+    if routine:
+        out += [
+            f"<details><summary>{len(routine)} routine refusals ({', '.join(_ROUTINE)}): an extern call, or a "
+            "write of a value the node reads, between the node and an earlier kernel</summary>",
+            f'<table class="refusals-routine">{head}',
+            *_refusal_rows(routine[:limit], sizes),
+            "</tbody></table></details>",
+        ]
+    if max(len(main), len(routine)) > limit:
+        out.append(f'<p class="note">Only the first {limit} rows of each table are shown.</p>')
     return "\n".join(out)
 
 
@@ -319,7 +393,7 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
     parts += [
         '<h2 id="time">Where the time goes</h2>',
         f'<p class="note">{len(graphs)} graph(s), {n_k} kernel launch site(s) and {len(ran) - n_k} extern call(s) '
-        f"ran, {_time(total)} per step in all (time per call: the median of the calls after the first; "
+        f"ran, {_time(total)} in all over the run (time per call: the median of the calls after the first; "
         "* marks an item that ran once, whose time includes first-call costs). Bytes: each tensor argument "
         "read or written once; kernel FLOPs: compute ops per element × elements.</p>",
         _ranking(ran, peaks),
@@ -329,7 +403,12 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
     if svg is None:
         parts.append('<p class="note">The roofline plot needs matplotlib (<code>pip install matplotlib</code>).</p>')
     else:
-        parts.append(f'<figure id="roofline-figure">{svg}</figure>')
+        parts.append(
+            f'<figure id="roofline-figure">{svg}<figcaption class="note">Each point is a kernel or extern call with '
+            "known FLOPs: x its FLOPs per byte moved, y its FLOP/s, area its share of the time; numbers are ranks "
+            "in the table above. Points under the slanted roof are bound by memory bandwidth, under the flat "
+            "one by arithmetic.</figcaption></figure>"
+        )
     for g in graphs:
         parts += [
             f'<h2 class="graph" id="graph-{_esc(g.name)}">Graph {_esc(g.name)} ({_esc(g.device)})</h2>',
