@@ -93,8 +93,11 @@ def _collect_until_exit(path: str) -> Report:
     """``TILEFUSE_REPORT=<path>``: collect for the whole process and write the page at exit (from
     ``import tilefuse``: nothing was compiled by tilefuse before, so Dynamo is not reset)."""
     rep = collect(reset_dynamo=False)
+    pid = os.getpid()
 
     def write() -> None:
+        if os.getpid() != pid:  # a forked child exiting through Python: the parent writes the page
+            return
         try:
             print(f"tilefuse: kernel report written to {rep.write_html(path)}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - at exit, say why rather than print a traceback

@@ -23,7 +23,8 @@ from torch's FLOP formulas (``torch.utils.flop_counter``) on its actual argument
 Collection turns the graph cache off (a graph taken from it would not be lowered, so nothing
 would be known about it) and resets Dynamo when it starts (``reset_dynamo``), so functions
 compiled before it are compiled again and seen. Under CUDA graphs (``mode="reduce-overhead"``)
-replays run no Python and are not timed: run the report without that mode.
+the recording runs untimed and replays run no Python, so only the calls before the recording
+are timed: run the report without that mode.
 """
 
 from __future__ import annotations
@@ -147,7 +148,15 @@ class _GraphTimers:
     def __init__(self, rec: GraphRecord, kernels: list[ItemRecord], externs: dict[str, ItemRecord], cuda: bool):
         self.rec, self.kernels, self.externs, self.timer = rec, kernels, externs, _Timer(cuda)
 
+    def _capturing(self) -> bool:
+        """Whether a CUDA graph is being captured (CUDA graph trees recording the call): timing
+        events cannot be recorded into it, so such a call runs untimed."""
+        return self.timer.cuda and torch.cuda.is_current_stream_capturing()
+
     def kernel(self, i: int, launcher: Any, *args: Any) -> None:
+        if self._capturing():
+            launcher(*args)
+            return
         rec = self.kernels[i]
         if rec.bytes is None:
             rec.bytes = sum(_tensor_bytes(a) for a in args if isinstance(a, torch.Tensor)) + sum(
@@ -158,6 +167,8 @@ class _GraphTimers:
         self.timer.stop(mark, rec)
 
     def extern(self, buf: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._capturing():
+            return fn(*args, **kwargs)
         rec = self.externs[buf]
         mark = self.timer.start()
         out = fn(*args, **kwargs)
