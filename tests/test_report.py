@@ -218,6 +218,22 @@ def test_report_command_and_environment_variable(tmp_path):
     assert r.returncode == 2 and "no such script" in r.stderr
 
 
+def test_report_main_runs_a_module(tmp_path, monkeypatch):
+    """``python -m tilefuse.report -m MODULE args`` (``main`` called in the process): the module
+    runs as ``__main__`` with its arguments, and the page has its graph."""
+    pytest.importorskip("matplotlib")
+    from tilefuse.report.__main__ import main
+
+    (tmp_path / "tf_report_work.py").write_text(_SCRIPT.format(tests=os.path.dirname(__file__), device=DEVICE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "m.html"
+    assert main(["-o", str(out), "--no-peaks", "-m", "tf_report_work", "--steps", "3"]) == 0
+    page = _check_page(out.read_text(encoding="utf-8"), peaks=False)
+    assert "not measured" in out.read_text(encoding="utf-8") and not page.peaks.get("data-bandwidth")
+    with pytest.raises(SystemExit):
+        main(["-o", str(out)])  # nothing to run: a usage error
+
+
 def _browser() -> str | None:
     for name in ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
