@@ -337,7 +337,7 @@ def test_bad_environment_values_name_the_variable(env, msg):
     import sys
 
     k, v = env.split("=")
-    # at ``import tilefuse`` already (the package imports its config), as the README says
+    # at ``import tilefuse`` already (the package imports its config), as docs/configuration.md says
     r = subprocess.run(
         [sys.executable, "-c", "import tilefuse"],
         capture_output=True,

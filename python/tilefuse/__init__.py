@@ -11,7 +11,8 @@ Usage::
     import torch
     model = torch.compile(model, backend="tilefuse")
 
-Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension. It reads the
+Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension (unless
+``TILEFUSE_REPORT`` is set: then it starts the kernel report, ``tilefuse.report``). It reads the
 ``TILEFUSE_*`` environment variables (``tilefuse.config``), so one that does not parse is a
 ValueError naming it at the import rather than at the first compile. Other submodules
 (``tilefuse.symbolic``, ...) load on first attribute access, e.g. ``tilefuse.symbolic.sym``.
@@ -24,6 +25,13 @@ import importlib as _importlib
 from . import config  # noqa: E402,F401  (the environment checked at import; imports only os)
 
 __version__ = "0.1.0"
+
+if config.report_path:
+    # TILEFUSE_REPORT=<page.html>: the kernel report collects for the whole process (this imports
+    # torch now) and writes the page at exit
+    from .report import _collect_until_exit
+
+    _collect_until_exit(config.report_path)
 
 __all__ = ["__version__"]
 

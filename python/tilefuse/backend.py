@@ -44,6 +44,12 @@ from .runtime import ensure_strides
 log = logging.getLogger("tilefuse")
 _graph_ids = itertools.count()
 
+# Called as ``hook(compiled, graph, items, wrapper)`` after each graph is generated and loaded
+# (not on a graph cache hit): the CompiledGraph, its GraphLowering, the scheduled items and the
+# WrapperCodegen that wrote its module. The kernel report (``tilefuse.report``) adds one while it
+# collects; a hook that raises fails that graph's compile as any compile error does.
+compile_hooks: list = []
+
 # Without a GPU, Triton kernels can only run in Triton's interpreter, which has to be switched on
 # before triton is imported (its standard library is decorated at import time).
 if "triton" not in sys.modules and not torch.cuda.is_available():
@@ -706,7 +712,8 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     with G.set_graph(graph):
         items = schedule(graph.buffers)
         t2 = time.perf_counter()
-        src, consts = WrapperCodegen(graph, items).generate()
+        wrapper = WrapperCodegen(graph, items)
+        src, consts = wrapper.generate()
     t3 = time.perf_counter()
     module = load_module(src, consts, config.debug_dir, name)
     t4 = time.perf_counter()
@@ -740,6 +747,9 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     compiled = CompiledGraph(
         module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources, pending=pending
     )
+    for hook in compile_hooks:
+        with G.set_graph(graph):
+            hook(compiled, graph, items, wrapper)
     return compiled, graph, consts
 
 

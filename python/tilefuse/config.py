@@ -341,6 +341,9 @@ pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
 reorder_for_peak_memory: bool = _env_bool("TILEFUSE_REORDER_FOR_PEAK_MEMORY", True)
 cudagraphs: bool = _env_bool("TILEFUSE_CUDAGRAPHS", False)
+# the kernel report (``tilefuse.report``): a path here makes ``import tilefuse`` start collecting
+# for the whole process and write the HTML page there when it exits. Environment only, not an option.
+report_path: str | None = _env_value("TILEFUSE_REPORT")
 
 # --- runtime
 # (documented in the module docstring, "Runtime tunables"; not options: ``patch`` and

@@ -180,6 +180,10 @@ class WrapperCodegen:
         self.kernel_src: list[str] = []
         self.launchers: list[str] = []
         self.unique: dict[tuple, GeneratedKernel] = {}
+        # in call order: each launch (kernel name, its KernelGroup, the kernel generated for it)
+        # and each extern or fallback call's buffer, for the kernel report (``tilefuse.report``)
+        self.launches: list[tuple[str, KernelGroup, GeneratedKernel]] = []
+        self.extern_calls: list[ir.ExternKernel] = []
         # runtime checks not yet emitted, each with the data-dependent symbols it reads
         unbacked = g.sizevars.unbacked
         self.pending_asserts = [
@@ -266,6 +270,7 @@ class WrapperCodegen:
                 self._allocate(n.name, n.buf.layout)
             plan.live.append(n.name)
         self.body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
+        self.launches.append((kname, item, gk))
 
     def _emit_extern_item(self, item: Any) -> None:
         """A MultiOutput's element, an extern or fallback kernel's call, or an empty buffer's
@@ -280,6 +285,7 @@ class WrapperCodegen:
                 # gives it a shape (embedding_bag's offset2bag on the CPU)
                 body.append(self._ensure_strides(buf))
         elif isinstance(buf, ir.ExternKernel):
+            self.extern_calls.append(buf)
             if isinstance(buf, ir.FallbackKernel):
                 metrics.fallback_kernel_count += 1
             elif not isinstance(buf, ir.RandomSeeds):

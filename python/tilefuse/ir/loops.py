@@ -33,12 +33,53 @@ from .buffers import (
 )
 
 
+# Origins: which FX nodes' values a buffer's kernel computes (``buffer_origins``; the kernel
+# report, ``tilefuse.report``, lists them). Off unless ``track_origins`` is set before lowering: then
+# each Loops records the FX node being lowered when it was made, and a Pointwise's loader (the
+# inlined value) adds that node to ``_origin_sink`` when called during ``buffer_origins``' trace.
+track_origins: bool = False
+_origin_sink: list | None = None
+
+
+def _current_origin() -> str | None:
+    """``"<fx node name>: <target>"`` of the FX node being lowered, or None outside a lowering."""
+    from ..virtualized import _state
+
+    g = getattr(_state, "graph", None)
+    n = getattr(g, "current_node", None)
+    if n is None:
+        return None
+    target = n.target
+    return f"{n.name}: {getattr(target, '__name__', target) if not hasattr(target, '_schema') else target}"
+
+
+def buffer_origins(buf: "ComputedBuffer", iter_vars: list, reduce_vars: list) -> list[str]:
+    """The FX nodes (``"<name>: <aten op>"``) whose values ``buf``'s store function computes: the
+    one that made its Loops and those of every inlined Pointwise its trace calls, in first-call
+    order. ``iter_vars``/``reduce_vars``: the loop variables its store function takes (a
+    SchedulerNode's ``body.iter_vars`` and ``body.reduce_vars``). Empty unless ``track_origins``
+    was on while the graph was lowered; needs the graph context (dtypes)."""
+    global _origin_sink
+    from .loop_body import LoopBody
+
+    data = buf.data
+    sink: list = [data.origin] if getattr(data, "origin", None) else []
+    prev, _origin_sink = _origin_sink, sink
+    try:
+        LoopBody.trace(buf.store_fn(), list(iter_vars), list(reduce_vars), {}, G.dtype_of)
+    finally:
+        _origin_sink = prev
+    return list(dict.fromkeys(sink))
+
+
 class Loops(IRNode):
-    """Lazily computed values over ``ranges``: ``inner_fn(index)`` in ops.* calls."""
+    """Lazily computed values over ``ranges``: ``inner_fn(index)`` in ops.* calls. ``origin``: the
+    FX node being lowered when it was made (``track_origins``), else None."""
 
     def __init__(self, device: torch.device, dtype: torch.dtype, inner_fn: Callable, ranges: list):
         self.device, self.dtype, self.inner_fn, self.ranges = device, dtype, inner_fn, list(ranges)
         self._op_count: int | None = None
+        self.origin = _current_origin() if track_origins else None
 
     def get_size(self):
         return self.ranges
@@ -75,7 +116,16 @@ class Pointwise(Loops):
     """Elementwise values; the loader is the inner function itself (inlining)."""
 
     def make_loader(self):
-        return self.inner_fn
+        if self.origin is None:
+            return self.inner_fn
+        inner, origin = self.inner_fn, self.origin
+
+        def load(*args):
+            if _origin_sink is not None:
+                _origin_sink.append(origin)
+            return inner(*args)
+
+        return load
 
     @staticmethod
     def create(device, dtype, inner_fn, ranges) -> "TensorBox":

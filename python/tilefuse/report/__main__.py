@@ -1,0 +1,66 @@
+"""``python -m tilefuse.report [-o report.html] [--no-peaks] (script.py | -m module) [args...]``: run a
+script (or a module, as ``python -m`` does) with the kernel report collecting, then write the page
+(``tilefuse.report``).
+
+The script runs as ``python script.py args...`` would run it (``__name__ == "__main__"``, its
+folder first on ``sys.path``, ``sys.argv`` set to the script and its arguments). The page is written
+even when the script exits with an error status or raises; the command then exits with the
+script's status (1 for an exception, after its traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv``, run the script with collection on, write the page; returns the exit status."""
+    ap = argparse.ArgumentParser(
+        prog="python -m tilefuse.report",
+        description="Run a script that uses torch.compile(..., backend='tilefuse') and write an HTML page "
+        "with every kernel's fused ops, bytes moved, time, bandwidth and FLOP/s against the device's "
+        "measured peaks, a roofline plot, the extern calls and the refused fusions.",
+    )
+    ap.add_argument("-o", "--output", default="tilefuse_report.html", help="the page to write (default: %(default)s)")
+    ap.add_argument("--no-peaks", action="store_true", help="do not measure the device's peak bandwidth and FLOP/s")
+    ap.add_argument("-m", dest="as_module", action="store_true", help="run a module, as `python -m MODULE` would")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="the script (or, with -m, the module) and its arguments")
+    ns = ap.parse_args(argv)
+    if not ns.command:
+        ap.error("give a script to run, or -m and a module")
+    target, args = ns.command[0], ns.command[1:]
+    if not ns.as_module and not os.path.isfile(target):
+        ap.error(f"no such script: {target!r} (give the path of a Python file, or -m and a module)")
+
+    from . import collect
+
+    rep = collect()
+    rep.workload = " ".join(["-m"] * ns.as_module + ns.command)
+    status = 0
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [target, *args]
+    sys.path.insert(0, os.getcwd() if ns.as_module else os.path.dirname(os.path.abspath(target)))
+    try:
+        if ns.as_module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception:  # noqa: BLE001 - the script's error: shown, and the page still written
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    path = rep.write_html(ns.output, peaks=not ns.no_peaks)
+    n = sum(len(g.items) for g in rep.graphs)
+    print(f"tilefuse: kernel report of {len(rep.graphs)} graph(s), {n} kernels and calls: {path}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
