@@ -30,6 +30,12 @@ Recipes:
   projection ``ColwiseParallel``, the down projection ``RowwiseParallel``) on a 1-D DeviceMesh,
   each block compiled; the compiled graphs hold DTensor's collectives (the row-wise output's
   all-reduce in the forward, the column-wise input gradient's all-reduce in the backward).
+* ``tp_sequence_parallel``: torchtitan's plan for a transformer block: the norms
+  ``SequenceParallel`` (the residual stream holds each rank's slice of the sequence), attention's
+  and the MLP's inputs all-gathered (``PrepareModuleInput``), q/k/v and the up projection
+  column-wise, the output projections row-wise into sequence shards (a reduce-scatter); each
+  block compiled. The first block's input hook and the head's plan run outside the compiled
+  blocks.
 * ``funcol``: ``torch.distributed._functional_collectives`` called inside one compiled function
   (``fullgraph=True``): all_gather_tensor, reduce_scatter_tensor, all_reduce, all_to_all_single and
   an explicit wait_tensor between trainable layers, forward and backward (their backward formulas
@@ -53,6 +59,7 @@ from datetime import timedelta
 from unittest import mock
 
 DIM, HIDDEN, N_BLOCKS, OUT, BATCH, STEPS, LR = 16, 32, 2, 4, 4, 3, 0.1
+SEQ, HEAD_DIM = 8, 4  # the transformer's sequence length and head width (DIM // HEAD_DIM heads)
 DDP_BUCKET_BYTES = 4096
 # a collective or wait call in a generated wrapper, e.g.
 # `buf3 = _c2(buf2, 'sum', '0')  # _c10d_functional.all_reduce.default`: result, first tensor argument, op
@@ -111,24 +118,73 @@ def _modules():
             swapped = fc.wait_tensor(fc.all_to_all_single(summed.cos(), None, None, group))
             return self.out(swapped + h)
 
-    return MLPBlock, Stack, Collectives
+    class Attention(torch.nn.Module):
+        """Causal self-attention, (batch, seq, DIM) -> (batch, seq, DIM); the head count follows
+        the q/k/v width, so a column-sharded projection runs this rank's heads."""
+
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(DIM, DIM, bias=False) for _ in range(4))
+
+        def forward(self, h):
+            b, t, _ = h.shape
+            q, k, v = (p(h).view(b, t, -1, HEAD_DIM).transpose(1, 2) for p in (self.q, self.k, self.v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o(a.transpose(1, 2).reshape(b, t, -1))
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = torch.nn.Linear(DIM, HIDDEN)
+            self.down = torch.nn.Linear(HIDDEN, DIM)
+
+        def forward(self, h):
+            return self.down(F.gelu(self.up(h)))
+
+    class TransformerBlock(torch.nn.Module):
+        """Pre-norm attention and MLP with residuals, (batch, seq, DIM) -> (batch, seq, DIM)."""
+
+        def __init__(self):
+            super().__init__()
+            self.attn_norm, self.attn = torch.nn.LayerNorm(DIM), Attention()
+            self.mlp_norm, self.mlp = torch.nn.LayerNorm(DIM), MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.attn_norm(x))
+            return x + self.mlp(self.mlp_norm(x))
+
+    class Transformer(torch.nn.Module):
+        """N_BLOCKS transformer blocks, a final norm and a linear head: (batch, seq, DIM) -> (batch, seq, OUT)."""
+
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(TransformerBlock() for _ in range(N_BLOCKS))
+            self.norm = torch.nn.LayerNorm(DIM)
+            self.head = torch.nn.Linear(DIM, OUT)
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.norm(x))
+
+    return MLPBlock, Stack, Collectives, Transformer
 
 
 class Ctx:
-    """What every recipe needs: rank, world size, device, the output folder."""
+    """What every recipe needs: rank, world size, device, the output folder, the compile backend."""
 
-    def __init__(self, rank: int, world: int, device: str, out: str):
-        self.rank, self.world, self.device, self.out = rank, world, device, out
-        self.MLPBlock, self.Stack, self.Collectives = _modules()
+    def __init__(self, rank: int, world: int, device: str, out: str, backend: str = "tilefuse"):
+        self.rank, self.world, self.device, self.out, self.backend = rank, world, device, out, backend
+        self.MLPBlock, self.Stack, self.Collectives, self.Transformer = _modules()
         self.extra: dict = {}  # what a recipe adds to its record
 
-    def batches(self, per_rank: bool) -> list:
-        """STEPS input batches (BATCH, DIM), this rank's own (``per_rank``: data parallelism) or
+    def batches(self, per_rank: bool, shape: tuple = (BATCH, DIM)) -> list:
+        """STEPS input batches of ``shape``, this rank's own (``per_rank``: data parallelism) or
         the same on every rank (tensor parallelism replicates the input)."""
         import torch
 
         g = torch.Generator().manual_seed(1000 + (self.rank if per_rank else 0))
-        return [torch.randn(BATCH, DIM, generator=g).to(self.device) for _ in range(STEPS)]
+        return [torch.randn(*shape, generator=g).to(self.device) for _ in range(STEPS)]
 
     def fresh(self, cls=None, *args):
         """A new model of ``cls`` (default ``Stack``), seeded identically on every rank and call."""
@@ -179,7 +235,7 @@ def recipe_ddp(ctx: Ctx):
     eager = DDP(ctx.fresh(), bucket_cap_mb=cap_mb, device_ids=ids)
     train(eager, data)
     model = DDP(ctx.fresh(), bucket_cap_mb=cap_mb, device_ids=ids)
-    compiled = torch.compile(model, backend="tilefuse")
+    compiled = torch.compile(model, backend=ctx.backend)
     split = DDPOptimizer.compile_fn
     with (
         mock.patch.object(dist, "_DEFAULT_FIRST_BUCKET_BYTES", DDP_BUCKET_BYTES),
@@ -200,7 +256,7 @@ def recipe_fsdp_blocks(ctx: Ctx):
         model = ctx.fresh()
         for block in model.blocks:
             if compile_blocks:
-                block.compile(backend="tilefuse", fullgraph=True)
+                block.compile(backend=ctx.backend, fullgraph=True)
             fully_shard(block)
         fully_shard(model)
         return model
@@ -228,7 +284,7 @@ def recipe_fsdp_whole(ctx: Ctx):
     eager = build()
     train(eager, data)
     model = build()
-    train(torch.compile(model, backend="tilefuse"), data)
+    train(torch.compile(model, backend=ctx.backend), data)
     return eager, model
 
 
@@ -244,7 +300,55 @@ def recipe_tp_blocks(ctx: Ctx):
         for block in model.blocks:
             parallelize_module(block, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
             if compile_blocks:
-                block.compile(backend="tilefuse", fullgraph=True)
+                block.compile(backend=ctx.backend, fullgraph=True)
+        return model
+
+    eager = build(False)
+    train(eager, data)
+    model = build(True)
+    train(model, data)
+    return eager, model
+
+
+def recipe_tp_sequence_parallel(ctx: Ctx):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    data = ctx.batches(per_rank=False, shape=(2, SEQ, DIM))
+    mesh = init_device_mesh(ctx.device, (ctx.world,))
+    gather = {"input_layouts": (Shard(1),), "desired_input_layouts": (Replicate(),)}
+    block_plan = {
+        "attn_norm": SequenceParallel(),
+        "attn": PrepareModuleInput(**gather),
+        "attn.q": ColwiseParallel(),
+        "attn.k": ColwiseParallel(),
+        "attn.v": ColwiseParallel(),
+        "attn.o": RowwiseParallel(output_layouts=Shard(1)),
+        "mlp_norm": SequenceParallel(),
+        "mlp": PrepareModuleInput(**gather),
+        "mlp.up": ColwiseParallel(),
+        "mlp.down": RowwiseParallel(output_layouts=Shard(1)),
+    }
+
+    def build(compile_blocks: bool):
+        model = ctx.fresh(ctx.Transformer)
+        # the residual stream between blocks is this rank's slice of the sequence (a local tensor)
+        first = PrepareModuleInput(
+            input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),), use_local_output=True
+        )
+        head = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
+        parallelize_module(model, mesh, {"blocks.0": first, "norm": SequenceParallel(), "head": head})
+        for block in model.blocks:
+            parallelize_module(block, mesh, block_plan)
+            if compile_blocks:
+                block.compile(backend=ctx.backend, fullgraph=True)
         return model
 
     eager = build(False)
@@ -261,7 +365,7 @@ def recipe_funcol(ctx: Ctx):
     eager = ctx.fresh(ctx.Collectives, ctx.world)
     train(eager, data)
     model = ctx.fresh(ctx.Collectives, ctx.world)
-    train(torch.compile(model, backend="tilefuse", fullgraph=True), data)
+    train(torch.compile(model, backend=ctx.backend, fullgraph=True), data)
     return eager, model
 
 
@@ -270,6 +374,7 @@ RECIPES = {
     "fsdp_blocks": recipe_fsdp_blocks,
     "fsdp_whole": recipe_fsdp_whole,
     "tp_blocks": recipe_tp_blocks,
+    "tp_sequence_parallel": recipe_tp_sequence_parallel,
     "funcol": recipe_funcol,
 }
 
@@ -324,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for rank{R}.json and the generated modules")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--only", default="", help="NAME[,NAME]: these recipes only (default: all)")
+    ap.add_argument(
+        "--backend",
+        default="tilefuse",
+        help="torch.compile backend (another one: to compare; tilefuse's counters stay 0)",
+    )
     ap.add_argument("--timeout", type=float, default=120, help="seconds a collective may wait for the others")
     args = ap.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(RECIPES)
@@ -344,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         world_size=args.world_size,
         timeout=timedelta(seconds=args.timeout),
     )
-    ctx = Ctx(args.rank, args.world_size, args.device, args.out)
+    ctx = Ctx(args.rank, args.world_size, args.device, args.out, args.backend)
     results: dict = {}
     out_path = os.path.join(args.out, f"rank{args.rank}.json")
     status = 0
