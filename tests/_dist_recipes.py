@@ -63,6 +63,8 @@ SEQ, HEAD_DIM = 8, 4  # the transformer's sequence length and head width (DIM //
 DDP_BUCKET_BYTES = 4096
 # a collective or wait call in a generated wrapper, e.g.
 # `buf3 = _c2(buf2, 'sum', '0')  # _c10d_functional.all_reduce.default`: result, first tensor argument, op
+# a Triton kernel's launch or an extern (aten) call other than a collective
+_COMPUTE_CALL = re.compile(r"_launcher\(|# aten\.")
 _COLLECTIVE_CALL = re.compile(r"^\s*(\w+) = \w+\((?:reinterpret_tensor\()?(\w+).*# _c10d_functional\.(\w+)\.")
 
 
@@ -381,15 +383,24 @@ RECIPES = {
 
 def wrapper_collectives(folder: str) -> list:
     """Per module tilefuse generated into ``folder`` (``config.debug_dir``), sorted by graph name:
-    ``{"graph": name, "calls": [[result, argument, op], ...]}``, the collective and wait calls of
-    its wrapper in call order (``result``: the buffer the call returns, ``argument``: its first
-    tensor argument's buffer, ``op``: the ``_c10d_functional`` op's name, e.g. ``all_reduce``,
-    ``wait_tensor``)."""
+    ``{"graph": name, "calls": [[result, argument, op], ...], "sequence": [...]}``: ``calls``, the
+    collective and wait calls of its wrapper in call order (``result``: the buffer the call
+    returns, ``argument``: its first tensor argument's buffer, ``op``: the ``_c10d_functional``
+    op's name, e.g. ``all_reduce``, ``wait_tensor``); ``sequence``, every call in order, a
+    collective or wait by its op's name, any other kernel or extern call as ``"compute"``."""
     graphs = []
     for path in sorted(glob.glob(os.path.join(folder, "*.py"))):
+        calls, sequence, in_call = [], [], False
         with open(path) as f:
-            calls = [list(m.groups()) for m in map(_COLLECTIVE_CALL.match, f) if m]
-        graphs.append({"graph": os.path.basename(path).rsplit("_", 1)[0], "calls": calls})
+            for line in f:
+                in_call = in_call or line.startswith("def call(")
+                m = _COLLECTIVE_CALL.match(line)
+                if m:
+                    calls.append(list(m.groups()))
+                    sequence.append(m.group(3))
+                elif in_call and _COMPUTE_CALL.search(line):
+                    sequence.append("compute")
+        graphs.append({"graph": os.path.basename(path).rsplit("_", 1)[0], "calls": calls, "sequence": sequence})
     return graphs
 
 

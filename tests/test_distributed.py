@@ -161,6 +161,12 @@ def test_tensor_parallel_compiled_blocks(recipes):
         for w in fw + bw:
             assert "all_reduce" in _ops(w), w
             _waited(w)
+        # the backward's weight and bias gradients do not need the input gradient's all-reduce:
+        # they run between it and its wait (scheduler.comms.order_for_overlap)
+        for w in bw:
+            seq = w["sequence"]
+            i = seq.index("all_reduce")
+            assert "compute" in seq[i + 1 : seq.index("wait_tensor", i)], seq
 
 
 def test_tensor_parallel_with_sequence_parallel(recipes):
