@@ -39,10 +39,10 @@ def world_of_one():
         dist.destroy_process_group()
 
 
-def wrapper_calls(fn, args, tmp_path, **options) -> tuple[list, list]:
+def wrapper_calls(fn, args, tmp_path, **options) -> tuple[list, str]:
     """``fn`` compiled by tilefuse (``options`` patched in) and checked against eager on ``args``;
     returns (the calls of its one generated wrapper in order: ``"kernel"`` for a Triton kernel's
-    launch, the op's name for a collective or wait, other lines skipped; the compiled outputs)."""
+    launch, the op's name for a collective or wait, other lines skipped; the wrapper's source)."""
     folder = str(tmp_path / "gen")
     with config.patch(debug_dir=folder, **options):
         got = torch.compile(fn, backend="tilefuse", fullgraph=True)(*args)
@@ -50,16 +50,17 @@ def wrapper_calls(fn, args, tmp_path, **options) -> tuple[list, list]:
     torch.testing.assert_close(got, want)
     assert metrics.generated_graph_count == 1 and metrics.eager_graph_count == 0
     (path,) = glob.glob(os.path.join(folder, "*.py"))
+    source = open(path).read()
     calls = []
     in_call = False
-    for line in open(path):
+    for line in source.splitlines():
         in_call = in_call or line.startswith("def call(")
         m = _CALL.search(line)
         if in_call and m:
             calls.append(m.group(1))
         elif in_call and "_launcher(" in line:
             calls.append("kernel")
-    return calls, got
+    return calls, source
 
 
 def _between(calls: list, collective: str) -> list:
@@ -76,9 +77,16 @@ def independent_work(x, y):
 
 def test_independent_kernel_runs_between_a_collective_and_its_wait(tmp_path):
     x, y = torch.randn(8, 16), torch.randn(5, 7)
-    calls, _ = wrapper_calls(independent_work, (x, y), tmp_path)
+    calls, source = wrapper_calls(independent_work, (x, y), tmp_path)
     # x * 2, the all-reduce issued, y's reduction while it runs, the wait, then a + 1
     assert calls == ["kernel", "all_reduce", "kernel", "wait_tensor", "kernel"], calls
+    # the all-reduce's input (x * 2) is freed only after the wait: the communication reads it
+    lines = source.splitlines()
+    (issue,) = [k for k, ln in enumerate(lines) if "all_reduce" in ln]
+    arg = re.search(r"\((\w+),", lines[issue]).group(1)
+    (wait,) = [k for k, ln in enumerate(lines) if "wait_tensor" in ln]
+    (free,) = [k for k, ln in enumerate(lines) if ln.strip() == f"del {arg}"]
+    assert issue < wait < free, source
 
 
 def test_without_the_option_the_wait_follows_its_collective(tmp_path):

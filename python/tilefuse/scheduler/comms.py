@@ -21,11 +21,12 @@ to each other (every rank must issue the same collectives in the same order, or 
 wrong operations, or hang); a wait is ordered by its data only; other fallback calls, the random
 seeds and in-place updates keep their order among themselves (``memory._ordered_among_themselves``).
 
-Safety of the buffers in flight, which ordering alone cannot break: the input of a collective is
-read by a fallback call, so the wrapper never hands its storage to another buffer nor stores
-another kernel's output in place of it (``codegen.memory_planning``: only buffers read by kernels
-and non-fallback extern calls are reused); a collective's result is returned by an extern call
-and never reused either. Kernels read the collective's result only through the wait's output
+Safety of the buffers in flight: the input of a collective is read by a fallback call, so the
+wrapper never hands its storage to another buffer nor stores another kernel's output in place of
+it (``codegen.memory_planning``: only buffers read by kernels and non-fallback extern calls are
+reused), and the wait counts as a reader of it (``nodes._in_flight_inputs``), so the wrapper
+frees it only after the wait; a collective's result is returned by an extern call and never
+reused either. Kernels read the collective's result only through the wait's output
 buffer, so no kernel is placed, or fused, before the wait it depends on (the wait writes that
 buffer: fusion never moves a node before an item writing what it reads).
 """
@@ -35,24 +36,15 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from ..ir import nodes as ir
 from ..logs import log
 from .memory import _ordered_among_themselves, item_dependencies
-
-# the namespaces of torch.distributed's collective ops as AOTAutograd's graphs hold them
-_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "c10d")
+from .nodes import comm_kind as _buf_comm_kind
 
 
 def comm_kind(item: Any) -> str | None:
     """``"collective"`` for a scheduled item that issues a collective, ``"wait"`` for a
     ``wait_tensor`` call, None for anything else (kernels, other extern calls)."""
-    buf = getattr(item, "buf", None)
-    if not isinstance(buf, ir.ExternKernel):
-        return None
-    op = getattr(buf, "op", None)
-    if getattr(op, "namespace", None) not in _COLLECTIVE_NAMESPACES:
-        return None
-    return "wait" if getattr(op, "_opname", "") == "wait_tensor" else "collective"
+    return _buf_comm_kind(getattr(item, "buf", None))
 
 
 def _chain(item: Any) -> str | None:
