@@ -66,12 +66,14 @@ def run_ranks(out: str, world: int = WORLD, only: str = "", timeout: float = TIM
             procs.append(subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env))
     deadline = time.monotonic() + timeout
     failed_at = None
+    timed_out = False
     try:
         while any(p.poll() is None for p in procs):
             now = time.monotonic()
             if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
                 failed_at = now
-            if now > deadline or (failed_at is not None and now > failed_at + 15):
+            timed_out = now > deadline
+            if timed_out or (failed_at is not None and now > failed_at + 15):
                 break
             time.sleep(0.2)
     finally:
@@ -82,10 +84,15 @@ def run_ranks(out: str, world: int = WORLD, only: str = "", timeout: float = TIM
     results, problems = {}, []
     for rank, (p, log) in enumerate(zip(procs, logs)):
         path = os.path.join(out, f"rank{rank}.json")
-        results[rank] = json.load(open(path)) if os.path.exists(path) else {}
+        results[rank] = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                results[rank] = json.load(f)
         errors = {k: v["error"] for k, v in results[rank].items() if "error" in v}
         if p.returncode != 0 or errors:
-            status = "killed (timeout or another rank failed)" if p.returncode in (-9, None) else p.returncode
+            status = p.returncode
+            if p.returncode == -9:
+                status = f"killed ({f'still running after {timeout:.0f} s' if timed_out else 'another rank failed'})"
             detail = "\n".join(f"recipe {k}:\n{e}" for k, e in errors.items()) or _tail(log)
             problems.append(f"rank {rank}: exit status {status}\n{detail}")
     assert not problems, "\n\n".join(problems)
