@@ -5,6 +5,7 @@ a table row with numbers and tilefuse's phases."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import subprocess
@@ -726,3 +727,53 @@ def test_zoo_lists_the_harness_models():
     }
     r = _zoo("--list", "--suite", "timm", "--shard", "2/3", timeout=120)
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# benches/distributed.py, a GPT's training step under DDP, FSDP2 and tensor parallelism
+
+DIST = os.path.join(ROOT, "benches", "distributed.py")
+
+
+def _dist(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)  # a world of one, whatever launched pytest
+    return subprocess.run(
+        [sys.executable, DIST, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--recipes", "dpp"), "--recipes 'dpp': choose one or more of ddp,fsdp,tp"),
+        (("--backends", "tilefuse,aot"), "--backends 'tilefuse,aot': choose one or more of"),
+        (("--steps", "0"), "0: give a positive number"),
+        (("--dim", "10", "--heads", "4"), "--dim 10 is not a multiple of --heads 4"),
+        (("--bucket-mb", "0"), "--bucket-mb 0.0: give a positive size"),
+    ],
+)
+def test_distributed_bench_refuses_bad_arguments(args, message):
+    r = _dist(*args, timeout=120)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+def test_distributed_bench_cpu_smoke(tmp_path):
+    """``--cpu-smoke`` as a world of one (gloo, Triton's interpreter): a row per recipe and backend
+    with positive timings, tilefuse's loss after the steps equal to eager's, and tilefuse compiling
+    every graph (none fell back to eager)."""
+    out = tmp_path / "rows.json"
+    r = _dist("--cpu-smoke", "--backends", "eager,tilefuse", "--steps", "1", "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [(x["recipe"], x["backend"]) for x in rows] == [
+        (rc, b) for rc in ("ddp", "fsdp", "tp") for b in ("eager", "tilefuse")
+    ]
+    eager = {x["recipe"]: x["loss"] for x in rows if x["backend"] == "eager"}
+    for x in rows:
+        assert x["world"] == 1 and x["ms_per_step"] > 0 and x["tokens_per_s"] > 0, x
+        if x["backend"] == "tilefuse":
+            assert x["graphs"] >= 2 and x["eager_graphs"] == 0, x
+            assert abs(x["loss"] - eager[x["recipe"]]) < 1e-3, x
+    assert "tp tilefuse:" in r.stdout and "x eager" in r.stdout, r.stdout

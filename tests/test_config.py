@@ -24,6 +24,7 @@ _ENV_OPTIONS = [
     ("TILEFUSE_GRAPH_CACHE", "graph_cache", "1", True),
     ("TILEFUSE_PAD_MM", "pad_mm", "0", False),
     ("TILEFUSE_CUDAGRAPHS", "cudagraphs", "on", True),
+    ("TILEFUSE_REORDER_FOR_COMM_OVERLAP", "reorder_for_comm_overlap", "off", False),
 ]
 
 

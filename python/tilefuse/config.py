@@ -130,6 +130,14 @@ Options:
         holds the graph's inputs (``scheduler.memory.order_for_peak_memory``; Inductor's
         ``reorder_for_peak_memory``); it brings a transformer block's training step below
         Inductor's peak (docs/benchmarks.md, memory_peak.py). False: graph order.
+    reorder_for_comm_overlap (bool, env TILEFUSE_REORDER_FOR_COMM_OVERLAP, default True): in a graph
+        holding collectives (``torch.distributed``'s functional collectives: tensor parallelism,
+        ``_functional_collectives`` calls), each collective is issued as soon as its inputs are
+        computed and each wait on its result runs as late as its consumers allow, with the
+        independent kernels in between (``scheduler.comms.order_for_overlap``; Inductor's
+        ``raise_comms`` and ``sink_waits``, which Inductor leaves off by default); the
+        collectives keep their graph order. False: the scheduled order (graph order, or the
+        peak-memory order).
     cudagraphs (bool, env TILEFUSE_CUDAGRAPHS, default False): each compiled CUDA graph (forward,
         backward, inference) runs under torch's CUDA graph trees, as Inductor's
         ``mode="reduce-overhead"`` (which, like ``"max-autotune"``, turns this on): after a first
@@ -340,6 +348,7 @@ min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
 pause_gc: bool = _env_bool("TILEFUSE_PAUSE_GC", True)
 eager_backward: bool = _env_bool("TILEFUSE_EAGER_BACKWARD", True)
 reorder_for_peak_memory: bool = _env_bool("TILEFUSE_REORDER_FOR_PEAK_MEMORY", True)
+reorder_for_comm_overlap: bool = _env_bool("TILEFUSE_REORDER_FOR_COMM_OVERLAP", True)
 cudagraphs: bool = _env_bool("TILEFUSE_CUDAGRAPHS", False)
 # the kernel report (``tilefuse.report``): a path here makes ``import tilefuse`` start collecting
 # for the whole process and write the HTML page there when it exits. Environment only, not an option.
@@ -434,6 +443,7 @@ _OPTIONS = (
     "pause_gc",
     "eager_backward",
     "reorder_for_peak_memory",
+    "reorder_for_comm_overlap",
     "cudagraphs",
 )
 

@@ -8,7 +8,8 @@ one Triton kernel) and ``ExternSchedulerNode`` (extern and fallback calls). The 
 - ``fusion``: the fusion rules, each a named function returning None or a ``Refusal`` with its
   reason, and ``try_fuse``;
 - ``memory``: the peak-memory model and the order of the scheduled items
-  (``order_for_peak_memory``).
+  (``order_for_peak_memory``);
+- ``comms``: collectives issued early and waited on late (``order_for_overlap``).
 
 The package's own module holds ``schedule`` and ``Placement``: where each node goes, the kernel it
 joins or a kernel of its own. Nodes are taken in graph order (topological). A node joins the latest kernel it fits
@@ -53,6 +54,7 @@ from .fusion import (
     try_fuse,
     written_in_between,
 )
+from .comms import comm_kind, order_for_overlap
 from .memory import estimate_peak_memory, graph_output_names, order_for_peak_memory
 from .nodes import (
     RINDEX,
@@ -73,6 +75,7 @@ __all__ = [
     "RULES",
     "XINDEX",
     "ExternSchedulerNode",
+    "comm_kind",
     "KernelGroup",
     "MemoryDep",
     "Placement",
@@ -86,6 +89,7 @@ __all__ = [
     "item_reads",
     "item_writes",
     "node_reduction_hint",
+    "order_for_overlap",
     "order_for_peak_memory",
     "schedule",
     "try_fuse",
@@ -101,7 +105,9 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     update. An in-place (atomic) update gets a kernel of its own, after the kernel that
     initializes its target and before every reader. Every other node is placed by
     ``Placement.place`` (fusion rules in ``fusion.py``). With ``config.reorder_for_peak_memory``
-    the items are then ordered for peak memory (``order_for_peak_memory``)."""
+    the items are then ordered for peak memory (``order_for_peak_memory``), and with
+    ``config.reorder_for_comm_overlap`` collectives are issued early and waited on late
+    (``order_for_overlap``)."""
     placement = Placement()
     for buf in buffers:
         if not isinstance(buf, ir.ComputedBuffer):
@@ -119,6 +125,8 @@ def schedule(buffers: list[ir.Buffer]) -> list[Any]:
     items = placement.items
     if config.reorder_for_peak_memory:
         items = order_for_peak_memory(items, G.graph())
+    if config.reorder_for_comm_overlap:
+        items = order_for_overlap(items)
     return items
 
 

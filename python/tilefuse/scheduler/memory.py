@@ -10,6 +10,7 @@ order (``_least_peak_first``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from .. import config
@@ -82,16 +83,20 @@ class _MemoryModel:
     input_bytes: int = 0
 
 
-def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
-    """The ``_MemoryModel`` of ``items`` (scheduled items in graph order) in ``graph`` (its
-    outputs are never freed; its inputs are alive at the start)."""
-    n = len(items)
+def item_dependencies(items: list[Any], chain_of: Callable[[Any], Any] | None = None) -> list[set[int]]:
+    """Per item of ``items`` (scheduled items in graph order), the positions of the items that
+    must run before it in any reordering: read after write, write after write and write after
+    read on every buffer name, and graph order within each chain: the items for which
+    ``chain_of(item)`` returns the same value other than None (default: one chain of the items
+    ``_ordered_among_themselves``)."""
+    if chain_of is None:
+        chain_of = _side_effect_chain
     reads = [item_reads(it) for it in items]
     writes = [item_writes(it) for it in items]
-    preds: list[set[int]] = [set() for _ in range(n)]
+    preds: list[set[int]] = [set() for _ in items]
     last_writer: dict[str, int] = {}
     readers_since: dict[str, set[int]] = {}
-    chain = -1
+    chains: dict[Any, int] = {}
     for i, it in enumerate(items):
         for r in reads[i]:
             if r in last_writer:
@@ -105,11 +110,25 @@ def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
         for w in writes[i]:
             last_writer[w] = i
             readers_since[w] = set()
-        if _ordered_among_themselves(it):
-            if chain >= 0:
-                preds[i].add(chain)
-            chain = i
+        chain = chain_of(it)
+        if chain is not None:
+            if chain in chains:
+                preds[i].add(chains[chain])
+            chains[chain] = i
         preds[i].discard(i)
+    return preds
+
+
+def _side_effect_chain(item: Any) -> str | None:
+    return "ordered" if _ordered_among_themselves(item) else None
+
+
+def _memory_model(items: list[Any], graph: Any) -> _MemoryModel:
+    """The ``_MemoryModel`` of ``items`` (scheduled items in graph order) in ``graph`` (its
+    outputs are never freed; its inputs are alive at the start)."""
+    n = len(items)
+    reads = [item_reads(it) for it in items]
+    preds = item_dependencies(items)
 
     outputs = graph_output_names(graph)
     size_free: dict[str, int] = {}

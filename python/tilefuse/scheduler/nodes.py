@@ -182,6 +182,36 @@ def _unbacked_uses(buf: ir.Buffer, body: LoopBody | None, sizes: list) -> frozen
     return frozenset(found) - set(getattr(buf, "unbacked_defs", ()))
 
 
+# the namespaces of torch.distributed's collective ops as AOTAutograd's graphs hold them
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "c10d")
+
+
+def comm_kind(buf: Any) -> str | None:
+    """``"collective"`` for an extern call that issues a collective (a ``_c10d_functional`` op
+    such as ``all_reduce``), ``"wait"`` for a ``wait_tensor`` call, None for any other buffer."""
+    if not isinstance(buf, ir.ExternKernel):
+        return None
+    op = getattr(buf, "op", None)
+    if getattr(op, "namespace", None) not in COLLECTIVE_NAMESPACES:
+        return None
+    return "wait" if getattr(op, "_opname", "") == "wait_tensor" else "collective"
+
+
+def _in_flight_inputs(wait: ir.ExternKernel) -> list[str]:
+    """The inputs of the collective whose result ``wait`` waits on (the collective's own buffer,
+    or its multi-output parent's: all of its inputs). The communication may read them until the
+    wait returns, so the wait counts as one of their readers (Inductor's ``get_volatile_reads`` of
+    its wait kernel): the wrapper frees them only after it."""
+    src = wait.inputs[0] if wait.inputs else None
+    if isinstance(src, ir.ReinterpretView):
+        src = src.data
+    if isinstance(src, ir.MultiOutput):
+        src = src.parent
+    if comm_kind(src) != "collective":
+        return []
+    return [i.get_name() if isinstance(i, ir.ReinterpretView) else i.name for i in src.inputs]
+
+
 @dataclass(eq=False)
 class ExternSchedulerNode:
     """An extern / fallback kernel call, or one output of a multi-output one."""
@@ -199,15 +229,19 @@ class ExternSchedulerNode:
         return self.buf.name
 
     def read_deps(self) -> list[StarDep]:
-        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result), and per
+        """A StarDep per input buffer (a MultiOutput reads its parent kernel's result; a wait on a
+        collective's result also reads the collective's inputs: ``_in_flight_inputs``), and per
         data-dependent size symbol it uses."""
         syms = [StarDep(u) for u in sorted(self.unbacked)]
         if isinstance(self.buf, ir.MultiOutput):
             return [StarDep(self.buf.parent.name)] + syms
-        return [
+        deps = [
             StarDep(i.get_name() if isinstance(i, ir.ReinterpretView) else i.name)
             for i in getattr(self.buf, "inputs", [])
-        ] + syms
+        ]
+        if comm_kind(self.buf) == "wait":
+            deps += [StarDep(n) for n in _in_flight_inputs(self.buf) if StarDep(n) not in deps]
+        return deps + syms
 
     def write_deps(self) -> list[StarDep]:
         """Its own buffer, and every input when the op's schema mutates its arguments
