@@ -25,7 +25,26 @@ from . import config  # noqa: E402,F401  (the environment checked at import; imp
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load_cache_artifacts", "save_cache_artifacts"]
+
+
+def save_cache_artifacts():
+    """``torch.compiler.save_cache_artifacts()``, tilefuse's graph cache entries included:
+    ``(bytes, CacheInfo)`` of everything this process's compiles cached, or None
+    (``tilefuse.runtime.cache_artifacts``; docs/debugging.md)."""
+    from .runtime import cache_artifacts
+
+    return cache_artifacts.save_cache_artifacts()
+
+
+def load_cache_artifacts(data: bytes):
+    """``torch.compiler.load_cache_artifacts(data)`` after teaching torch tilefuse's artifact type,
+    so it works in a fresh process before any compile: the caches (tilefuse's cache directory
+    included) filled from ``data``; returns torch's ``CacheInfo``, or None when ``data`` does not
+    load."""
+    from .runtime import cache_artifacts
+
+    return cache_artifacts.load_cache_artifacts(data)
 
 
 def __getattr__(name: str):

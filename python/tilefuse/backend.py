@@ -39,6 +39,7 @@ import torch
 
 from . import config, metrics
 from . import runtime as _runtime
+from .runtime import cache_artifacts as _cache_artifacts  # noqa: F401  (torch learns the "tilefuse" artifact type)
 from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
