@@ -20,8 +20,10 @@ artifact to:
 * ``logs.emit_output_code``: ``TORCH_LOGS=output_code``, ``tilefuse.utils.run_and_get_code``,
   Inductor's ``run_and_get_code``.
 
-The IR texts are made only when one of the first two wants them (the trace's payloads are built
-lazily by torch, so whether it is on is known from the first payload asked for).
+The graph and IR texts are made only when one of the first two wants them: a debug folder, or
+``TORCH_TRACE`` (``TORCH_DTRACE``) set in the environment, which is how torch's trace is switched
+on (torch asks for a payload whenever its trace logger has a handler, which a test runner's log
+capture also gives it; the texts cost a second trace of every loop body).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ from .ir import nodes as ir
 from .scheduler import ExternSchedulerNode, KernelGroup, SchedulerNode
 
 _folder_ids = itertools.count()
+
+
+def trace_requested() -> bool:
+    """Whether torch's structured trace was asked for in the environment (``TORCH_TRACE``, or
+    ``TORCH_DTRACE``, read by torch at import)."""
+    return bool(os.environ.get("TORCH_TRACE") or os.environ.get("TORCH_DTRACE"))
 
 
 def debug_root() -> str | None:
@@ -70,7 +78,7 @@ class GraphDebug:
         self.name = name
         root = debug_root()
         self.folder = _new_folder(root, name) if root is not None else None
-        self.tracing = False
+        self.tracing = trace_requested()
         self._emit("tilefuse_fx_graph", lambda: gm.print_readable(print_output=False), "fx_graph_readable.py")
 
     @property
@@ -78,25 +86,23 @@ class GraphDebug:
         """Whether a debug folder or the structured trace takes the IR texts."""
         return self.folder is not None or self.tracing
 
-    def _emit(self, artifact: str, payload_fn: Callable[[], str], filename: str | None) -> None:
-        made: list[str] = []
-
-        def payload() -> str:
-            self.tracing = True
-            made.append(payload_fn())
-            return made[0]
-
-        torch._logging.trace_structured(
-            "artifact", metadata_fn=lambda: {"name": artifact, "encoding": "string"}, payload_fn=payload
-        )
-        if self.folder is not None and filename is not None:
+    def _emit(self, artifact: str, payload_fn: Callable[[], str], filename: str) -> None:
+        """One text to the trace (as artifact ``artifact``) and the debug folder (as
+        ``filename``), made once, only when either wants it."""
+        if not self.wanted:
+            return
+        text = payload_fn()
+        if self.tracing:
+            torch._logging.trace_structured(
+                "artifact", metadata_fn=lambda: {"name": artifact, "encoding": "string"}, payload_fn=lambda: text
+            )
+        if self.folder is not None:
             with open(os.path.join(self.folder, filename), "w") as f:
-                f.write(made[0] if made else payload_fn())
+                f.write(text)
 
     def pre_fusion(self, graph: Any) -> None:
         """The lowered IR (``graph``: the GraphLowering after ``run``)."""
-        if self.wanted:
-            self._emit("tilefuse_ir_pre_fusion", lambda: format_buffers(graph), "ir_pre_fusion.txt")
+        self._emit("tilefuse_ir_pre_fusion", lambda: format_buffers(graph), "ir_pre_fusion.txt")
 
     def fusion_capture(self) -> Any:
         """A context collecting the fusion decisions of the block (``logs.capture_fusion``) when
@@ -108,10 +114,9 @@ class GraphDebug:
     def post_fusion(self, items: list, item_kernels: dict, decisions: list) -> None:
         """The scheduled items, each kernel named as generated (``item_kernels``: item position
         -> kernel name) with the fusion ``decisions`` ((node, text) pairs) about its nodes."""
-        if self.wanted:
-            self._emit(
-                "tilefuse_ir_post_fusion", lambda: format_items(items, item_kernels, decisions), "ir_post_fusion.txt"
-            )
+        self._emit(
+            "tilefuse_ir_post_fusion", lambda: format_items(items, item_kernels, decisions), "ir_post_fusion.txt"
+        )
 
     def output_code(self, source: str, constants: dict, path: str | None) -> None:
         """The generated module (``path``: the file it was loaded from)."""
