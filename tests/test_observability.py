@@ -149,17 +149,21 @@ def test_cache_artifacts_carry_graph_cache_entries(tmp_path, monkeypatch):
     assert any(k.startswith("graphs/") for k in info.tilefuse_artifacts), info
     graph_cache.clear()
     (tmp_path / "artifacts.bin").write_bytes(data)
-    child = textwrap.dedent(f"""
+    child = (
+        textwrap.dedent(f"""
         import json, torch
         import tilefuse.backend  # torch learns tilefuse's artifact type
         from tilefuse import metrics
         info = torch.compiler.load_cache_artifacts(open({str(tmp_path / "artifacts.bin")!r}, "rb").read())
-    """) + code + textwrap.dedent(f"""
+    """)
+        + code
+        + textwrap.dedent(f"""
         x = torch.arange(24.0, device={DEVICE!r}).reshape(4, 6) / 7
         out = torch.compile(g, backend="tilefuse")(x)
         print(json.dumps({{"loaded": len(info.tilefuse_artifacts), "hits": metrics.graph_cache_hits,
                           "generated": metrics.generated_graph_count, "out": out.cpu().tolist()}}))
     """)
+    )
     env = _env(TILEFUSE_GRAPH_CACHE="1", TILEFUSE_CACHE_DIR=str(tmp_path / "second"))
     run = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
