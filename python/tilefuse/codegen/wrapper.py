@@ -18,6 +18,7 @@ on it (``_assert_scalar``) once every symbol they read is bound.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -313,11 +314,12 @@ class WrapperCodegen:
     def input_specs(self) -> list:
         """The recorded inputs of ``call`` for the benchmark harness, one per argument:
         ``("tensor", size, stride, dtype, device, storage offset)`` at the example inputs' sizes
-        (a symbolic size at its hint), ``("int", value)`` for a size argument, ``("value", v)``
-        for any other argument (a Python scalar, or None when it cannot be written as one)."""
+        (a symbolic size at its hint), ``("int", value)`` for a size argument, ``("float", text)``
+        for a float that is not finite, ``("value", v)`` for any other argument (a Python scalar,
+        or None when it cannot be written as one)."""
         out: list = []
         for ex in self.graph.example_inputs:
-            if isinstance(ex, torch.Tensor):
+            if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
                 out.append(
                     (
                         "tensor",
@@ -330,6 +332,8 @@ class WrapperCodegen:
                 )
             elif isinstance(ex, (int, torch.SymInt)) and not isinstance(ex, bool):
                 out.append(("int", _hint(ex)))
+            elif isinstance(ex, float) and not math.isfinite(ex):
+                out.append(("float", str(ex)))  # float("nan"): repr(nan) is no Python literal
             else:
                 out.append(("value", ex if ex is None or isinstance(ex, (bool, int, float)) else None))
         return out

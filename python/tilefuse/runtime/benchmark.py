@@ -135,6 +135,8 @@ def make_inputs(specs: list) -> list:
             if offset:
                 t = torch.as_strided(t, size, stride, offset)
             out.append(t)
+        elif kind == "float":
+            out.append(float(spec[1]))
         else:
             out.append(spec[1])
     return out
