@@ -11,6 +11,10 @@ Usage::
     import torch
     model = torch.compile(model, backend="tilefuse")
 
+Seeing what it did (``TORCH_LOGS=output_code``, ``TORCH_COMPILE_DEBUG=1``, ``TORCH_TRACE``,
+``tilefuse.utils.run_and_get_code``, runnable generated modules) and carrying its caches to
+another machine (``save_cache_artifacts`` / ``load_cache_artifacts`` below): docs/debugging.md.
+
 Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension. It reads the
 ``TILEFUSE_*`` environment variables (``tilefuse.config``), so one that does not parse is a
 ValueError naming it at the import rather than at the first compile. Other submodules
