@@ -60,13 +60,27 @@ def debug_root() -> str | None:
     return os.path.join(inductor_config.trace.debug_dir or get_debug_dir(), "tilefuse")
 
 
-def _new_folder(root: str, name: str) -> str:
-    """A new folder ``<root>/<name>`` (``<name>.<k>`` when that exists)."""
+def _new_folder(root: str, name: str) -> str | None:
+    """A new folder ``<root>/<name>`` (``<name>.<k>`` when that exists); None, with a warning
+    on the ``tilefuse`` logger, when it cannot be made (the compile goes on without it)."""
     path = os.path.join(root, name)
-    while os.path.exists(path):
-        path = os.path.join(root, f"{name}.{next(_folder_ids)}")
-    os.makedirs(path)
+    try:
+        while os.path.exists(path):
+            path = os.path.join(root, f"{name}.{next(_folder_ids)}")
+        os.makedirs(path)
+    except OSError as e:
+        logs.log.warning("tilefuse: no debug folder for graph %s (%s: %s)", name, type(e).__name__, e)
+        return None
     return path
+
+
+def _write(folder: str, filename: str, text: str) -> None:
+    """``text`` to ``<folder>/<filename>``; a failure is a warning on the ``tilefuse`` logger."""
+    try:
+        with open(os.path.join(folder, filename), "w") as f:
+            f.write(text)
+    except OSError as e:
+        logs.log.warning("tilefuse: %s not written to %s (%s: %s)", filename, folder, type(e).__name__, e)
 
 
 class GraphDebug:
@@ -97,8 +111,7 @@ class GraphDebug:
                 "artifact", metadata_fn=lambda: {"name": artifact, "encoding": "string"}, payload_fn=lambda: text
             )
         if self.folder is not None:
-            with open(os.path.join(self.folder, filename), "w") as f:
-                f.write(text)
+            _write(self.folder, filename, text)
 
     def pre_fusion(self, graph: Any) -> None:
         """The lowered IR (``graph``: the GraphLowering after ``run``)."""
@@ -139,9 +152,14 @@ def emit_output_code(name: str, source: str, constants: dict, path: str | None, 
         if root is None:
             return
         folder = _new_folder(root, name)
-    from .runtime import write_debug_source
+        if folder is None:
+            return
+    from .runtime import DebugDirError, write_debug_source
 
-    write_debug_source(source, folder, name, constants, path=os.path.join(folder, "output_code.py"))
+    try:
+        write_debug_source(source, folder, name, constants, path=os.path.join(folder, "output_code.py"))
+    except DebugDirError as e:
+        logs.log.warning("%s", e)
 
 
 # ---------------------------------------------------------------------------------- IR text
