@@ -11,6 +11,11 @@ Usage::
     import torch
     model = torch.compile(model, backend="tilefuse")
 
+Seeing what it did (``TORCH_LOGS=output_code``, ``TORCH_COMPILE_DEBUG=1``, ``TORCH_TRACE``,
+``tilefuse.utils.run_and_get_code``, runnable generated modules, the kernel report
+``python -m tilefuse.report``) and carrying its caches to another machine
+(``save_cache_artifacts`` / ``load_cache_artifacts`` below): docs/debugging.md.
+
 Importing ``tilefuse`` is cheap: it imports neither torch nor the native extension (unless
 ``TILEFUSE_REPORT`` is set: then it starts the kernel report, ``tilefuse.report``). It reads the
 ``TILEFUSE_*`` environment variables (``tilefuse.config``), so one that does not parse is a
@@ -33,7 +38,27 @@ if config.report_path:
 
     _collect_until_exit(config.report_path)
 
-__all__ = ["__version__"]
+
+__all__ = ["__version__", "load_cache_artifacts", "save_cache_artifacts"]
+
+
+def save_cache_artifacts():
+    """``torch.compiler.save_cache_artifacts()``, tilefuse's graph cache entries included:
+    ``(bytes, CacheInfo)`` of everything this process's compiles cached, or None
+    (``tilefuse.runtime.cache_artifacts``; docs/debugging.md)."""
+    from .runtime import cache_artifacts
+
+    return cache_artifacts.save_cache_artifacts()
+
+
+def load_cache_artifacts(data: bytes):
+    """``torch.compiler.load_cache_artifacts(data)`` after teaching torch tilefuse's artifact type,
+    so it works in a fresh process before any compile: the caches (tilefuse's cache directory
+    included) filled from ``data``; returns torch's ``CacheInfo``, or None when ``data`` does not
+    load."""
+    from .runtime import cache_artifacts
+
+    return cache_artifacts.load_cache_artifacts(data)
 
 
 def __getattr__(name: str):

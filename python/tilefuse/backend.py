@@ -39,6 +39,7 @@ import torch
 
 from . import config, metrics
 from . import runtime as _runtime
+from .runtime import cache_artifacts as _cache_artifacts  # noqa: F401  (torch learns the "tilefuse" artifact type)
 from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
@@ -648,7 +649,7 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     pre_s = 0.0
     module = entry.module
     if module is not None and config.debug_dir:
-        write_debug_source(entry.source, config.debug_dir, name)
+        write_debug_source(entry.source, config.debug_dir, name, entry.constants)
     missing_records = False
     if module is None:
         # kernels launched by an earlier process: their cubins load directly, without Triton's
@@ -683,6 +684,9 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
         setattr(metrics, k, getattr(metrics, k) + v)
     metrics.graph_cache_hits += 1
     log.info("tilefuse: graph '%s' reused from the graph cache", name)
+    from .debug import emit_output_code
+
+    emit_output_code(name, entry.source, entry.constants, getattr(module, "__file__", None))
     return CompiledGraph(
         module,
         entry.source,
@@ -704,18 +708,25 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     from .scheduler import schedule
     from .ir import graph_context as G
 
+    from .debug import GraphDebug
+
     start_deferred_warmup()  # Triton's compiler set-up, if held back for expected cache hits
     t_lower = time.perf_counter()  # after the graph cache's key and lookup (phases of their own)
+    dbg = GraphDebug(gm, name)  # TORCH_TRACE / TORCH_COMPILE_DEBUG outlets (nothing made when off)
     graph = GraphLowering(gm, example_inputs, name)
     graph.run()
+    dbg.pre_fusion(graph)
     t1 = time.perf_counter()
     with G.set_graph(graph):
-        items = schedule(graph.buffers)
+        with dbg.fusion_capture() as decisions:
+            items = schedule(graph.buffers)
         t2 = time.perf_counter()
         wrapper = WrapperCodegen(graph, items)
         src, consts = wrapper.generate()
+    dbg.post_fusion(items, wrapper.item_kernels, decisions)
     t3 = time.perf_counter()
     module = load_module(src, consts, config.debug_dir, name)
+    dbg.output_code(src, consts, getattr(module, "__file__", None))
     t4 = time.perf_counter()
     # CUDA: every kernel (every autotuning candidate) compiled ahead of its first launch, in
     # parallel; with precompile_overlap the workers run on while the next graph is lowered, and

@@ -11,7 +11,9 @@ Options:
         rejects when it is built (before the first call on the GPU, from the compile workers'
         results; at the first run under the interpreter); False re-raises (tests).
     debug_dir (str | None, env TILEFUSE_DEBUG_DIR): write each graph's generated wrapper and
-        kernels to this directory.
+        kernels to this directory (``<graph name>_<source hash>.py``, with the module's
+        constants: ``python <file>`` times it, ``runtime.benchmark``). ``TORCH_COMPILE_DEBUG=1``
+        writes a fuller folder per graph instead (docs/debugging.md).
     persistent_reduction_threshold (int, default 4096): reductions with rnumel up to this run in
         one block (persistent: the row is read from memory once and kept in registers, so a
         LayerNorm or softmax of 4096-wide rows is one pass); longer ones loop over RBLOCK chunks.

@@ -228,6 +228,37 @@ def _size_fact(g: Any, target: Any, args: tuple) -> Any:
     return None
 
 
+def _host_scalar_to_device(g: Any, n: torch.fx.Node) -> bool:
+    """Whether the 0-d CPU tensor ``n`` (a graph input or constant) is kept on the graph's
+    device: in a graph on another device than the CPU, unless ``n`` is itself an output.
+    Its readers are the device's kernels, which inline the scalar arithmetic on it (a chain of
+    0-d CPU ops, such as a Python float's casts, computes inside the kernel that reads it);
+    a value of such a chain that the graph returns is checked at the output (``_check_device``)."""
+    return g.default_device.type != "cpu" and n not in g._output_nodes
+
+
+def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether the current node computes on the graph's device, so its kernels can: every IR
+    tensor it reads lives there (eager also lets a CUDA op read CPU indices, or a CPU scalar
+    an aten op made), and so does its result, except a 0-d result of values already there
+    (a host scalar's arithmetic, kept on the device: ``_host_scalar_to_device``). Other ops
+    (CPU work in a CUDA graph) run as their aten kernels, as eager runs them."""
+    want = g.default_device.type
+    for a in pytree.tree_leaves((args, kwargs)):
+        if isinstance(a, ir.TensorBox):
+            dev = a.get_device()
+            if dev is not None and dev.type != want:
+                return False
+    for v in pytree.tree_leaves(g.current_node.meta.get("val")):
+        if (
+            isinstance(v, torch.Tensor)
+            and v.device.type != want
+            and (v.dim() != 0 or not g.current_node.all_input_nodes)
+        ):
+            return False
+    return True
+
+
 def _check_device(v: Any, meta: Any) -> None:
     """A graph output must be on its meta value's device: a 0-d CPU value computed from a host
     scalar kept on the device (``_host_scalar_to_device``) would not be. Raises
@@ -342,7 +373,7 @@ class GraphLowering(torch.fx.Interpreter):
             # offset: the layout's offset is 0
             lay = _layout_from_meta(ex)
             lay.offset = 0
-            if _is_host_scalar(ex) and self._host_scalar_to_device(self.current_node):
+            if _is_host_scalar(ex) and _host_scalar_to_device(self, self.current_node):
                 # a Python float Dynamo passes as a 0-d CPU tensor (or any CPU scalar tensor eager
                 # lets CUDA ops take): the call copies it to the graph's device, where it is read
                 lay.device = self.default_device
@@ -381,7 +412,7 @@ class GraphLowering(torch.fx.Interpreter):
             # the graph was traced with the constant on the meta value's device (a tensor made
             # under torch.set_default_device can be stored on the CPU): its readers expect it there
             value = value.to(meta.device)
-        elif _is_host_scalar(value) and self._host_scalar_to_device(self.current_node):
+        elif _is_host_scalar(value) and _host_scalar_to_device(self, self.current_node):
             # a 0-d CPU constant (eager lets device ops take it as a scalar): kernels read only
             # their device's memory
             value = value.to(self.default_device)
@@ -390,35 +421,6 @@ class GraphLowering(torch.fx.Interpreter):
         buf = ir.ConstantBuffer(name, _layout_from_meta(value))
         self.graph_inputs[name] = buf
         return ir.TensorBox(ir.StorageBox(buf))
-
-    def _host_scalar_to_device(self, n: torch.fx.Node) -> bool:
-        """Whether the 0-d CPU tensor ``n`` (a graph input or constant) is kept on the graph's
-        device: in a graph on another device than the CPU, unless ``n`` is itself an output.
-        Its readers are the device's kernels, which inline the scalar arithmetic on it (a chain of
-        0-d CPU ops, such as a Python float's casts, computes inside the kernel that reads it);
-        a value of such a chain that the graph returns is checked at the output (``_check_device``)."""
-        return self.default_device.type != "cpu" and n not in self._output_nodes
-
-    def _on_graph_device(self, args: tuple, kwargs: dict) -> bool:
-        """Whether the current node computes on the graph's device, so its kernels can: every IR
-        tensor it reads lives there (eager also lets a CUDA op read CPU indices, or a CPU scalar
-        an aten op made), and so does its result, except a 0-d result of values already there
-        (a host scalar's arithmetic, kept on the device: ``_host_scalar_to_device``). Other ops
-        (CPU work in a CUDA graph) run as their aten kernels, as eager runs them."""
-        want = self.default_device.type
-        for a in pytree.tree_leaves((args, kwargs)):
-            if isinstance(a, ir.TensorBox):
-                dev = a.get_device()
-                if dev is not None and dev.type != want:
-                    return False
-        for v in pytree.tree_leaves(self.current_node.meta.get("val")):
-            if (
-                isinstance(v, torch.Tensor)
-                and v.device.type != want
-                and (v.dim() != 0 or not self.current_node.all_input_nodes)
-            ):
-                return False
-        return True
 
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
@@ -440,7 +442,7 @@ class GraphLowering(torch.fx.Interpreter):
             if pair is not None:
                 return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
-        if fn is not None and not self._on_graph_device(args, kwargs):
+        if fn is not None and not _on_graph_device(self, args, kwargs):
             log.debug("tilefuse: %s runs on another device than the graph's; using a fallback kernel", target)
             fn = None
         if fn is not None and not self._kernel_dtypes_only(self.current_node):

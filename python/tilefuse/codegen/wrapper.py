@@ -18,6 +18,7 @@ on it (``_assert_scalar``) once every symbol they read is bound.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -184,6 +185,10 @@ class WrapperCodegen:
         # and each extern or fallback call's buffer, for the kernel report (``tilefuse.report``)
         self.launches: list[tuple[str, KernelGroup, GeneratedKernel]] = []
         self.extern_calls: list[ir.ExternKernel] = []
+        # per scheduled item that became a kernel: the kernel it launches (the debug folder's
+        # kernel groups); per kernel defined: what it computes and moves (the module's _kernel_info)
+        self.item_kernels: dict[int, str] = {}
+        self.kernel_info: dict[str, dict] = {}
         # runtime checks not yet emitted, each with the data-dependent symbols it reads
         unbacked = g.sizevars.unbacked
         self.pending_asserts = [
@@ -222,6 +227,7 @@ class WrapperCodegen:
             "",
         ]
         src = "\n".join(head) + "\n\n".join(self.kernel_src) + "\n\n" + "\n".join(tail) + "\n".join(call) + "\n"
+        src += module_trailer(g.name, self.input_specs(), self.kernel_info)
         consts = dict(self.consts)
         consts["_constants"] = dict(g.constants)
         return src, consts
@@ -250,9 +256,11 @@ class WrapperCodegen:
             self.kernels.append(gk)
             self.kernel_src.append(gk.source)
             self.launchers.append(self._launcher(gk))
+            self.kernel_info[kname] = self._kernel_info(item, gk)
         else:
             metrics.reused_kernel_count += 1
             kname = first.name
+        self.item_kernels[i] = kname
         for n in item.nodes:
             if n.name in gk.removed or isinstance(n.buf, ir.MutationBuffer):
                 continue
@@ -271,6 +279,69 @@ class WrapperCodegen:
             plan.live.append(n.name)
         self.body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
         self.launches.append((kname, item, gk))
+
+    def _kernel_info(self, item: KernelGroup, gk: GeneratedKernel) -> dict:
+        """What a kernel computes and moves, for the module's ``_kernel_info``: the buffers of
+        the nodes fused into it, their body ops in order, the buffers it reads and writes, and
+        ``bytes``: the whole storage of each buffer argument read, plus that of each written
+        (an argument updated in place counts twice), an int for static sizes, else None (the
+        benchmark harness then sums the launch's own tensors); ``twice``: positions of the
+        arguments counted twice."""
+        g = self.graph
+        written = {n.name for n in item.nodes if n.name in gk.arg_names}
+        twice = set(gk.mutated_args) | set(gk.inplace.values())
+        ops: list[str] = []
+        for n in item.nodes:
+            for bn in n.body.nodes:
+                op = bn.args[2] if bn.op == "reduction" and len(bn.args) > 2 else bn.op
+                if isinstance(op, str) and op not in _INFO_SKIP and op not in ops:
+                    ops.append(op)
+        total: Any = 0
+        for a in gk.arg_names:
+            buf = g.graph_inputs.get(a) or g.name_to_buffer.get(a)
+            L = getattr(buf, "layout", None)
+            size = L.storage_size() if L is not None else None
+            if not isinstance(size, int) or total is None:
+                total = None
+                continue
+            total += size * L.dtype.itemsize * (2 if a in twice else 1)
+        return {
+            "nodes": [n.name for n in item.nodes],
+            "ops": ops,
+            "reads": [a for a in gk.arg_names if a not in written or a in twice],
+            "writes": [a for a in gk.arg_names if a in written or a in twice],
+            "bytes": total,
+            "twice": [i for i, a in enumerate(gk.arg_names) if a in twice],
+            "numel": gk.numel if isinstance(gk.numel, int) else _size(gk.numel),
+            "rnumel": gk.rnumel if isinstance(gk.rnumel, int) else _size(gk.rnumel),
+        }
+
+    def input_specs(self) -> list:
+        """The recorded inputs of ``call`` for the benchmark harness, one per argument:
+        ``("tensor", size, stride, dtype, device, storage offset)`` at the example inputs' sizes
+        (a symbolic size at its hint), ``("int", value)`` for a size argument, ``("float", text)``
+        for a float that is not finite, ``("value", v)`` for any other argument (a Python scalar,
+        or None when it cannot be written as one)."""
+        out: list = []
+        for ex in self.graph.example_inputs:
+            if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
+                out.append(
+                    (
+                        "tensor",
+                        tuple(_hint(v) for v in ex.shape),
+                        tuple(_hint(v) for v in ex.stride()),
+                        str(ex.dtype),
+                        str(ex.device),
+                        _hint(ex.storage_offset()),
+                    )
+                )
+            elif isinstance(ex, (int, torch.SymInt)) and not isinstance(ex, bool):
+                out.append(("int", _hint(ex)))
+            elif isinstance(ex, float) and not math.isfinite(ex):
+                out.append(("float", str(ex)))  # float("nan"): repr(nan) is no Python literal
+            else:
+                out.append(("value", ex if ex is None or isinstance(ex, (bool, int, float)) else None))
+        return out
 
     def _emit_extern_item(self, item: Any) -> None:
         """A MultiOutput's element, an extern or fallback kernel's call, or an empty buffer's
@@ -393,6 +464,37 @@ class WrapperCodegen:
         return call
 
 
+# body ops that move or name values rather than compute them (left out of _kernel_info's ops)
+_INFO_SKIP = frozenset({"load", "store", "store_reduction", "constant", "index_expr", "to_dtype", "indirect_indexing"})
+
+
+def _hint(v: Any) -> int:
+    """A size as an int: a SymInt at its hint (8 when it has none: a data-dependent size)."""
+    if isinstance(v, torch.SymInt):
+        hint = v.node.hint
+        return int(hint) if hint is not None else 8
+    return int(v)
+
+
+def module_trailer(graph_name: str, input_specs: list, kernel_info: dict) -> str:
+    """The generated module's last lines: what its benchmark harness needs (``_input_specs``,
+    ``_kernel_info``; see ``WrapperCodegen.input_specs`` and ``_kernel_info``) and the
+    ``__main__`` block that runs it (``tilefuse.runtime.benchmark``): ``python module.py``
+    times the graph on random inputs of the recorded layouts, per call and per kernel."""
+    info = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in kernel_info.items()) + "}"
+    return (
+        "\n\n# what `python <this file>` runs on (tilefuse.runtime.benchmark)\n"
+        f"_graph_name = {graph_name!r}\n"
+        f"_input_specs = {input_specs!r}\n"
+        f"_kernel_info = {info}\n"
+        "\n\n"
+        'if __name__ == "__main__":\n'
+        "    from tilefuse.runtime.benchmark import compiled_module_main\n"
+        "\n"
+        "    compiled_module_main(globals())\n"
+    )
+
+
 # the generated module's imports and the Triton helpers its kernels call (combine functions of
 # reductions and scans, integer power)
 _HELPERS = [
@@ -442,21 +544,37 @@ _HELPERS = [
 ]
 
 
+# a CPU module run as a script (``python module.py``): its kernels need Triton's interpreter,
+# which must be switched on before triton is imported
+_RUN_AS_SCRIPT_ON_CPU = [
+    "if __name__ == '__main__':",
+    "    import os",
+    "",
+    "    os.environ.setdefault('TRITON_INTERPRET', '1')",
+]
+
+
 def _module_header(graph_name: str, device: torch.device) -> list[str]:
     """The generated module's first lines: its title, imports, the graph's device, the allocation
     and JIT entry points, and the Triton helper functions (``_HELPERS``)."""
-    return [
-        f"# tilefuse: generated module for graph {graph_name}",
-        "import functools",
-        "import torch",
-        "import triton",
-        "import triton.language as tl",
-        "from triton.language.extra import libdevice  # noqa: F401",
-        "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
-        "",
-        f"_device = torch.device({str(device)!r})",
-        "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
-        "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
-        f"_jit = jit_for({device.type!r})",
-        f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
-    ] + _HELPERS
+    return (
+        [
+            f"# tilefuse: generated module for graph {graph_name}",
+            "import functools",
+            "import torch",
+        ]
+        + (_RUN_AS_SCRIPT_ON_CPU if device.type != "cuda" else [])
+        + [
+            "import triton",
+            "import triton.language as tl",
+            "from triton.language.extra import libdevice  # noqa: F401",
+            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
+            "",
+            f"_device = torch.device({str(device)!r})",
+            "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
+            "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
+            f"_jit = jit_for({device.type!r})",
+            f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
+        ]
+        + _HELPERS
+    )

@@ -38,6 +38,10 @@ One entry per key: a compile whose guards differ from the stored entry's replace
 sizes are keyed by their ShapeEnv names, which Dynamo derives from the argument names, so the
 same graph traced from differently named arguments misses (a slower compile, never a wrong one).
 
+Portability. Every entry file stored or read, and every launch records file with its cubins, is
+also handed to torch's portable cache artifacts (``cache_artifacts``), so
+``torch.compiler.save_cache_artifacts()`` carries them to another machine's cache directory.
+
 The counters a compile adds to ``tilefuse.metrics`` are stored and added again on a hit, so counts
 such as ``fallback_kernel_count`` mean the same with and without the cache;
 ``metrics.graph_cache_hits`` counts hits.
@@ -410,10 +414,13 @@ def lookup(key: str, shape_env: Any) -> CacheEntry | None:
 
             # tensor constants must come back as real tensors, not as the fake ones AOTAutograd's
             # active fake mode would make of them
-            with open(path, "rb") as f, unset_fake_temporarily():
-                entry = pickle.load(f)
+            with open(path, "rb") as f:
+                data = f.read()
+            with unset_fake_temporarily():
+                entry = pickle.loads(data)
             if not isinstance(entry, CacheEntry):
                 raise TypeError(f"not a CacheEntry: {type(entry).__name__}")
+            _record(f"graphs/{key}.pkl", data)
         except Exception as e:  # noqa: BLE001 - a bad cache file is a miss
             log.warning("tilefuse: ignoring unreadable graph cache entry %s (%s: %s)", path, type(e).__name__, e)
             return None
@@ -449,7 +456,23 @@ def store(key: str, entry: CacheEntry) -> bool:
     except OSError as e:
         log.warning("tilefuse: could not write graph cache entry under %s (%s)", d, e)
         return False
+    _record(f"graphs/{key}.pkl", buf.getvalue())
     return True
+
+
+def _record(name: str, content: bytes, records: list | None = None) -> None:
+    """Hand a cache file to torch's portable cache artifacts (``cache_artifacts``): ``name`` its
+    path under the cache directory; ``records``: a launch records file's records, whose cubins
+    go too. Never raises."""
+    try:
+        from . import cache_artifacts
+
+        if records is None:
+            cache_artifacts.record(name, content)
+        else:
+            cache_artifacts.record_launches(name, content, records)
+    except Exception as e:  # noqa: BLE001 - portability only
+        log.debug("tilefuse: %s not recorded as a cache artifact (%s: %s)", name, type(e).__name__, e)
 
 
 def _device_tag() -> tuple:
@@ -480,6 +503,7 @@ def store_launches(key: str, records: list) -> None:
         if not os.path.exists(marker):
             with open(marker, "wb"):
                 pass
+        _record(key, buf, records)
     except Exception as e:  # noqa: BLE001 - an optimization only
         log.debug("tilefuse: launch records of %s not stored (%s: %s)", key[:12], type(e).__name__, e)
 
@@ -513,9 +537,11 @@ def load_launches(key: str) -> list | None:
         return None
     try:
         with open(path, "rb") as f:
-            data = pickle.load(f)
+            raw = f.read()
+        data = pickle.loads(raw)
         if data.get("device") != _device_tag():
             return None
+        _record(key, raw, list(data["records"]))
         return list(data["records"])
     except Exception as e:  # noqa: BLE001 - unusable: the kernels load through Triton's JIT
         log.debug("tilefuse: launch records %s not read (%s: %s)", path, type(e).__name__, e)

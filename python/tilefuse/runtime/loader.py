@@ -96,7 +96,7 @@ def load_module(
             f.write(source)
         os.replace(tmp, path)
     if debug_dir:
-        write_debug_source(source, debug_dir, name_hint)
+        write_debug_source(source, debug_dir, name_hint, constants)
     modname = f"tilefuse_generated_{digest}"
     spec = importlib.util.spec_from_file_location(modname, path)
     mod = importlib.util.module_from_spec(spec)
@@ -116,14 +116,23 @@ def _holds(path: str, source: str) -> bool:
         return False
 
 
-def write_debug_source(source: str, debug_dir: str, name_hint: str = "graph") -> str:
+def write_debug_source(
+    source: str, debug_dir: str, name_hint: str = "graph", constants: dict | None = None, path: str | None = None
+) -> str:
     """Write a generated module's ``source`` to ``<debug_dir>/<name_hint>_<source hash>.py``
-    (``config.debug_dir``); returns the path. DebugDirError naming ``debug_dir`` when it cannot
-    be written (a file of that name, no permission)."""
+    (``config.debug_dir``), or to ``path`` when given; returns the path. With ``constants`` (the
+    module's injected globals) the copy carries them (``benchmark.embed_constants``), so
+    ``python <copy>`` runs it. DebugDirError naming ``debug_dir`` when it cannot be written (a
+    file of that name, no permission)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    path = os.path.join(debug_dir, f"{name_hint}_{digest}.py")
+    if path is None:
+        path = os.path.join(debug_dir, f"{name_hint}_{digest}.py")
+    if constants is not None:
+        from .benchmark import embed_constants
+
+        source = embed_constants(source, constants)
     try:
-        os.makedirs(debug_dir, exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w") as f:
             f.write(source)
     except OSError as e:

@@ -196,6 +196,11 @@ def _load_record(record: tuple, device: int, n_args: int) -> tuple:
     """``(static, keep)`` of a ``_launcher_record``: its cubin loaded on ``device``. Raises
     (FileNotFoundError, NotImplementedError, a CUDA error) when it cannot be used."""
     rec, path = record
+    if path and not os.path.exists(path):
+        # a record made under another cache directory (torch's portable cache artifacts bring
+        # cubins into this one's cubin/ folder): the same file name here
+        moved = os.path.join(cache_dir(), "cubin", os.path.basename(path))
+        path = moved if os.path.exists(moved) else path
     if not path or not os.path.exists(path):
         raise FileNotFoundError(f"cubin {path!r}")
     sk = copy.copy(rec)  # the record stays unloaded (another device may load it too)

@@ -24,7 +24,7 @@ sharing the most buffers with it (``Placement.far_kernel``). Kernels with in-pla
 updates never take other nodes.
 
 Every candidate kernel a node meets is accepted or refused by a named rule (``fusion.RULES``),
-logged at DEBUG on ``tilefuse.fusion``.
+logged at DEBUG on ``tilefuse.fusion`` (or torch's ``fusion`` artifact; ``tilefuse.logs``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .. import config
 from ..ir import graph_context as G
 from ..ir import nodes as ir
 from ..ir.nodes import digits
-from ..logs import fusion_log
+from .. import logs
 from .fusion import (
     CANDIDATE_RULES,
     KERNEL_RULES,
@@ -171,7 +171,7 @@ class Placement:
         self.items.append(group)
         self.record(len(self.items) - 1, node)
         if self.verbose:
-            fusion_log.debug("new %s for %s: %s", describe(group, len(self.items) - 1), node.name, why)
+            logs.log_fusion(node.name, "new %s for %s: %s", describe(group, len(self.items) - 1), node.name, why)
 
     def _take(self, j: int, node: SchedulerNode, fused: KernelGroup, how: str, passed: tuple) -> None:
         """``node`` joins item ``j``, which becomes ``fused``."""

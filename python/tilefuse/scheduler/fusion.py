@@ -13,17 +13,17 @@ prologue / main-body node, computed inside the reduction loop: kind 'xr'); or a 
 buffer written earlier in the kernel must be read at exactly the index it was written (the
 MemoryDep of the read equals that of the write), so the value stays in registers.
 
-Refusals and fusions are logged at DEBUG on the ``tilefuse.fusion`` logger (``tilefuse.logs``).
+Refusals and fusions are logged at DEBUG on the ``tilefuse.fusion`` logger, or on torch's ``fusion``
+artifact (``TORCH_LOGS=fusion``), through ``tilefuse.logs.log_fusion``.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, NamedTuple
 
 from .. import config
 from .. import sizevars as SV
-from ..logs import fusion_log
+from .. import logs
 from .nodes import ExternSchedulerNode, KernelGroup, SchedulerNode, index_map, item_writes, node_reduction_hint
 
 
@@ -332,19 +332,23 @@ def describe(item: Any, pos: int | None = None) -> str:
 
 
 def debug_enabled() -> bool:
-    """Whether the fusion log is on (checked once per ``schedule`` call)."""
-    return fusion_log.isEnabledFor(logging.DEBUG)
+    """Whether fusion decisions are wanted (``logs.fusion_enabled``; checked once per
+    ``schedule`` call)."""
+    return logs.fusion_enabled()
 
 
 def log_refusal(node: SchedulerNode, item: Any, pos: int | None, refusal: Refusal) -> None:
     """``cannot fuse <node> into <item>: <rule>: <reason>`` on the fusion log."""
-    fusion_log.debug("cannot fuse %s into %s: %s: %s", node.name, describe(item, pos), refusal.rule, refusal.reason)
+    logs.log_fusion(
+        node.name, "cannot fuse %s into %s: %s: %s", node.name, describe(item, pos), refusal.rule, refusal.reason
+    )
 
 
 def log_fused(node: SchedulerNode, group: KernelGroup, fused: KernelGroup, pos: int, how: str, rules: tuple) -> None:
     """``fused <node> into <kernel> as <kind> (<how>; passed <rules>)`` on the fusion log,
     ``group`` being the kernel before and ``fused`` after."""
-    fusion_log.debug(
+    logs.log_fusion(
+        node.name,
         "fused %s into %s as %s (%s; passed %s)",
         node.name,
         describe(group, pos),
