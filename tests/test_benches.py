@@ -726,3 +726,47 @@ def test_zoo_lists_the_harness_models():
     }
     r = _zoo("--list", "--suite", "timm", "--shard", "2/3", timeout=120)
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# benches/small_batch.py, small-batch forward and static-cache decoding
+
+SMALL_BATCH = os.path.join(ROOT, "benches", "small_batch.py")
+
+
+def test_small_batch_cpu_smoke(tmp_path):
+    """``--cpu-smoke``: a tiny GPT-2, its forward and a static-cache ``generate``, through eager and
+    tilefuse in both modes (reduce-overhead runs without CUDA graphs on CPU tensors): every row
+    runs, matches eager (logits; generated tokens equal), and each tilefuse row compiled a graph
+    with tilefuse and ran none eagerly (the script's exit status and its smoke lines)."""
+    r = subprocess.run(
+        [sys.executable, SMALL_BATCH, "--cpu-smoke", "--models", "gpt2", "--batches", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=dict(os.environ, TRITON_INTERPRET="1"),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("smoke gpt2 ")]
+    assert len(lines) == 6, r.stdout[-3000:]
+    for kind in ("forward", "decode"):
+        for backend in ("tilefuse", "tilefuse-ro"):
+            ln = next(x for x in lines if x.startswith(f"smoke gpt2 {kind} b1 {backend}:"))
+            assert ": ok " in ln and "tilefuse graphs 0" not in ln and ln.endswith("eager 0"), ln
+    assert "6 rows, 0 failed, 0 differ from eager, 0 tilefuse rows without a tilefuse graph" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--models", "gpt3"), "--models 'gpt3': choose one or more of gpt2, llama, qwen"),
+        (("--backends", "inductor,tilefsue"), "--backends 'inductor,tilefsue': choose one or more of"),
+        (("--batches", "1,0"), "--batches '1,0': give positive integers"),
+        (("--no-decode", "--decode-only"), "exclude each other"),
+        (("--calls", "0"), "--calls 0: give a positive number"),
+    ],
+)
+def test_small_batch_refuses_bad_arguments(args, message):
+    r = subprocess.run([sys.executable, SMALL_BATCH, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
