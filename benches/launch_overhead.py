@@ -21,8 +21,8 @@ GPU:
    launchers replaced by a no-op function (the wrapper without launches), through
    ``CompiledGraph.__call__`` (the entry checks), and with a timing probe after every statement
    (each statement's time, the probe's own cost subtracted), which splits the call into parts:
-   ``args`` (unpacking, constants, size symbols), ``alloc``, ``view`` (``reinterpret_tensor``),
-   ``launch``, ``extern`` (aten calls: CPU compute here, so reported but left out of the host
+   ``args`` (unpacking, constants, size symbols), ``stream`` (the call's one stream lookup),
+   ``alloc``, ``view`` (``reinterpret_tensor``), ``launch``, ``extern`` (aten calls: CPU compute here, so reported but left out of the host
    figure), ``alias`` (a buffer taking over another's storage), ``ensure`` (stride checks of
    extern results), ``del``.
 
@@ -49,7 +49,7 @@ from typing import Any
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels run on CPU tensors
 os.environ["TILEFUSE_GRAPH_CACHE"] = "0"  # every graph lowered and generated here (the twin below)
 
-KINDS = ("args", "alloc", "view", "alias", "launch", "extern", "ensure", "del")
+KINDS = ("args", "stream", "alloc", "view", "alias", "launch", "extern", "ensure", "del")
 
 
 def _kind(line: str) -> str:
@@ -57,7 +57,9 @@ def _kind(line: str) -> str:
     s = line.strip()
     if s.startswith("del "):
         return "del"
-    if "_launcher(" in s or "_launch(" in s or re.match(r"^_?[kK]\d+\(", s):
+    if "launch_stream(" in s:
+        return "stream"
+    if re.search(r"_launcher(\.run)?\(", s):
         return "launch"
     if "# aten." in s or "# extern" in s or s.startswith("torch.mm(") or s.startswith("torch.addmm("):
         return "extern"
@@ -183,15 +185,26 @@ def _probe_cost(reps: int) -> float:
 
 
 def _recorded_launches(mod: Any, args: list) -> list[tuple]:
-    """``(launcher, arguments)`` of every launch of one call of ``mod.call``, in order."""
+    """``(launcher, arguments, through run)`` of every launch of one call of ``mod.call``, in
+    order (a generated CUDA wrapper calls ``launcher.run(stream, ...)``, older ones and CPU
+    wrappers ``launcher(...)``)."""
     seen: list[tuple] = []
     saved = {k: v for k, v in vars(mod).items() if k.endswith("_launcher")}
 
-    def recorder(ln):
-        return lambda *a: (seen.append((ln, a)), ln(*a))[1]
+    class Recorder:
+        def __init__(self, ln):
+            self.ln = ln
+
+        def __call__(self, *a):
+            seen.append((self.ln, a, False))
+            return self.ln(*a)
+
+        def run(self, *a):
+            seen.append((self.ln, a, True))
+            return self.ln.run(*a)
 
     for k, ln in saved.items():
-        setattr(mod, k, recorder(ln))
+        setattr(mod, k, Recorder(ln))
     mod.call(list(args))
     vars(mod).update(saved)
     return seen
@@ -216,11 +229,14 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
     n = res["launches"] = len(launches)
 
     def run_launches():
-        for ln, a in launches:
-            ln(*a)
+        for ln, a, through_run in launches:
+            if through_run:
+                ln.run(*a)
+            else:
+                ln(*a)
 
     def run_noops():
-        for _, a in launches:
+        for _, a, _ in launches:
             _noop_launch(*a)
 
     res["launcher_us"] = _median_us(run_launches, reps, inner) / max(n, 1)

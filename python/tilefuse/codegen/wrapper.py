@@ -265,7 +265,12 @@ class WrapperCodegen:
             else:
                 self._allocate(n.name, n.buf.layout)
             plan.live.append(n.name)
-        self.body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
+        call_args = ", ".join(gk.arg_names + [_size(e) for e in gk.size_args])
+        if self.device.type == "cuda":
+            # the lean launch (``KernelLauncher.run``) on the stream the call fetched once
+            self.body.append(f"{kname}_launcher.run(_stream, {call_args})")
+        else:
+            self.body.append(f"{kname}_launcher({call_args})")
 
     def _emit_extern_item(self, item: Any) -> None:
         """A MultiOutput's element, an extern or fallback kernel's call, or an empty buffer's
@@ -346,9 +351,8 @@ class WrapperCodegen:
             # or dispatch, which a training step's hundreds of allocations per call notice
             self.body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
         else:
-            self.body.append(
-                f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, dtype={L.dtype}, device=_device)"
-            )
+            # the CPU's C entry point (Inductor's ``empty_strided_cpu``): no argument parsing
+            self.body.append(f"{name} = _empty_strided_cpu({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
 
     def _call_function(self, body: list[str], rets: list[str]) -> list[str]:
         """``def call(args)``: unpack and clear the boxed inputs, copy the 0-d CPU tensor inputs of a
@@ -379,6 +383,8 @@ class WrapperCodegen:
             # device while the call runs (its tensors may live on another GPU than the current one)
             idx = self.device.index if self.device.index is not None else 0
             call.append(f"    with torch.cuda._DeviceGuard({idx}):")
+            if any("_launcher.run(_stream," in ln for ln in body):
+                call.append(f"        _stream = launch_stream({idx})")
             call += ["        " + ln for ln in body]
             call.append("        " + ret)
         else:
@@ -446,11 +452,13 @@ def _module_header(graph_name: str, device: torch.device) -> list[str]:
         "import triton",
         "import triton.language as tl",
         "from triton.language.extra import libdevice  # noqa: F401",
-        "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
+        "from tilefuse.runtime import ensure_strides, jit_for, launch_stream, make_launcher, reinterpret_tensor",
         "",
         f"_device = torch.device({str(device)!r})",
         "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
         "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
+        "_empty_strided_cpu = getattr(torch._C._dynamo.guards, '_empty_strided_cpu', None) or (",
+        "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cpu'))",
         f"_jit = jit_for({device.type!r})",
         f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
     ] + _HELPERS
