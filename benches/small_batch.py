@@ -16,7 +16,8 @@ This bench measures, per model config, per backend:
 * ``decode``: ``model.generate`` with a static KV cache, the way transformers compiles decoding
   (``cache_implementation="static"`` and a ``CompileConfig(backend=..., mode=...)``: generate
   compiles the model's call for the decoding steps; eager passes ``disable_compile=True``),
-  greedy, ``--new-tokens`` tokens after a ``--prompt``-token prompt at each batch size;
+  greedy, ``--new-tokens`` tokens after a ``--prompt``-token prompt at each batch size (Dynamo
+  reset before each batch size: compiled static, as a server at that batch would);
   tokens/s = batch x new tokens / the median wall time of ``--gen-rounds`` generate calls after
   a warm-up call (which compiles).
 * ``peak_gib``: ``torch.cuda.max_memory_allocated`` over the warm-up and timed calls of that row
@@ -241,11 +242,13 @@ def decode_rows(name: str, model: Any, opts: Any, device: str, vocab: int) -> li
     g = torch.Generator().manual_seed(2)
     prompts = {b: torch.randint(1, vocab, (b, opts.prompt), generator=g).to(device) for b in opts.batches}
     for backend in opts.backends:
-        torch._dynamo.reset()
-        for attr in ("_compiled_call", "_last_compile_config"):  # transformers' cached compiled call
-            if hasattr(model, attr):
-                delattr(model, attr)
         for b in opts.batches:
+            # each batch size compiled afresh, as a server at that batch would (a second size in
+            # one Dynamo cache would make the batch dimension dynamic)
+            torch._dynamo.reset()
+            for attr in ("_compiled_call", "_last_compile_config"):  # transformers' cached compiled call
+                if hasattr(model, attr):
+                    delattr(model, attr)
             row = dict(model=name, kind="decode", batch=b, seq=opts.prompt, backend=backend)
             ids = prompts[b]
             kw: dict[str, Any] = dict(
@@ -440,9 +443,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    # one compiled entry per shape and backend: more than Dynamo's default limit of 8
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 64)
     if opts.cpu_smoke:
         device, dtype = "cpu", torch.float32
-        torch._dynamo.config.cache_size_limit = 64
     else:
         if not torch.cuda.is_available():
             print("no CUDA device: this bench measures GPUs (try --cpu-smoke); nothing run")

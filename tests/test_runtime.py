@@ -958,8 +958,8 @@ def test_lean_run_launches_with_the_calls_stream_and_falls_back_for_other_keys(m
     """``KernelLauncher.run(stream, *args)``, what generated CUDA wrappers call: the first launch
     goes through ``__call__`` (device and stream looked up there), after which ``run`` is the lean
     closure launching on the given stream with the precomputed grid; a misaligned pointer (another
-    binary) or a None stream (Triton launch hooks set) goes back through ``__call__``, and a new
-    config (``_use``) drops the closure."""
+    binary) or a None stream (Triton launch hooks set) goes back through ``__call__`` (the
+    closure stays), and a new config (``_use``) drops the closure."""
     launched = []
     ln = _simulated_cuda_launcher(
         monkeypatch, [("XBLOCK", 5000)], ["in_ptr", "out_ptr"], (torch.float32, torch.float32), launched
@@ -970,9 +970,11 @@ def test_lean_run_launches_with_the_calls_stream_and_falls_back_for_other_keys(m
     assert getattr(ln.run, "__func__", None) is not R.KernelLauncher._run_slow  # the lean closure
     ln.run(5, x, y)
     assert launched == [((20, 1, 1), (x, y), 7), ((20, 1, 1), (x, y), 5)]
+    lean = ln.run
     ln.run(5, x[1:], y)  # 4 bytes off: a key of its own, through __call__
     ln.run(None, x, y)
     assert [s for _, _, s in launched[2:]] == [7, 7] and len(ln._direct) == 2
+    assert ln.run is lean  # made once per config
     ln._use(0)
     assert getattr(ln.run, "__func__", None) is R.KernelLauncher._run_slow
 

@@ -2,9 +2,10 @@
 
 The module defines the graph's Triton kernels, one ``tilefuse.runtime.KernelLauncher`` per kernel
 (grid, candidate configs, arguments updated in place) and ``call(args)``, which allocates buffers
-(``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
-``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
-reuses its memory), and returns the graph's outputs. What is freed when, which storage a buffer
+(``_empty_strided_cuda`` / ``_empty_strided_cpu``, torch's C entry points), launches kernels (on
+CUDA through ``launcher.run(_stream, ...)``, the stream fetched once per call), calls extern and
+fallback kernels through ``torch.ops.aten``, frees each intermediate after its last use (``del``,
+so the caching allocator reuses its memory), and returns the graph's outputs. What is freed when, which storage a buffer
 takes over and which kernels are duplicates is decided by ``memory_planning.MemoryPlanner``; this
 module writes the lines.
 
@@ -350,9 +351,13 @@ class WrapperCodegen:
             # under the graph's device guard), as Inductor's wrapper: no Python argument parsing
             # or dispatch, which a training step's hundreds of allocations per call notice
             self.body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
-        else:
+        elif self.device.type == "cpu":
             # the CPU's C entry point (Inductor's ``empty_strided_cpu``): no argument parsing
             self.body.append(f"{name} = _empty_strided_cpu({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
+        else:
+            self.body.append(
+                f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, dtype={L.dtype}, device=_device)"
+            )
 
     def _call_function(self, body: list[str], rets: list[str]) -> list[str]:
         """``def call(args)``: unpack and clear the boxed inputs, copy the 0-d CPU tensor inputs of a
@@ -445,6 +450,7 @@ _HELPERS = [
 def _module_header(graph_name: str, device: torch.device) -> list[str]:
     """The generated module's first lines: its title, imports, the graph's device, the allocation
     and JIT entry points, and the Triton helper functions (``_HELPERS``)."""
+    alloc = "cuda" if device.type == "cuda" else "cpu"
     return [
         f"# tilefuse: generated module for graph {graph_name}",
         "import functools",
@@ -455,10 +461,10 @@ def _module_header(graph_name: str, device: torch.device) -> list[str]:
         "from tilefuse.runtime import ensure_strides, jit_for, launch_stream, make_launcher, reinterpret_tensor",
         "",
         f"_device = torch.device({str(device)!r})",
-        "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
-        "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
-        "_empty_strided_cpu = getattr(torch._C._dynamo.guards, '_empty_strided_cpu', None) or (",
-        "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cpu'))",
+        # the device's allocation entry point (two lines either way: the kernels' first lines,
+        # part of Triton's cache key, stay where they were)
+        f"_empty_strided_{alloc} = getattr(torch._C._dynamo.guards, '_empty_strided_{alloc}', None) or (",
+        f"    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='{alloc}'))",
         f"_jit = jit_for({device.type!r})",
         f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
     ] + _HELPERS

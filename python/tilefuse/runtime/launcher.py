@@ -97,6 +97,7 @@ class KernelLauncher:
         self._tail: tuple = ()
         # what generated CUDA wrappers call: ``run(stream, *args)`` (see ``_run_slow``)
         self.run: Callable[..., None] = self._run_slow
+        self._lean_made = False  # whether _make_lean ran for the config in use
         if self.cuda:
             self._triton_configs = [_triton_config(c) for c in self.configs]
         if self.cuda and len(self.configs) > 1:
@@ -125,6 +126,7 @@ class KernelLauncher:
     def _use(self, k: int) -> None:
         cfg = self.configs[k]
         self.run = self._run_slow  # a new config: the lean launch is made again for it
+        self._lean_made = False
         self.best_config = cfg
         self._grid = self.grid(cfg)
         if self.cuda:
@@ -155,9 +157,15 @@ class KernelLauncher:
         once (``launch_stream``), None while Triton's launch hooks are set. Goes through
         ``__call__`` (autotuning at the first launch, compiling a new specialization, hooks), then,
         when that launch went through torch's static launcher, replaces ``run`` with the lean
-        launch of ``_lean``."""
+        launch of ``_make_lean``."""
         self(*args)
-        if stream is not None and self._direct and self._kwargs is not None and self._tail is not None:
+        if (
+            not self._lean_made
+            and stream is not None
+            and self._direct
+            and self._kwargs is not None
+            and self._tail is not None
+        ):
             self._make_lean(args)
 
     def _make_lean(self, args: tuple) -> None:
@@ -166,11 +174,16 @@ class KernelLauncher:
         binary's static launcher, the constexpr tail, the grid (a constant for static extents),
         the device of the launch just made (a generated module launches on its graph's device
         only: its call runs under that device's guard). Per launch it still checks what picks the
-        binary: with integer arguments (symbolic sizes) the whole specialization key is computed
-        and looked up in ``_direct``; without, the pointers' 16-byte alignment is one OR over
-        them. Whatever does not match (a misaligned pointer, a new key, hooks set: a None stream)
-        goes back through ``_run_slow``."""
+        binary: the pointers' 16-byte alignment, one OR over their addresses, and with integer
+        arguments (symbolic sizes) their values, looked up in a dict of launch plans (binary and
+        grid) made from ``_direct`` the first time each set of values comes. Whatever does not
+        match (a misaligned pointer, a key ``_direct`` lacks, hooks set: a None stream) goes back
+        through ``_run_slow``. Made once per config: when the launch just made does
+        not suit it (Triton's own launcher, not the static one) every launch stays on
+        ``__call__``."""
         import torch
+
+        self._lean_made = True
 
         dev = torch._C._cuda_getDevice()
         data_ptr = torch.Tensor.data_ptr
@@ -381,6 +394,7 @@ class KernelLauncher:
             # a config read back from Triton's on-disk timing cache that prints differently
             self._kwargs = best.all_kwargs()
             self.run = self._run_slow
+            self._lean_made = False
             self._grid = self.grid(self._kwargs)
             self._set_tail()
             self.best_config = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
