@@ -17,14 +17,16 @@ GPU:
    calling cost (``torch._C._cuda_getDevice`` -> ``int``, the raw-stream lookup and device
    exchange -> ``abs``) and CUDA allocations with the CPU's (``_empty_strided_cpu``, the same
    kind of binding), so nothing needs a GPU.
-3. ``call(args)`` is timed as is (median of ``--reps`` rounds of ``--inner`` calls), with the
-   launchers replaced by a no-op function (the wrapper without launches), through
-   ``CompiledGraph.__call__`` (the entry checks), and with a timing probe after every statement
-   (each statement's time, the probe's own cost subtracted), which splits the call into parts:
-   ``args`` (unpacking, constants, size symbols), ``stream`` (the call's one stream lookup),
-   ``alloc``, ``view`` (``reinterpret_tensor``), ``launch``, ``extern`` (aten calls: CPU compute here, so reported but left out of the host
-   figure), ``alias`` (a buffer taking over another's storage), ``ensure`` (stride checks of
-   extern results), ``del``.
+3. Timed, each as the fastest of ``--reps`` rounds of ``--inner`` calls (on a shared machine the
+   slower rounds are other processes' interference): the launcher calls of one ``call()``
+   replayed alone (and a no-op Python function with the same arguments, the floor of any
+   launcher); ``call(args)`` with a timing probe after every statement (each statement's time,
+   the probe's own cost subtracted), which splits the call into parts: ``args`` (unpacking,
+   constants, size symbols), ``stream`` (the call's one stream lookup), ``alloc``, ``view``
+   (``reinterpret_tensor``), ``alias`` (a buffer taking over another's storage), ``launch``,
+   ``extern`` (aten calls: CPU compute here, so reported but left out of the host figure),
+   ``ensure`` (stride checks of extern results), ``del``; and ``CompiledGraph.__call__`` around a
+   call that does nothing (its input layout checks, ``entry``).
 
 Output: one table per graph and a summary: µs per launch of the wrapper's host work (the call
 without its extern calls, divided by its kernel launches) and of the launcher calls alone.
@@ -41,7 +43,6 @@ import argparse
 import copy
 import os
 import re
-import statistics
 import sys
 import time
 from typing import Any
@@ -164,8 +165,8 @@ def _probed_source(src: str) -> tuple[str, list[str]]:
     return "\n".join(out), kinds
 
 
-def _median_us(fn: Any, reps: int, inner: int) -> float:
-    """Median over ``reps`` rounds of the mean µs of ``inner`` calls of ``fn``."""
+def _best_us(fn: Any, reps: int, inner: int) -> float:
+    """The fastest over ``reps`` rounds of the mean µs of ``inner`` calls of ``fn``."""
     for _ in range(3):
         fn()
     rounds = []
@@ -174,14 +175,14 @@ def _median_us(fn: Any, reps: int, inner: int) -> float:
         for _ in range(inner):
             fn()
         rounds.append((time.perf_counter() - t0) / inner * 1e6)
-    return statistics.median(rounds)
+    return min(rounds)
 
 
 def _probe_cost(reps: int) -> float:
     """µs of one probe statement on its own."""
     ns: dict = {"_pc": time.perf_counter, "_T": [0.0]}
     code = compile("_t = _pc()\n" + "_t1 = _pc(); _T[0] += _t1 - _t; _t = _pc()\n" * 100, "<probe>", "exec")
-    return _median_us(lambda: exec(code, ns), reps, 20) / 100
+    return _best_us(lambda: exec(code, ns), reps, 20) / 100
 
 
 def _recorded_launches(mod: Any, args: list) -> list[tuple]:
@@ -239,8 +240,8 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
         for _, a, _ in launches:
             _noop_launch(*a)
 
-    res["launcher_us"] = _median_us(run_launches, reps, inner) / max(n, 1)
-    res["noop_us"] = _median_us(run_noops, reps, inner) / max(n, 1)
+    res["launcher_us"] = _best_us(run_launches, reps, inner) / max(n, 1)
+    res["noop_us"] = _best_us(run_noops, reps, inner) / max(n, 1)
     # the call's statements, each timed by the probe after it
     probe = _probe_cost(reps)
     rounds = []
@@ -249,7 +250,7 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
         for _ in range(inner):
             mod.call(list(args))
         rounds.append([t / inner * 1e6 - probe for t in mod._T])
-    per_stmt = [statistics.median(r[i] for r in rounds) for i in range(len(kinds))]
+    per_stmt = [min(r[i] for r in rounds) for i in range(len(kinds))]
     parts = {}
     for k in KINDS:
         idx = [i for i, kk in enumerate(kinds) if kk == k]
@@ -258,7 +259,7 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
     # CompiledGraph.__call__'s own work (input layout checks) around a call that does nothing
     cg = copy.copy(compiled)
     cg.module, cg._ran = types.SimpleNamespace(call=lambda a: None), True
-    res["entry_us"] = _median_us(lambda: cg(list(args)), reps, inner)
+    res["entry_us"] = _best_us(lambda: cg(list(args)), reps, inner)
     # the extern calls compute on the CPU here (on the GPU they are launches of their own)
     res["host_us"] = sum(us for k, (_, us) in parts.items() if k != "extern") + res["entry_us"]
     return res
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--dynamic", action="store_true", help="compile with dynamic=True (symbolic sizes)")
-    ap.add_argument("--reps", type=int, default=15, help="timing rounds (the median is reported)")
+    ap.add_argument("--reps", type=int, default=15, help="timing rounds (the fastest is reported)")
     ap.add_argument("--inner", type=int, default=20, help="calls per timing round")
     ap.add_argument("--csv", default=None, help="append one row per graph and part here")
     opts = ap.parse_args(argv)
