@@ -211,6 +211,12 @@ def _recorded_launches(mod: Any, args: list) -> list[tuple]:
     return seen
 
 
+def _is_lean(ln: Any) -> bool:
+    """Whether a launcher's ``run`` is the lean closure rather than its general method."""
+    run = getattr(ln, "run", None)
+    return run is not None and getattr(run, "__func__", None) is None
+
+
 def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: int, inner: int) -> dict:
     """The parts of one graph's call (see the module docstring); ``args``: a call's inputs."""
     import types
@@ -228,6 +234,9 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
     # the launcher calls alone, looped over one call's launches (no extern compute between them)
     launches = _recorded_launches(mod, args)
     n = res["launches"] = len(launches)
+    # launches whose launcher is in its lean state (``KernelLauncher._make_lean``) after a call
+    mod.call(list(args))
+    res["lean"] = sum(1 for ln, _, through_run in launches if through_run and _is_lean(ln))
 
     def run_launches():
         for ln, a, through_run in launches:
@@ -355,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(dict(graph=gi, part="entry", statements=1, us_per_call=round(r["entry_us"], 2), launches=n))
         print(f"launcher call alone: {r['launcher_us']:.2f} us per launch (a no-op Python function with the "
               f"same arguments: {r['noop_us']:.2f})")  # fmt: skip
+        print(f"lean launches: {r['lean']} of {n}")
         print(f"host, every part but extern: {r['host_us']:.1f} us = {r['host_us'] / max(n, 1):.2f} us per launch")
         tot_launch += n
         tot_host += r["host_us"]

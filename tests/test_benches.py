@@ -770,3 +770,25 @@ def test_small_batch_cpu_smoke(tmp_path):
 def test_small_batch_refuses_bad_arguments(args, message):
     r = subprocess.run([sys.executable, SMALL_BATCH, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------------------------
+# benches/launch_overhead.py, the wrapper's host time per launch (CPU)
+
+
+def test_launch_overhead_measures_a_lean_cuda_wrapper():
+    """A one-layer Llama config with ``dynamic=True``, its graph generated for ``cuda:0`` and run
+    on the CPU with CUDA's entry points stood in for: every launch of the CUDA wrapper reaches the
+    launcher's lean ``run`` (the stream fetched once per call, the integer arguments looked up),
+    and the table has its parts with numbers."""
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benches", "launch_overhead.py"), "--model", "llama", "--dynamic",
+         "--n-layer", "1", "--reps", "2", "--inner", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    n = int(re.search(r"(\d+) kernel launches per call", r.stdout).group(1))
+    assert n >= 4 and f"lean launches: {n} of {n}" in r.stdout, r.stdout[-3000:]
+    for part in ("stream", "alloc", "launch", "extern", "entry (CompiledGraph.__call__)"):
+        assert re.search(rf"^\| {re.escape(part)} \| \d+ \| [\d.]+ \|", r.stdout, re.M), (part, r.stdout[-3000:])
+    assert re.search(r"launcher call us per launch: [\d.]+", r.stdout)
