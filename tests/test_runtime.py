@@ -947,7 +947,11 @@ def _simulated_cuda_launcher(monkeypatch, grid_axes, arg_names, dtypes, launched
         launched.append(((g0, g1, g2), args, stream))
 
     def add_entry(self, key, grid, args, kwargs):
-        self._direct[key] = entry = (None, (launch, None, 4, 0, "O" * len(args), ()), None, None)
+        # as Triton's binaries: an integer argument equal to 1 is a constant, left out of the launch
+        keep = tuple(i for i, a in enumerate(args) if not (isinstance(a, int) and a == 1))
+        keep = None if len(keep) == len(args) else keep
+        tys = "O" * len(args if keep is None else keep)
+        self._direct[key] = entry = (None, (launch, None, 4, 0, tys, ()), keep, None)
         return entry
 
     monkeypatch.setattr(ln, "_add_entry", types.MethodType(add_entry, ln))
@@ -982,22 +986,26 @@ def test_lean_run_launches_with_the_calls_stream_and_falls_back_for_other_keys(m
 def test_lean_run_computes_symbolic_grids_and_keys(monkeypatch):
     """With an integer (symbolic size) argument the lean ``run`` computes the grid from it at each
     launch and looks the specialization key up: a size of another key (a multiple of 16) goes
-    through ``__call__`` once, then launches lean too."""
+    through ``__call__`` once, then launches lean too, leaving out an argument its binary holds as
+    a constant (an integer equal to 1)."""
     launched = []
     ln = _simulated_cuda_launcher(
         monkeypatch, [("XBLOCK", "n")], ["in_ptr", "out_ptr", "n"], (torch.float32, torch.float32, int), launched
     )
     x, y = torch.zeros(64), torch.zeros(64)
-    for n, stream in ((1000, 5), (3000, 5), (32, 5), (64, 6), (1, 5)):
+    for n, stream in ((1000, 5), (3000, 5), (32, 5), (64, 6), (1, 5), (1, 5)):
         ln.run(stream, x, y, n)
+    # the first launch of each key through __call__ (stream 7), the others lean on the call's stream
     assert [(g, s) for g, _, s in launched] == [
         ((4, 1, 1), 7),
         ((12, 1, 1), 5),
         ((1, 1, 1), 7),
         ((1, 1, 1), 6),
         ((1, 1, 1), 7),
+        ((1, 1, 1), 5),
     ]
-    assert all(a == (x, y, n) for (_, a, _), n in zip(launched, (1000, 3000, 32, 64, 1)))
+    assert all(a == (x, y, n) for (_, a, _), n in zip(launched, (1000, 3000, 32, 64)))
+    assert launched[4][1] == launched[5][1] == (x, y)  # n == 1: a constant of its binary, left out
 
 
 def test_launch_record_keeps_its_cubin_path_through_pickling(tmp_path, monkeypatch):

@@ -247,13 +247,12 @@ class KernelLauncher:
                 g[a] = -(-n // blk) if n > 0 else 1
             launch, function, nw, shared, tys, extra = e[1]
             keep = e[2]
-            pick = (
-                None
-                if keep is None
-                else operator.itemgetter(*keep)
-                if len(keep) > 1
-                else (lambda a, k=keep: (a[k[0]],))
-            )
+            if keep is None:
+                pick = None
+            elif len(keep) > 1:
+                pick = operator.itemgetter(*keep)
+            else:
+                pick = lambda a, k=keep: tuple(a[i] for i in k)  # noqa: E731 - one or no argument kept
             if len(plans) >= 64:
                 plans.clear()
             plans[ints_of(args)] = p = (launch, function, g[0], g[1], g[2], nw, shared, tys, pick, extra)
