@@ -25,8 +25,10 @@ GPU:
    constants, size symbols), ``stream`` (the call's one stream lookup), ``alloc``, ``view``
    (``reinterpret_tensor``), ``alias`` (a buffer taking over another's storage), ``launch``,
    ``extern`` (aten calls: CPU compute here, so reported but left out of the host figure),
-   ``ensure`` (stride checks of extern results), ``del``; and ``CompiledGraph.__call__`` around a
-   call that does nothing (its input layout checks, ``entry``).
+   ``ensure`` (stride checks of extern results), ``del``; ``CompiledGraph.__call__`` around a
+   call that does nothing (its input layout checks, ``entry``); and a whole step of the compiled
+   model with each generated call replaced by the outputs it gave (``outside``: Dynamo's guards,
+   AOTAutograd's runtime wrappers, the entry checks, the model's Python outside its graphs).
 
 Output: one table per graph and a summary: µs per launch of the wrapper's host work (the call
 without its extern calls, divided by its kernel launches) and of the launcher calls alone.
@@ -274,9 +276,10 @@ def measure_graph(compiled: Any, cuda_src: str, consts: dict, args: list, reps: 
     return res
 
 
-def _capture(model: str, n_layer: int, batch: int, seq: int, dynamic: bool) -> list[tuple]:
+def _capture(model: str, n_layer: int, batch: int, seq: int, dynamic: bool) -> tuple[list[tuple], Any]:
     """Compile the model with tilefuse on CPU tensors; returns per graph ``(CompiledGraph, its
-    source generated for cuda:0, that source's constants, a call's inputs)``."""
+    source generated for cuda:0, that source's constants, a call's inputs, that call's
+    outputs)``, and a function running one step of the compiled model."""
     import torch
 
     from tilefuse import backend
@@ -305,9 +308,13 @@ def _capture(model: str, n_layer: int, batch: int, seq: int, dynamic: bool) -> l
             orig_call = module.call
 
             def call(args, slot=found[-1]):
-                if slot[3] is None:
+                first = slot[3] is None
+                if first:
                     slot[3] = list(args)
-                return orig_call(args)
+                out = orig_call(args)
+                if first:
+                    slot.append(out)
+                return out
 
             module.call = call
 
@@ -320,7 +327,32 @@ def _capture(model: str, n_layer: int, batch: int, seq: int, dynamic: bool) -> l
         fn(ids)
     W.WrapperCodegen.generate = orig_generate
     backend.CompiledGraph.__init__ = orig_init
-    return [tuple(f) for f in found if f[0] is not None and f[3] is not None]
+    graphs = [tuple(f) for f in found if f[0] is not None and f[3] is not None]
+    return graphs, (lambda: fn(ids))
+
+
+def outside_us(graphs: list[tuple], step: Any, reps: int, inner: int) -> float:
+    """µs of one step of the compiled model outside its generated calls: each graph's module
+    replaced by one whose ``call`` returns the outputs recorded at the first call (Dynamo's guards,
+    AOTAutograd's runtime wrappers, ``CompiledGraph.__call__`` and the model's Python outside the
+    graphs remain)."""
+    import types
+
+    from torch._dynamo.utils import counters
+
+    compiled_before = counters["stats"]["unique_graphs"]
+    saved = []
+    for compiled, _, _, _, outs in graphs:
+        saved.append((compiled, compiled.module))
+        compiled.module = types.SimpleNamespace(call=lambda args, outs=outs: (args.clear(), outs)[1])
+    try:
+        us = _best_us(step, reps, inner)
+    finally:
+        for compiled, mod in saved:
+            compiled.module = mod
+    if counters["stats"]["unique_graphs"] != compiled_before:
+        raise RuntimeError("a step compiled a new graph (a guard failed): the outside time is not measured")
+    return us
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,18 +370,20 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(opts, name) < 1:
             ap.error(f"--{name.replace('_', '-')} {getattr(opts, name)}: give a positive number")
 
-    graphs = _capture(opts.model, opts.n_layer, opts.batch, opts.seq, opts.dynamic)
+    import torch
+
+    # before compiling: Dynamo's guards check the thread count (the extern calls' CPU compute runs
+    # on one thread, no intra-op threads to wake) and the grad mode (inference graphs)
+    torch.set_num_threads(1)
+    torch.set_grad_enabled(False)
+    graphs, step = _capture(opts.model, opts.n_layer, opts.batch, opts.seq, opts.dynamic)
     if not graphs:
         print("no graph was compiled by tilefuse; nothing measured")
         return 1
     _install_cuda_stand_ins()
-    import torch
-
-    torch.set_grad_enabled(False)  # inference graphs: extern calls write into out= buffers
-    torch.set_num_threads(1)  # the extern calls' CPU compute: no intra-op threads to wake
     rows = []
     tot_launch = tot_host = tot_launch_part = 0.0
-    for gi, (compiled, src, consts, args) in enumerate(graphs):
+    for gi, (compiled, src, consts, args, _) in enumerate(graphs):
         r = measure_graph(compiled, src, consts, args, opts.reps, opts.inner)
         n = r["launches"]
         print(f"\n## graph {gi}: {compiled.name}, {n} kernel launches per call")
@@ -373,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{', dynamic' if opts.dynamic else ''}): {int(tot_launch)} launches per step")  # fmt: skip
     print(f"host us per launch (every part but extern, entry included): {tot_host / max(tot_launch, 1):.2f}")
     print(f"launcher call us per launch: {tot_launch_part / max(tot_launch, 1):.2f}")
+    out_us = outside_us(graphs, step, opts.reps, opts.inner)
+    print(f"step outside the generated calls (Dynamo guards, AOTAutograd, entry checks, the model's own Python): "
+          f"{out_us:.1f} us")  # fmt: skip
+    rows.append(dict(graph=-1, part="outside", statements=0, us_per_call=round(out_us, 2), launches=int(tot_launch)))
     if opts.csv:
         import csv
 
