@@ -72,10 +72,17 @@ def _same_layout(a: Any, b: Any) -> bool:
     )
 
 
+def _is_zero(x: Any) -> bool:
+    """Whether a size expression is the constant 0."""
+    if isinstance(x, S.Expr):
+        return x.is_number and x.int_value == 0
+    return int(x) == 0
+
+
 def _contiguous(L: Any) -> bool:
-    """Whether a layout is static, row-major contiguous (``Layout.is_contiguous``) and starts at
-    offset 0."""
-    return all(isinstance(v, int) for v in (*L.size, *L.stride, L.offset)) and not L.offset and L.is_contiguous()
+    """Whether a layout is row-major contiguous (``Layout.is_contiguous``, its strides the products
+    of the sizes after them, symbolic ones included) and starts at offset 0."""
+    return _is_zero(L.offset) and L.is_contiguous()
 
 
 def _keypath_source(expr: str, path: tuple) -> str:
@@ -104,8 +111,9 @@ def _assert_source(terms: list) -> str:
 
 
 # extern matrix products written into a buffer the wrapper allocates (``out=``, as Inductor's
-# ``extern_kernels.mm``): the result joins the buffer pool, needs no stride check, and torch's
-# own Python binding is about 3 us cheaper per call than calling the OpOverload
+# ``extern_kernels.mm``), symbolic row-major layouts included: the result joins the buffer pool,
+# needs no stride check, and torch's own Python binding is about 3 us cheaper per call than
+# calling the OpOverload
 _OUT_VARIANTS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm"}
 
 
