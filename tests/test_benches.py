@@ -744,6 +744,34 @@ def _dist(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     )
 
 
+# benches/small_batch.py, small-batch forward and static-cache decoding
+
+SMALL_BATCH = os.path.join(ROOT, "benches", "small_batch.py")
+
+
+def test_small_batch_cpu_smoke(tmp_path):
+    """``--cpu-smoke``: a tiny GPT-2, its forward and a static-cache ``generate``, through eager and
+    tilefuse in both modes (reduce-overhead runs without CUDA graphs on CPU tensors): every row
+    runs, matches eager (logits; generated tokens equal), and each tilefuse row compiled a graph
+    with tilefuse and ran none eagerly (the script's exit status and its smoke lines)."""
+    r = subprocess.run(
+        [sys.executable, SMALL_BATCH, "--cpu-smoke", "--models", "gpt2", "--batches", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=dict(os.environ, TRITON_INTERPRET="1"),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("smoke gpt2 ")]
+    assert len(lines) == 6, r.stdout[-3000:]
+    for kind in ("forward", "decode"):
+        for backend in ("tilefuse", "tilefuse-ro"):
+            ln = next(x for x in lines if x.startswith(f"smoke gpt2 {kind} b1 {backend}:"))
+            assert ": ok " in ln and "tilefuse graphs 0" not in ln and ln.endswith("eager 0"), ln
+    assert "6 rows, 0 failed, 0 differ from eager, 0 tilefuse rows without a tilefuse graph" in r.stdout
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -777,3 +805,40 @@ def test_distributed_bench_cpu_smoke(tmp_path):
             assert x["graphs"] >= 2 and x["eager_graphs"] == 0, x
             assert abs(x["loss"] - eager[x["recipe"]]) < 1e-3, x
     assert "tp tilefuse:" in r.stdout and "x eager" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--models", "gpt3"), "--models 'gpt3': choose one or more of gpt2, llama, qwen"),
+        (("--backends", "inductor,tilefsue"), "--backends 'inductor,tilefsue': choose one or more of"),
+        (("--batches", "1,0"), "--batches '1,0': give positive integers"),
+        (("--no-decode", "--decode-only"), "exclude each other"),
+        (("--calls", "0"), "--calls 0: give a positive number"),
+    ],
+)
+def test_small_batch_refuses_bad_arguments(args, message):
+    r = subprocess.run([sys.executable, SMALL_BATCH, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------------------------
+# benches/launch_overhead.py, the wrapper's host time per launch (CPU)
+
+
+def test_launch_overhead_measures_a_lean_cuda_wrapper():
+    """A one-layer Llama config with ``dynamic=True``, its graph generated for ``cuda:0`` and run
+    on the CPU with CUDA's entry points stood in for: every launch of the CUDA wrapper reaches the
+    launcher's lean ``run`` (the stream fetched once per call, the integer arguments looked up),
+    and the table has its parts with numbers."""
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benches", "launch_overhead.py"), "--model", "llama", "--dynamic",
+         "--n-layer", "1", "--reps", "2", "--inner", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    n = int(re.search(r"(\d+) kernel launches per call", r.stdout).group(1))
+    assert n >= 4 and f"lean launches: {n} of {n}" in r.stdout, r.stdout[-3000:]
+    for part in ("stream", "alloc", "launch", "extern", "entry (CompiledGraph.__call__)"):
+        assert re.search(rf"^\| {re.escape(part)} \| \d+ \| [\d.]+ \|", r.stdout, re.M), (part, r.stdout[-3000:])
+    assert re.search(r"launcher call us per launch: [\d.]+", r.stdout)

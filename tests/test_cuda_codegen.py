@@ -328,7 +328,7 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     assert "(768, 50264), (1, 768)" in call and "(50264, 512), (1, 50264)" in call
     # kernels: the pads of w, the bias and g, then one copy of both outputs to eager's strides
     # (padding w.t() and g.t() as separate transposed copies took two more)
-    assert call.count("_launcher(") == 4, call
+    assert call.count("_launcher.run(_stream, ") == 4, call
     # the outputs: eager's dense strides, not views of the padded results
     ret = call[call.index("return") :]
     assert "(512, 50257), (50264, 1)" not in ret
@@ -419,6 +419,11 @@ def test_cuda_call_runs_under_its_device_guard_and_allocates_through_the_c_entry
     assert "_empty_strided_cuda((64, 32), (32, 1), torch.float32)" in call, call
     assert "torch.empty_strided(" not in call
     assert hasattr(torch._C._dynamo.guards, "_empty_strided_cuda")  # the fast path exists in this torch
+    # the stream is fetched once per call, first thing under the guard, and every kernel launches
+    # through its launcher's lean ``run`` on it
+    assert body[guard + 1].strip() == "_stream = launch_stream(0)" and call.count("launch_stream(") == 1, call
+    launches = [ln.strip() for ln in body if "_launcher" in ln]
+    assert len(launches) == 2 and all(re.match(r"^tf_\w+_launcher\.run\(_stream, ", ln) for ln in launches), call
 
 
 def _index_dtypes(src: str) -> set[str]:

@@ -219,7 +219,8 @@ def test_a_gradient_used_plain_and_transposed_is_padded_once(monkeypatch, tmp_pa
     torch.testing.assert_close(got[0], h.grad, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(got[1], w.grad, atol=1e-5, rtol=1e-4)
     bwd = "".join(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("backward"))
-    bwd = bwd.replace("_empty_strided_cuda(", "torch.empty_strided(")  # CUDA's allocation entry point
+    bwd = bwd.replace("_empty_strided_cuda(", "torch.empty_strided(")  # the CUDA and CPU allocation entry points
+    bwd = bwd.replace("_empty_strided_cpu(", "torch.empty_strided(")
     assert bwd.count("empty_strided((32, 100)") == 1, bwd  # g padded to 100 columns, once
     assert "empty_strided((32, 97)" not in bwd  # computed straight into its padded buffer
     assert "reinterpret_tensor(buf" in bwd and "(100, 32), (1, 100)" in bwd  # ... and used transposed
@@ -243,7 +244,8 @@ def test_a_3d_gradient_input_used_transposed_first_is_padded_once(monkeypatch, t
     with config.patch(pad_mm=True, debug_dir=str(tmp_path)):
         compile_and_compare(f, g3, h, w, atol=1e-4, rtol=1e-4)
     src = "".join(p.read_text() for p in tmp_path.iterdir())
-    src = src.replace("_empty_strided_cuda(", "torch.empty_strided(")  # CUDA's allocation entry point
+    src = src.replace("_empty_strided_cuda(", "torch.empty_strided(")  # the CUDA and CPU allocation entry points
+    src = src.replace("_empty_strided_cpu(", "torch.empty_strided(")
     assert src.count("empty_strided((32, 100)") == 1, src  # g padded to 100 columns, once
     assert "empty_strided((100, 32)" not in src  # no padded transposed copy
     assert "(100, 32), (1, 100)" in src  # the padded copy, read transposed

@@ -934,6 +934,80 @@ def test_direct_launches_keep_tritons_specialization(fresh_triton_cache):
     assert any(keep is not None for _, _, keep, _ in one._direct.values())
 
 
+def _simulated_cuda_launcher(monkeypatch, grid_axes, arg_names, dtypes, launched):
+    """A CUDA-mode ``KernelLauncher`` whose every binary is a stand-in: its static launch appends
+    ``(grid, args, stream)`` to ``launched``; CUDA's device and stream lookups answer 0 and 7. The
+    launcher's own Python (keys, grids, the lean ``run``) runs as on a GPU."""
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 7, raising=False)
+    fn = types.SimpleNamespace(arg_names=[*arg_names, "XBLOCK"], __name__="k")
+    ln = R.KernelLauncher(fn, grid_axes, [{"XBLOCK": 256, "num_warps": 4}], dtypes, (), "cuda")
+
+    def launch(function, g0, g1, g2, num_warps, shared, tys, args, stream):
+        launched.append(((g0, g1, g2), args, stream))
+
+    def add_entry(self, key, grid, args, kwargs):
+        # as Triton's binaries: an integer argument equal to 1 is a constant, left out of the launch
+        keep = tuple(i for i, a in enumerate(args) if not (isinstance(a, int) and a == 1))
+        keep = None if len(keep) == len(args) else keep
+        tys = "O" * len(args if keep is None else keep)
+        self._direct[key] = entry = (None, (launch, None, 4, 0, tys, ()), keep, None)
+        return entry
+
+    monkeypatch.setattr(ln, "_add_entry", types.MethodType(add_entry, ln))
+    return ln
+
+
+def test_lean_run_launches_with_the_calls_stream_and_falls_back_for_other_keys(monkeypatch):
+    """``KernelLauncher.run(stream, *args)``, what generated CUDA wrappers call: the first launch
+    goes through ``__call__`` (device and stream looked up there), after which ``run`` is the lean
+    closure launching on the given stream with the precomputed grid; a misaligned pointer (another
+    binary) or a None stream (Triton launch hooks set) goes back through ``__call__`` (the
+    closure stays), and a new config (``_use``) drops the closure."""
+    launched = []
+    ln = _simulated_cuda_launcher(
+        monkeypatch, [("XBLOCK", 5000)], ["in_ptr", "out_ptr"], (torch.float32, torch.float32), launched
+    )
+    x, y = torch.zeros(64), torch.zeros(64)
+    assert x.data_ptr() % 16 == 0 and y.data_ptr() % 16 == 0
+    ln.run(5, x, y)
+    assert getattr(ln.run, "__func__", None) is not R.KernelLauncher._run_slow  # the lean closure
+    ln.run(5, x, y)
+    assert launched == [((20, 1, 1), (x, y), 7), ((20, 1, 1), (x, y), 5)]
+    lean = ln.run
+    ln.run(5, x[1:], y)  # 4 bytes off: a key of its own, through __call__
+    ln.run(None, x, y)
+    assert [s for _, _, s in launched[2:]] == [7, 7] and len(ln._direct) == 2
+    assert ln.run is lean  # made once per config
+    ln._use(0)
+    assert getattr(ln.run, "__func__", None) is R.KernelLauncher._run_slow
+
+
+def test_lean_run_computes_symbolic_grids_and_keys(monkeypatch):
+    """With an integer (symbolic size) argument the lean ``run`` computes the grid from it at each
+    launch and looks the specialization key up: a size of another key (a multiple of 16) goes
+    through ``__call__`` once, then launches lean too, leaving out an argument its binary holds as
+    a constant (an integer equal to 1)."""
+    launched = []
+    ln = _simulated_cuda_launcher(
+        monkeypatch, [("XBLOCK", "n")], ["in_ptr", "out_ptr", "n"], (torch.float32, torch.float32, int), launched
+    )
+    x, y = torch.zeros(64), torch.zeros(64)
+    for n, stream in ((1000, 5), (3000, 5), (32, 5), (64, 6), (1, 5), (1, 5)):
+        ln.run(stream, x, y, n)
+    # the first launch of each key through __call__ (stream 7), the others lean on the call's stream
+    assert [(g, s) for g, _, s in launched] == [
+        ((4, 1, 1), 7),
+        ((12, 1, 1), 5),
+        ((1, 1, 1), 7),
+        ((1, 1, 1), 6),
+        ((1, 1, 1), 7),
+        ((1, 1, 1), 5),
+    ]
+    assert all(a == (x, y, n) for (_, a, _), n in zip(launched, (1000, 3000, 32, 64)))
+    assert launched[4][1] == launched[5][1] == (x, y)  # n == 1: a constant of its binary, left out
+
+
 def test_launch_record_keeps_its_cubin_path_through_pickling(tmp_path, monkeypatch):
     """torch's static launcher drops its cubin path when copied or pickled (its
     ``__getstate__``); a launch record carries the path beside it, and loading a record hands

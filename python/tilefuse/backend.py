@@ -135,7 +135,7 @@ class CompiledGraph:
         # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
         # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
         if self.symbolic:
-            checks = [(i, *lay) for i, lay in enumerate(self._evaluated_layouts(args)) if lay is not None]
+            checks = self._static_checks + self._evaluated_checks(args)
         else:
             checks = self._checks
         for i, size, stride in checks:
@@ -217,8 +217,28 @@ class CompiledGraph:
         """(argument position, size, stride) of each tensor input of a static graph."""
         return [(i, tuple(lay[0]), tuple(lay[1])) for i, lay in enumerate(self.input_layouts) if lay is not None]
 
-    def _evaluated_layouts(self, args: list) -> list:
-        """The input layouts of a symbolic graph at this call's sizes."""
+    @functools.cached_property
+    def _static_checks(self) -> list:
+        """``_checks`` of the tensor inputs of a symbolic graph whose layouts hold no symbol (its
+        parameters, typically): the same at every call."""
+        return [
+            (i, tuple(lay[0]), tuple(lay[1]))
+            for i, lay in enumerate(self.input_layouts)
+            if lay is not None and all(isinstance(v, int) for v in (*lay[0], *lay[1]))
+        ]
+
+    @functools.cached_property
+    def _symbolic_inputs(self) -> list:
+        """(position, size, stride) of the tensor inputs of a symbolic graph whose layouts do
+        hold a symbol."""
+        static = {i for i, _, _ in self._static_checks}
+        return [(i, lay[0], lay[1]) for i, lay in enumerate(self.input_layouts) if lay is not None and i not in static]
+
+    def _evaluated_checks(self, args: list) -> list:
+        """``_checks`` of the symbolic-layout inputs of a symbolic graph at this call's sizes."""
+        sym = self._symbolic_inputs
+        if not sym:
+            return []
         vals = {}
         for name, (pos, what, d) in self.symbol_sources.items():
             a = args[pos]
@@ -227,7 +247,7 @@ class CompiledGraph:
         def ev(xs):
             return tuple(x if isinstance(x, int) else x.evaluate(vals) for x in xs)
 
-        return [None if lay is None else (ev(lay[0]), ev(lay[1])) for lay in self.input_layouts]
+        return [(i, ev(size), ev(stride)) for i, size, stride in sym]
 
 
 def _is_kernel_build_error(e: BaseException) -> bool:

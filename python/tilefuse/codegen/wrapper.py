@@ -2,9 +2,10 @@
 
 The module defines the graph's Triton kernels, one ``tilefuse.runtime.KernelLauncher`` per kernel
 (grid, candidate configs, arguments updated in place) and ``call(args)``, which allocates buffers
-(``torch.empty_strided``), launches kernels, calls extern and fallback kernels through
-``torch.ops.aten``, frees each intermediate after its last use (``del``, so the caching allocator
-reuses its memory), and returns the graph's outputs. What is freed when, which storage a buffer
+(``_empty_strided_cuda`` / ``_empty_strided_cpu``, torch's C entry points), launches kernels (on
+CUDA through ``launcher.run(_stream, ...)``, the stream fetched once per call), calls extern and
+fallback kernels through ``torch.ops.aten``, frees each intermediate after its last use (``del``,
+so the caching allocator reuses its memory), and returns the graph's outputs. What is freed when, which storage a buffer
 takes over and which kernels are duplicates is decided by ``memory_planning.MemoryPlanner``; this
 module writes the lines.
 
@@ -72,10 +73,17 @@ def _same_layout(a: Any, b: Any) -> bool:
     )
 
 
+def _is_zero(x: Any) -> bool:
+    """Whether a size expression is the constant 0."""
+    if isinstance(x, S.Expr):
+        return x.is_number and x.int_value == 0
+    return int(x) == 0
+
+
 def _contiguous(L: Any) -> bool:
-    """Whether a layout is static, row-major contiguous (``Layout.is_contiguous``) and starts at
-    offset 0."""
-    return all(isinstance(v, int) for v in (*L.size, *L.stride, L.offset)) and not L.offset and L.is_contiguous()
+    """Whether a layout is row-major contiguous (``Layout.is_contiguous``, its strides the products
+    of the sizes after them, symbolic ones included) and starts at offset 0."""
+    return _is_zero(L.offset) and L.is_contiguous()
 
 
 def _keypath_source(expr: str, path: tuple) -> str:
@@ -104,8 +112,9 @@ def _assert_source(terms: list) -> str:
 
 
 # extern matrix products written into a buffer the wrapper allocates (``out=``, as Inductor's
-# ``extern_kernels.mm``): the result joins the buffer pool, needs no stride check, and torch's
-# own Python binding is about 3 us cheaper per call than calling the OpOverload
+# ``extern_kernels.mm``), symbolic row-major layouts included: the result joins the buffer pool,
+# needs no stride check, and torch's own Python binding is about 3 us cheaper per call than
+# calling the OpOverload
 _OUT_VARIANTS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm"}
 
 
@@ -277,7 +286,12 @@ class WrapperCodegen:
             else:
                 self._allocate(n.name, n.buf.layout)
             plan.live.append(n.name)
-        self.body.append(f"{kname}_launcher({', '.join(gk.arg_names + [_size(e) for e in gk.size_args])})")
+        call_args = ", ".join(gk.arg_names + [_size(e) for e in gk.size_args])
+        if self.device.type == "cuda":
+            # the lean launch (``KernelLauncher.run``) on the stream the call fetched once
+            self.body.append(f"{kname}_launcher.run(_stream, {call_args})")
+        else:
+            self.body.append(f"{kname}_launcher({call_args})")
         self.launches.append((kname, item, gk))
 
     def _kernel_info(self, item: KernelGroup, gk: GeneratedKernel) -> dict:
@@ -422,6 +436,9 @@ class WrapperCodegen:
             # under the graph's device guard), as Inductor's wrapper: no Python argument parsing
             # or dispatch, which a training step's hundreds of allocations per call notice
             self.body.append(f"{name} = _empty_strided_cuda({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
+        elif self.device.type == "cpu":
+            # the CPU's C entry point (Inductor's ``empty_strided_cpu``): no argument parsing
+            self.body.append(f"{name} = _empty_strided_cpu({_shape(L.size)}, {_shape(L.stride)}, {L.dtype})")
         else:
             self.body.append(
                 f"{name} = torch.empty_strided({_shape(L.size)}, {_shape(L.stride)}, dtype={L.dtype}, device=_device)"
@@ -456,6 +473,8 @@ class WrapperCodegen:
             # device while the call runs (its tensors may live on another GPU than the current one)
             idx = self.device.index if self.device.index is not None else 0
             call.append(f"    with torch.cuda._DeviceGuard({idx}):")
+            if any("_launcher.run(_stream," in ln for ln in body):
+                call.append(f"        _stream = launch_stream({idx})")
             call += ["        " + ln for ln in body]
             call.append("        " + ret)
         else:
@@ -557,6 +576,7 @@ _RUN_AS_SCRIPT_ON_CPU = [
 def _module_header(graph_name: str, device: torch.device) -> list[str]:
     """The generated module's first lines: its title, imports, the graph's device, the allocation
     and JIT entry points, and the Triton helper functions (``_HELPERS``)."""
+    alloc = "cuda" if device.type == "cuda" else "cpu"
     return (
         [
             f"# tilefuse: generated module for graph {graph_name}",
@@ -568,11 +588,13 @@ def _module_header(graph_name: str, device: torch.device) -> list[str]:
             "import triton",
             "import triton.language as tl",
             "from triton.language.extra import libdevice  # noqa: F401",
-            "from tilefuse.runtime import ensure_strides, jit_for, make_launcher, reinterpret_tensor",
+            "from tilefuse.runtime import ensure_strides, jit_for, launch_stream, make_launcher, reinterpret_tensor",
             "",
             f"_device = torch.device({str(device)!r})",
-            "_empty_strided_cuda = getattr(torch._C._dynamo.guards, '_empty_strided_cuda', None) or (",
-            "    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='cuda'))",
+            # the device's allocation entry point (two lines either way: the kernels' first lines,
+            # part of Triton's cache key, stay where they were)
+            f"_empty_strided_{alloc} = getattr(torch._C._dynamo.guards, '_empty_strided_{alloc}', None) or (",
+            f"    lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype, device='{alloc}'))",
             f"_jit = jit_for({device.type!r})",
             f"_jit_dynamic = functools.partial(jit_for, {device.type!r})",
         ]

@@ -209,8 +209,8 @@ def _kernel_flops(group: Any) -> float:
 
 
 class _Instrument(ast.NodeTransformer):
-    """Rewrites ``call``'s body: ``<kernel>_launcher(args)`` → ``_tf_report_kernel(i, <kernel>_launcher,
-    args)`` (``i``: the launch's place in call order), and the call that defines an extern buffer
+    """Rewrites ``call``'s body: ``<kernel>_launcher(args)`` (on CUDA ``<kernel>_launcher.run(_stream,
+    args)``) → ``_tf_report_kernel(i, <kernel>_launcher, args)`` (``i``: the launch's place in call order), and the call that defines an extern buffer
     (``bufN = _cK(...)``, or ``torch.mm(..., out=bufN)``) → ``_tf_report_extern("bufN", <callee>, ...)``."""
 
     def __init__(self, externs: set[str]):
@@ -220,10 +220,15 @@ class _Instrument(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> Any:
         self.generic_visit(node)
         f = node.func
+        args = node.args
+        if isinstance(f, ast.Attribute) and f.attr == "run" and isinstance(f.value, ast.Name):
+            # the CUDA wrapper's lean launch, ``<kernel>_launcher.run(_stream, args)``: timed
+            # through the launcher's general call, which finds the stream itself
+            f, args = f.value, args[1:]
         if isinstance(f, ast.Name) and f.id.endswith("_launcher"):
             i = self.launches
             self.launches += 1
-            return ast.Call(ast.Name("_tf_report_kernel", ast.Load()), [ast.Constant(i), f, *node.args], [])
+            return ast.Call(ast.Name("_tf_report_kernel", ast.Load()), [ast.Constant(i), f, *args], [])
         return node
 
     def _extern(self, name: str, call: ast.Call) -> ast.Call:

@@ -9,8 +9,9 @@ benchmarks use; the code lives in one module per responsibility:
   ``jit_for`` (``triton.jit`` on CUDA, Triton's interpreter with live device asserts on the CPU);
 - ``helpers``: what generated wrappers call besides kernels (``ensure_strides``,
   ``reinterpret_tensor``, ``random_seeds``);
-- ``launcher``: ``KernelLauncher`` (launch grid, candidate configs, direct launches, launch records
-  for the graph cache), ``make_launcher``, ``unbuildable_kernels``;
+- ``launcher``: ``KernelLauncher`` (launch grid, candidate configs, direct launches, the lean
+  ``run`` of generated CUDA wrappers, launch records for the graph cache), ``make_launcher``,
+  ``launch_stream``, ``unbuildable_kernels``;
 - ``autotune``: the autotuner's timing of a config (``_time_config``) and ``triton.Config`` making;
 - ``static_launcher``: launching binaries with torch's static CUDA launcher, and its records;
 - ``compile_ahead``: compiling a module's kernels ahead (``precompile``, ``start_precompile``,
@@ -32,7 +33,7 @@ from __future__ import annotations
 from .cache import DebugDirError, cache_dir, make_cache_dir, user_stacklevel
 from .fingerprint import triton_install_fingerprint, use_stat_triton_key
 from .helpers import ensure_strides, random_seeds, reinterpret_tensor
-from .launcher import KernelLauncher, make_launcher, unbuildable_kernels
+from .launcher import KernelLauncher, launch_stream, make_launcher, unbuildable_kernels
 from .loader import jit_for, load_module, write_debug_source
 from .compile_ahead import PENDING_PRECOMPILES, PendingPrecompile, finish_pending, precompile, start_precompile
 from .cudagraphs import ForwardDevice
@@ -54,6 +55,7 @@ __all__ = [
     "jit_for",
     "load_module",
     "make_cache_dir",
+    "launch_stream",
     "make_launcher",
     "precompile",
     "random_seeds",

@@ -95,6 +95,9 @@ class KernelLauncher:
         self._ptr_pos = [i for i, d in enumerate(self.arg_dtypes) if d is not int]
         self._int_pos = [i for i, d in enumerate(self.arg_dtypes) if d is int]
         self._tail: tuple = ()
+        # what generated CUDA wrappers call: ``run(stream, *args)`` (see ``_run_slow``)
+        self.run: Callable[..., None] = self._run_slow
+        self._lean_made = False  # whether _make_lean ran for the config in use
         if self.cuda:
             self._triton_configs = [_triton_config(c) for c in self.configs]
         if self.cuda and len(self.configs) > 1:
@@ -122,6 +125,8 @@ class KernelLauncher:
 
     def _use(self, k: int) -> None:
         cfg = self.configs[k]
+        self.run = self._run_slow  # a new config: the lean launch is made again for it
+        self._lean_made = False
         self.best_config = cfg
         self._grid = self.grid(cfg)
         if self.cuda:
@@ -146,6 +151,125 @@ class KernelLauncher:
             self._launch(grid, args, kwargs)
         else:
             self.fn[grid](*args, **kwargs)
+
+    def _run_slow(self, stream: int | None, *args: Any) -> None:
+        """A launch from a generated CUDA wrapper, ``stream``: the raw CUDA stream its call fetched
+        once (``launch_stream``), None while Triton's launch hooks are set. Goes through
+        ``__call__`` (autotuning at the first launch, compiling a new specialization, hooks), then,
+        when that launch went through torch's static launcher, replaces ``run`` with the lean
+        launch of ``_make_lean``."""
+        self(*args)
+        if (
+            not self._lean_made
+            and stream is not None
+            and self._direct
+            and self._kwargs is not None
+            and self._tail is not None
+        ):
+            self._make_lean(args)
+
+    def _make_lean(self, args: tuple) -> None:
+        """``run`` becomes a closure over what ``_launch`` looks up at each launch, for the steady
+        state after the first launches (what Inductor's launchers precompute at load time): the
+        binary's static launcher, the constexpr tail, the grid (a constant for static extents),
+        the device of the launch just made (a generated module launches on its graph's device
+        only: its call runs under that device's guard). Per launch it still checks what picks the
+        binary: the pointers' 16-byte alignment, one OR over their addresses, and with integer
+        arguments (symbolic sizes) their values, looked up in a dict of launch plans (binary and
+        grid) made from ``_direct`` the first time each set of values comes. Whatever does not
+        match (a misaligned pointer, a key ``_direct`` lacks, hooks set: a None stream) goes back
+        through ``_run_slow``. Made once per config: when the launch just made does
+        not suit it (Triton's own launcher, not the static one) every launch stays on
+        ``__call__``."""
+        import torch
+
+        self._lean_made = True
+
+        dev = torch._C._cuda_getDevice()
+        data_ptr = torch.Tensor.data_ptr
+        key = self._direct_key(args, dev, data_ptr)
+        entry = self._direct.get(key)
+        if entry is None or entry[1] is None:
+            return
+        slow = self._run_slow
+        grid = tuple(self._grid) + (1,) * (3 - len(self._grid))
+        g0, g1, g2 = grid
+        if not self._int_pos and not self.dynamic_axes and key[1] is True and entry[2] is None:
+            launch, function, nw, shared, tys, extra = entry[1]
+            n = len(args)
+            if self._ptr_pos != list(range(n)):
+                return
+            or_ = operator.or_
+            reduce = functools.reduce
+
+            if extra:
+
+                def run(stream: int | None, *args: Any) -> None:
+                    if stream is None or reduce(or_, map(data_ptr, args)) & 15:
+                        return slow(stream, *args)
+                    launch(function, g0, g1, g2, nw, shared, tys, (*args, *extra), stream)
+
+            else:
+
+                def run(stream: int | None, *args: Any) -> None:
+                    if stream is None or reduce(or_, map(data_ptr, args)) & 15:
+                        return slow(stream, *args)
+                    launch(function, g0, g1, g2, nw, shared, tys, args, stream)
+
+            self.run = run
+            return
+        direct, ptrs = self._direct, self._ptrs
+        int_pos = tuple(self._int_pos)
+        # symbolic extents: (grid axis, argument position, block size)
+        cfg = self.best_config or {}
+        axes = tuple(
+            (a, p, int(cfg[b]))
+            for a, ((b, n), p) in enumerate(zip(self.grid_axes, self._axis_pos))
+            if isinstance(n, str) and b in cfg
+        )
+        if len(axes) != len(self.dynamic_axes):
+            return
+        or_, reduce = operator.or_, functools.reduce
+        ints_of = operator.itemgetter(*int_pos) if int_pos else (lambda args: ())
+        # the integer arguments' values -> everything their launch needs: the binary follows from
+        # the key (aligned pointers, this device, the integers' properties), the grid from the
+        # extents; sizes repeat from call to call, so one dict lookup per launch
+        plans: dict = {}
+
+        def plan(args: tuple) -> tuple | None:
+            ints = tuple((v == 1, v % 16 == 0, -2147483648 <= v < 2147483648) for v in (args[i] for i in int_pos))
+            e = direct.get((dev, True, ints))
+            if e is None or e[1] is None:
+                return None
+            g = [g0, g1, g2]
+            for a, p, blk in axes:
+                n = args[p]
+                g[a] = -(-n // blk) if n > 0 else 1
+            launch, function, nw, shared, tys, extra = e[1]
+            keep = e[2]
+            if keep is None:
+                pick = None
+            elif len(keep) > 1:
+                pick = operator.itemgetter(*keep)
+            else:
+                pick = lambda a, k=keep: tuple(a[i] for i in k)  # noqa: E731 - one or no argument kept
+            if len(plans) >= 64:
+                plans.clear()
+            plans[ints_of(args)] = p = (launch, function, g[0], g[1], g[2], nw, shared, tys, pick, extra)
+            return p
+
+        def run(stream: int | None, *args: Any) -> None:
+            # misaligned pointers (a key of their own) go the slow way
+            if stream is None or reduce(or_, map(data_ptr, ptrs(args)), 0) & 15:
+                return slow(stream, *args)
+            p = plans.get(ints_of(args)) or plan(args)
+            if p is None:
+                return slow(stream, *args)
+            launch, function, x, y, z, nw, shared, tys, pick, extra = p
+            a = args if pick is None else pick(args)
+            launch(function, x, y, z, nw, shared, tys, (*a, *extra) if extra else a, stream)
+
+        self.run = run
 
     def _set_tail(self) -> None:
         """The constexpr values after the kernel's runtime arguments, in parameter order (Triton's
@@ -276,6 +400,8 @@ class KernelLauncher:
         else:
             # a config read back from Triton's on-disk timing cache that prints differently
             self._kwargs = best.all_kwargs()
+            self.run = self._run_slow
+            self._lean_made = False
             self._grid = self.grid(self._kwargs)
             self._set_tail()
             self.best_config = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
@@ -387,6 +513,27 @@ def unbuildable_kernels(launchers: Iterable[KernelLauncher], failures: Sequence[
         if ln.cuda and name in failed and len(failed[name]) >= len(ln.configs):
             out[name] = failed[name][0]
     return out
+
+
+_KNOBS_RUNTIME: Any = None
+
+
+def launch_stream(device: int) -> int | None:
+    """The raw current CUDA stream of ``device``, fetched once per call of a generated CUDA
+    wrapper and passed to each ``KernelLauncher.run``; None while one of Triton's launch hooks is
+    set (a profiler), so every launch of that call goes through Triton's launch, which calls the
+    hooks."""
+    global _KNOBS_RUNTIME
+    rt = _KNOBS_RUNTIME
+    if rt is None:
+        import triton
+
+        rt = _KNOBS_RUNTIME = triton.knobs.runtime
+    if _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook):
+        return None
+    import torch
+
+    return torch._C._cuda_getCurrentRawStream(device)
 
 
 def make_launcher(
