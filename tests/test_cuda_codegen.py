@@ -61,6 +61,13 @@ _COMPILE = textwrap.dedent("""
 """)
 
 
+def _call_source(src: str) -> str:
+    """The generated module's ``call`` function: its text up to the next top-level line."""
+    lines = src[src.index("def call") :].splitlines()
+    end = next((i for i, ln in enumerate(lines[1:], 1) if ln and not ln[0].isspace()), len(lines))
+    return "\n".join(lines[:end]).rstrip() + "\n"
+
+
 def _cuda_source(fn, *shapes_dtypes) -> str:
     """The wrapper module tilefuse generates for ``fn`` on CUDA tensors of the given
     ``(shape, dtype)``s (fake tensors: no device needed)."""
@@ -318,7 +325,7 @@ def test_misaligned_matrix_products_run_on_padded_operands():
     """Inductor's pad_mm rule: every cuBLAS leading dimension lands on a 16-byte boundary (50257 ->
     50264 for bf16) and the results come back dense, with eager's strides."""
     src = _cuda_source(_lm_head, *_LM_HEAD_ARGS)
-    call = src[src.index("def call") :]
+    call = _call_source(src)
     calls = [ln for ln in call.splitlines() if "aten.mm" in ln or "aten.addmm" in ln]
     assert len(calls) == 4, call
     # padded operands (n and k padded, the transposed g along m), each padded once: w's rows
@@ -344,7 +351,7 @@ def test_slices_of_padded_products_are_returned_with_eager_strides():
     src = _cuda_source(
         lambda h, w: ((h @ w.t())[:, :5], (h @ w.t())[3:]), ((512, 768), torch.bfloat16), ((50257, 768), torch.bfloat16)
     )
-    call = src[src.index("def call") :]
+    call = _call_source(src)
     assert "(50264, 768), (768, 1)" in call and "(768, 50264), (1, 768)" in call  # the products ran padded
     ret = call[call.index("return") :]
     assert "reinterpret_tensor" not in ret  # no view of a padded product is returned
@@ -410,7 +417,7 @@ def test_cuda_call_runs_under_its_device_guard_and_allocates_through_the_c_entry
     Python argument parsing per allocation)."""
     src = _cuda_source(lambda a: (a.sin() + 1, a.sum(0)), ((64, 32), torch.float32))
     compile(src, "generated", "exec")  # a valid module
-    call = src[src.index("def call") :]
+    call = _call_source(src)
     body = call.splitlines()
     guard = next(i for i, ln in enumerate(body) if ln.strip().startswith("with torch.cuda._DeviceGuard("))
     assert body[guard].strip() == "with torch.cuda._DeviceGuard(0):"
