@@ -150,7 +150,9 @@ def _probed_source(src: str) -> tuple[str, list[str]]:
     start = next(i for i, ln in enumerate(lines) if ln.startswith("def call(args):"))
     out = lines[: start + 1] + ["    _t = _pc()"]
     kinds: list[str] = []
-    for ln in lines[start + 1 :]:
+    # call() ends at the next top-level line (the module's benchmark harness follows it)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), len(lines))
+    for ln in lines[start + 1 : end]:
         s = ln.strip()
         if not s:
             out.append(ln)
@@ -164,7 +166,7 @@ def _probed_source(src: str) -> tuple[str, list[str]]:
         out.append(ln)
         out.append(f"{indent}_t1 = _pc(); _T[{len(kinds)}] += _t1 - _t; _t = _pc()")
         kinds.append(_kind(ln))
-    return "\n".join(out), kinds
+    return "\n".join(out + lines[end:]), kinds
 
 
 def _best_us(fn: Any, reps: int, inner: int) -> float:
