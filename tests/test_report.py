@@ -272,3 +272,32 @@ def test_report_renders_in_chromium(tmp_path):
     assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, len(data)
+
+
+def test_no_cyclic_collection_runs_inside_a_timed_cpu_launch():
+    """A full collection takes hundreds of ms on a big heap: on the CPU it would be charged to
+    whichever launch it interrupts, so the collector is off inside each timed launch and extern
+    call, and as it was afterwards (also after one that raised)."""
+    import gc
+
+    from tilefuse.report.collect import ItemRecord, _GraphTimers
+
+    rec = ItemRecord(kind="kernel", graph="g", name="k", buf="buf0", device="cpu")
+    ext = ItemRecord(kind="extern", graph="g", name="aten.mm", buf="buf1", device="cpu")
+    timers = _GraphTimers(None, [rec], {"buf1": ext}, cuda=False)
+    seen = []
+
+    def launch(*args):
+        seen.append(gc.isenabled())
+
+    def fails(*args):
+        seen.append(gc.isenabled())
+        raise RuntimeError("launch failed")
+
+    assert gc.isenabled()
+    timers.kernel(0, launch, torch.ones(4))
+    timers.extern("buf1", lambda a: seen.append(gc.isenabled()) or a * 2, torch.ones(4))
+    with pytest.raises(RuntimeError, match="launch failed"):
+        timers.kernel(0, fails, torch.ones(4))
+    assert seen == [False, False, False] and gc.isenabled()
+    assert rec.calls >= 1 and all(t >= 0 for t in rec.samples)

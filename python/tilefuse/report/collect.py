@@ -30,6 +30,7 @@ are timed: run the report without that mode.
 from __future__ import annotations
 
 import ast
+import gc
 import logging
 import time
 import warnings
@@ -130,6 +131,10 @@ class _Timer:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
             return e
+        # on the CPU a cyclic collection would land in whichever launch is being timed (a full
+        # one takes hundreds of ms): none runs inside a timed launch
+        self._gc = gc.isenabled()
+        gc.disable()
         return time.perf_counter()
 
     def stop(self, mark: Any, rec: ItemRecord) -> None:
@@ -139,6 +144,12 @@ class _Timer:
             rec.add((mark, e))
         else:
             rec.add(time.perf_counter() - mark)
+
+    def release(self) -> None:
+        """The collector as it was before ``start`` (CPU), also after a launch that raised."""
+        if not self.cuda and getattr(self, "_gc", False):
+            self._gc = False
+            gc.enable()
 
 
 class _GraphTimers:
@@ -163,16 +174,22 @@ class _GraphTimers:
                 _tensor_bytes(args[p]) for p in rec.mutated if isinstance(args[p], torch.Tensor)
             )
         mark = self.timer.start()
-        launcher(*args)
-        self.timer.stop(mark, rec)
+        try:
+            launcher(*args)
+            self.timer.stop(mark, rec)
+        finally:
+            self.timer.release()
 
     def extern(self, buf: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self._capturing():
             return fn(*args, **kwargs)
         rec = self.externs[buf]
         mark = self.timer.start()
-        out = fn(*args, **kwargs)
-        self.timer.stop(mark, rec)
+        try:
+            out = fn(*args, **kwargs)
+            self.timer.stop(mark, rec)
+        finally:
+            self.timer.release()
         if rec.bytes is None:
             ins = _flat_tensors((args, {k: v for k, v in kwargs.items() if k != "out"}))
             outs = _flat_tensors(out if out is not None else kwargs.get("out"))
