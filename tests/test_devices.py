@@ -85,3 +85,16 @@ def test_a_cpu_graph_without_the_interpreter_runs_eagerly_with_one_warning(monke
     assert len(said) == 1 and "TRITON_INTERPRET=1" in str(said[0].message)
     assert metrics.eager_graph_count == 2 and metrics.generated_kernel_count == 0
     torch._dynamo.reset()
+
+
+def test_a_moved_constant_is_real_under_the_compile_fake_mode():
+    # the backend lowers inside AOTAutograd's FakeTensorMode: the moved constant must keep its data
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    x = torch.randn(16, device="meta")
+    gm = make_fx(lambda x: x * torch.tensor(3.0))(x)
+    graph = GraphLowering(gm, [x], "devices")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        graph.run()
+    (const,) = graph.constants.values()
+    assert const.device.type == "meta" and not isinstance(const, FakeTensor)

@@ -259,6 +259,16 @@ def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+def _real_to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A real copy of the constant ``t`` on ``device``, made outside any active FakeTensorMode
+    (the backend lowers with AOTAutograd's fake mode on, under which ``.to`` would give a fake
+    tensor without data)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return t.to(device)
+
+
 def _check_device(v: Any, meta: Any) -> None:
     """A graph output must be on its meta value's device: a 0-d CPU value computed from a host
     scalar kept on the device (``_host_scalar_to_device``) would not be. Raises
@@ -411,11 +421,11 @@ class GraphLowering(torch.fx.Interpreter):
         if isinstance(meta, torch.Tensor) and meta.device != value.device:
             # the graph was traced with the constant on the meta value's device (a tensor made
             # under torch.set_default_device can be stored on the CPU): its readers expect it there
-            value = value.to(meta.device)
+            value = _real_to(value, meta.device)
         elif _is_host_scalar(value) and _host_scalar_to_device(self, self.current_node):
             # a 0-d CPU constant (eager lets device ops take it as a scalar): kernels read only
             # their device's memory
-            value = value.to(self.default_device)
+            value = _real_to(value, self.default_device)
         name = f"const_{len(self.constants)}"
         self.constants[name] = value
         buf = ir.ConstantBuffer(name, _layout_from_meta(value))
