@@ -1457,9 +1457,9 @@ def test_complex_intermediates_fall_back():
 
 
 def test_kernel_dtype_check_reads_plain_tensors_tuples_and_inputs():
-    """``GraphLowering._kernel_dtypes_only``: a node is generated only when every tensor it
+    """``graph._kernel_dtypes_only``: a node is generated only when every tensor it
     produces (a tensor, or tensors in a tuple / list) and every tensor it reads has a kernel dtype."""
-    from tilefuse.graph import GraphLowering
+    from tilefuse.graph import _kernel_dtypes_only
 
     g = torch.fx.Graph()
     a, b = g.placeholder("a"), g.placeholder("b")
@@ -1475,7 +1475,7 @@ def test_kernel_dtype_check_reads_plain_tensors_tuples_and_inputs():
     ]
     for (out, va, vb), want in cases:
         n.meta["val"], a.meta["val"], b.meta["val"] = out, va, vb
-        assert GraphLowering._kernel_dtypes_only(n) is want, (out, va, vb)
+        assert _kernel_dtypes_only(n) is want, (out, va, vb)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -599,12 +599,13 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
     from .runtime import graph_cache
 
     t0 = time.perf_counter()
+    kind = name.rsplit("_", 1)[0]  # graphs are named "<kind>_<n>" (_compile_graph)
     env = _shape_env(example_inputs)
     key = None
     if config.graph_cache:
         try:
             tk = time.perf_counter()
-            key = graph_cache.graph_key(gm, example_inputs, env, {k: getattr(config, k) for k in config._OPTIONS})
+            key = graph_cache.graph_key(gm, example_inputs, env, {k: getattr(config, k) for k in config._OPTIONS}, kind)
         except Exception as e:  # noqa: BLE001 - Uncacheable, or a key part that failed: compile uncached
             log.debug("tilefuse: graph '%s' is not cached: %s: %s", name, type(e).__name__, e)
             key = None
@@ -634,7 +635,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                     graph_cache.discard(key)
     before = metrics.snapshot()
     n_guards = len(env.guards) if env is not None else 0
-    compiled, graph, consts = _lower_and_generate(gm, example_inputs, name, t0)
+    compiled, graph, consts = _lower_and_generate(gm, example_inputs, name, t0, kind)
     if key is not None:
         after = metrics.snapshot()
         guards = [g.expr for g in env.guards[n_guards:]] if env is not None else []
@@ -719,7 +720,7 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     )
 
 
-def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float):
+def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float, kind: str = "inference"):
     """GraphLowering → scheduler → codegen → loaded module with its kernels compiled; returns the
     CompiledGraph, the GraphLowering and the module's constants."""
     from .codegen.wrapper import WrapperCodegen
@@ -733,7 +734,7 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     start_deferred_warmup()  # Triton's compiler set-up, if held back for expected cache hits
     t_lower = time.perf_counter()  # after the graph cache's key and lookup (phases of their own)
     dbg = GraphDebug(gm, name)  # TORCH_TRACE / TORCH_COMPILE_DEBUG outlets (nothing made when off)
-    graph = GraphLowering(gm, example_inputs, name)
+    graph = GraphLowering(gm, example_inputs, name, is_inference=kind == "inference")
     graph.run()
     dbg.pre_fusion(graph)
     t1 = time.perf_counter()

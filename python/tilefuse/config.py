@@ -154,6 +154,12 @@ Options:
         (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
         with eager's strides.
 
+    layout_optimization (bool, env TILEFUSE_LAYOUT_OPTIMIZATION, default True): an inference graph
+        on CUDA whose 2-D convolutions are expected to run faster channels-last (a FLOP-weighted
+        rule, ``layout_opt.decide_layout_opt``) has its values stored as eager stores them in the
+        channels-last model, its convolutions given channels-last operands; graph outputs keep
+        eager's strides (``tilefuse.layout_opt``).
+
 Runtime tunables: module constants that ``tilefuse.runtime`` reads each time it uses them (so a
 test may ``monkeypatch.setattr(config, NAME, value)``); each has an environment variable, read at
 import, that must hold a positive number, and none is a per-compile option:
@@ -181,6 +187,13 @@ only by assignment, e.g. by tests; no environment variable):
     PAD_MM_DEVICE_TYPES (tuple of str, default ("cuda",)): the device types whose products are
         padded (cuBLAS's); tests add "cpu", with ``PAD_MM_MIN_MACS`` lowered, to run the padded
         path under Triton's interpreter.
+    LAYOUT_OPT_DEVICE_TYPES (tuple of str, default ("cuda",)): the device types whose graphs may be
+        laid out channels-last by ``layout_optimization`` (cuDNN's convolutions gain from it);
+        tests add "cpu".
+    CONV_BIAS_POINTWISE_DEVICE_TYPES (tuple of str, default ("cuda",)): the device types whose
+        convolutions run without their bias, the bias added by a pointwise op that fuses into
+        the next kernel (``lowering.extern._convolution``; aten's cuDNN path adds it in a kernel
+        of its own, its CPU kernels inside the convolution); tests add "cpu".
     SCATTER_PROD_MAX_WORK (int, default 2**22): the most multiply-adds (the target's element count
         times the index's extent along the scatter dim) a ``scatter_reduce(..., "prod")`` may take,
         gathering each output element's factors (``lowering.scatter._scatter_prod``); a larger
@@ -344,6 +357,8 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
 # run on zero-padded operands (lowering.extern._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
+# convolutional inference graphs laid out channels-last where that pays (tilefuse.layout_opt)
+layout_optimization: bool = _env_bool("TILEFUSE_LAYOUT_OPTIMIZATION", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)
 min_cut_partition: bool = _env_bool("TILEFUSE_MIN_CUT_PARTITION", True)
@@ -401,6 +416,8 @@ UNBACKED_SYMINT_FALLBACK: int = 8192
 # tunables of the lowerings (module-level, not options; documented in the module docstring)
 PAD_MM_MIN_MACS: int = 1 << 27
 PAD_MM_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
+LAYOUT_OPT_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
+CONV_BIAS_POINTWISE_DEVICE_TYPES: tuple[str, ...] = ("cuda",)
 SCATTER_PROD_MAX_WORK: int = 1 << 22
 
 # --- scheduler (tunables, documented in the module docstring; not per-compile options)
@@ -439,6 +456,7 @@ _OPTIONS = (
     "symbolic_shapes",
     "graph_cache",
     "pad_mm",
+    "layout_optimization",
     "warmup",
     "triton_key_from_stat",
     "min_cut_partition",

@@ -22,6 +22,7 @@ from .ir import graph_context as G
 from . import symbolic as S
 from .ir import nodes as ir
 from .fx_passes import online_normalizers
+from .layout_opt import channels_last_metas, decide_layout_opt
 from .ir.layout_utils import strides_match as _strides_match
 from .lowering import EXTERN_OPS, lowerings, max_and_sumexp_pair
 
@@ -295,6 +296,22 @@ def _set_exact_strides(box: ir.TensorBox, size: list, stride: list) -> bool:
     return True
 
 
+def _kernel_dtypes_only(n: torch.fx.Node) -> bool:
+    """True when every tensor ``n`` reads or produces has a dtype generated kernels can hold
+    (complex, float8, the wide unsigned types, ... run as the aten op instead)."""
+    from .lowering import KERNEL_DTYPES
+
+    vals = [n.meta.get("val")] + [a.meta.get("val") for a in n.all_input_nodes]
+    for v in vals:
+        if isinstance(v, torch.Tensor):  # the common case, without pytree's flattening
+            if v.dtype not in KERNEL_DTYPES:
+                return False
+        elif isinstance(v, (list, tuple, dict)):
+            if not all(t.dtype in KERNEL_DTYPES for t in pytree.tree_leaves(v) if isinstance(t, torch.Tensor)):
+                return False
+    return True
+
+
 class GraphLowering(torch.fx.Interpreter):
     """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
 
@@ -303,7 +320,7 @@ class GraphLowering(torch.fx.Interpreter):
     ``outputs`` (per graph output: an IR node, None, or a Python scalar).
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph"):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph", is_inference: bool = True):
         super().__init__(gm, garbage_collect_values=False)
         self.gm = gm
         self.example_inputs = list(example_inputs)
@@ -341,6 +358,11 @@ class GraphLowering(torch.fx.Interpreter):
         # fx_passes.online_normalizers); (x node, dims) -> the lowered (max, sum-exp) pair
         self._normalizer_nodes = online_normalizers(gm)
         self._normalizer_pairs: dict = {}
+        # layout optimization (tilefuse.layout_opt): per FX node, its value as eager would lay it
+        # out in the channels-last model; stored values take those strides, convolutions get
+        # channels-last operands (lowering.extern)
+        self.layout_opt = decide_layout_opt(gm, is_inference=is_inference, device=self.default_device)
+        self.layout_metas: dict[torch.fx.Node, torch.Tensor] = channels_last_metas(gm) if self.layout_opt else {}
 
     # ---------------------------------------------------------------- registry
     def new_buffer_name(self) -> str:
@@ -370,6 +392,9 @@ class GraphLowering(torch.fx.Interpreter):
                 # before any consumer realizes it (an extern kernel, a view, reuse): the value's
                 # buffer gets eager's strides, so no copy is needed at the output
                 self._prefer_eager_strides(out, self._eager_layout(n.meta.get("val")))
+            elif n in self.layout_metas:
+                # stored as in the channels-last model, if its layout is still free
+                self._prefer_eager_strides(out, self._eager_layout(self.layout_metas[n]))
             self._maybe_realize_on_reuse(n, out)
         return out
 
@@ -455,7 +480,7 @@ class GraphLowering(torch.fx.Interpreter):
         if fn is not None and not _on_graph_device(self, args, kwargs):
             log.debug("tilefuse: %s runs on another device than the graph's; using a fallback kernel", target)
             fn = None
-        if fn is not None and not self._kernel_dtypes_only(self.current_node):
+        if fn is not None and not _kernel_dtypes_only(self.current_node):
             log.debug("tilefuse: %s involves a dtype generated kernels cannot hold; using a fallback kernel", target)
             fn = None
         if fn is not None:
@@ -532,22 +557,6 @@ class GraphLowering(torch.fx.Interpreter):
         raise SV.SymbolicSizeError(f"symbolic {target} with a {type(meta).__name__} result")
 
     # ---------------------------------------------------------------- helpers
-    @staticmethod
-    def _kernel_dtypes_only(n: torch.fx.Node) -> bool:
-        """True when every tensor ``n`` reads or produces has a dtype generated kernels can hold
-        (complex, float8, the wide unsigned types, ... run as the aten op instead)."""
-        from .lowering import KERNEL_DTYPES
-
-        vals = [n.meta.get("val")] + [a.meta.get("val") for a in n.all_input_nodes]
-        for v in vals:
-            if isinstance(v, torch.Tensor):  # the common case, without pytree's flattening
-                if v.dtype not in KERNEL_DTYPES:
-                    return False
-            elif isinstance(v, (list, tuple, dict)):
-                if not all(t.dtype in KERNEL_DTYPES for t in pytree.tree_leaves(v) if isinstance(t, torch.Tensor)):
-                    return False
-        return True
-
     def _maybe_realize_on_reuse(self, n: torch.fx.Node, box: ir.TensorBox) -> None:
         """Realize a lazily computed value read by several consumers when recomputing it in each
         would cost more than a buffer (Inductor's ``mark_reuse``): it reads more than
@@ -577,11 +586,12 @@ class GraphLowering(torch.fx.Interpreter):
         return len(a) == len(b) and all(self.sizevars.known_equal(x, y) for x, y in zip(a, b))
 
     def _prefer_eager_strides(self, box: ir.TensorBox, want: tuple[list, list] | None) -> None:
-        """Give a graph output's value, while it is still unrealized (its layout free), eager's
-        strides: set as the StorageBox's ``exact_stride``, used when whoever comes first (an extern
-        kernel, a view, the output itself) realizes it. Nothing is set when eager's layout is
-        contiguous (what realizing gives anyway), expands a dim (stride 0: handled at the output)
-        or has other sizes."""
+        """Give a value, while it is still unrealized (its layout free), the strides ``want`` (a
+        graph output: eager's; under layout optimization: the channels-last model's): set as the
+        StorageBox's ``exact_stride``, used when whoever comes first (an extern kernel, a view,
+        the output itself) realizes it. Nothing is set when ``want`` is contiguous (what
+        realizing gives anyway), expands a dim (stride 0: handled at the output) or has other
+        sizes."""
         if want is None or not isinstance(box.data, ir.StorageBox):
             return
         msize, mstride = want
@@ -745,7 +755,9 @@ class GraphLowering(torch.fx.Interpreter):
                     f"fallback for {target}: node {self.current_node.name} has no meta "
                     f"value, so its outputs' shapes and dtypes are unknown"
                 )
-            meta = self.current_node.meta["val"]
+            # under layout optimization, the value as the channels-last model computes it: the
+            # op's inputs were stored that way (``ensure_strides`` copies where they were not)
+            meta = self.layout_metas.get(self.current_node, self.current_node.meta["val"])
         flat, spec = pytree.tree_flatten((args, kwargs))
         if any(isinstance(a, (SV.SymbolicFloat, _SizeCondition)) for a in flat):
             # the wrapper has no value to pass for it: the graph is compiled per shape instead

@@ -13,8 +13,10 @@ from .. import config
 from ..ir import graph_context as G
 from ..ir import nodes as ir
 from ..ir.nodes import TensorBox
+from ..layout_opt import channels_last_strides
 from .indexing import _constant_pad_nd
-from .registry import EXTERN_OPS, register_lowering
+from .registry import EXTERN_OPS, lowerings, register_lowering
+from .strided import in_layout
 
 aten = torch.ops.aten
 
@@ -40,6 +42,37 @@ for _op in (
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
 ):
     EXTERN_OPS.add(_op)
+
+
+@register_lowering(aten.convolution.default)
+def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """``aten.convolution`` as an extern call (cuDNN), with two rules around it.
+
+    Layout optimization (``tilefuse.layout_opt``): when the graph is laid out channels-last, the
+    input and weight of a 2-D convolution are given channels-last strides (a value still being
+    computed is stored so; a stored one in another layout is copied; a depthwise or 1x1 weight
+    usually already is, its size-1 dims taking any stride), and the call's result is laid out as
+    cuDNN returns it for such operands (the node's value in the channels-last model).
+
+    Bias as a pointwise op (Inductor's lowering does the same): on a device type of
+    ``config.CONV_BIAS_POINTWISE_DEVICE_TYPES`` the convolution runs without its bias and the
+    bias ``[C]`` is added, broadcast over the output's channel dim 1, by a pointwise op that
+    fuses into the kernels reading the result. aten's cuDNN path adds it in an elementwise kernel
+    of its own that reads and writes the whole output once more. The sum is rounded once to the
+    output dtype, as in eager."""
+    g = G.graph()
+    meta = g.layout_metas.get(g.current_node)
+    if meta is not None and len(x.get_size()) == 4:
+        x = in_layout(x, list(x.get_size()), channels_last_strides(list(x.get_size())))
+        weight = in_layout(weight, list(weight.get_size()), channels_last_strides(list(weight.get_size())))
+    else:
+        meta = g.current_node.meta["val"]
+    rest = (stride, padding, dilation, transposed, output_padding, groups)
+    if bias is None or x.get_device().type not in config.CONV_BIAS_POINTWISE_DEVICE_TYPES:
+        return g.fallback(aten.convolution.default, (x, weight, bias, *rest), {}, meta=meta)
+    out = g.fallback(aten.convolution.default, (x, weight, None, *rest), {}, meta=meta)
+    nd = len(out.get_size()) - 2
+    return lowerings[aten.add.Tensor](out, lowerings[aten.view.default](bias, [bias.get_size()[0]] + [1] * nd))
 
 
 def _mm_padding(a, b) -> tuple[tuple[int, int, int] | None, Any, Any]:

@@ -79,13 +79,19 @@ def _storage_base(node: torch.fx.Node) -> tuple[torch.fx.Node, bool]:
 def _in_eager_layout(x: ir.TensorBox, meta: torch.Tensor, whole_storage: bool) -> ir.TensorBox:
     """``x`` with exactly the strides eager gives its value (``meta``, its FX meta value), so that
     an aten op reading its storage (``as_strided``) or cloning it (``as_strided_scatter``) sees
-    eager's storage order: an unrealized value realized with those strides
-    (``StorageBox.exact_stride``; not for strides that expand a dim), ``x`` itself when its
-    buffer — or, unless ``whole_storage`` (storage offset 0, nothing else in the storage), its
-    view of one — already has them, else a copy with them (``GraphLowering._copy_with_strides``)."""
+    eager's storage order (:func:`in_layout`)."""
+    sv = G.graph().sizevars
+    return in_layout(x, sv.sizes(meta.shape), sv.sizes(meta.stride()), whole_storage)
+
+
+def in_layout(x: ir.TensorBox, size: list, stride: list, whole_storage: bool = False) -> ir.TensorBox:
+    """``x`` (of sizes ``size``) with strides ``stride`` on every dim longer than 1: an unrealized
+    value realized so (``StorageBox.exact_stride``; not for strides that expand a dim), ``x``
+    itself when its buffer — or, unless ``whole_storage`` (storage offset 0, nothing else in the
+    storage), its view of one — already has them, else a copy with them
+    (``GraphLowering._copy_with_strides``)."""
     g = G.graph()
     sv = g.sizevars
-    size, stride = sv.sizes(meta.shape), sv.sizes(meta.stride())
     if g.set_exact_strides(x, size, stride):
         x.data.realize()
         return x

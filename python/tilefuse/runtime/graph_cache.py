@@ -284,13 +284,14 @@ def _input_part(a: Any, env: Any) -> tuple:
     raise Uncacheable(f"an input of type {type(a).__name__}")
 
 
-def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> str:
-    """The cache key of compiling ``gm`` for ``example_inputs`` with ``options`` (a dict of the
-    tilefuse options in force). Raises ``Uncacheable`` when the key cannot describe an input or a
+def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict, kind: str = "inference") -> str:
+    """The cache key of compiling ``gm`` (an ``inference``, ``forward`` or ``backward`` graph:
+    ``kind``; layout optimization applies to inference graphs only) for ``example_inputs`` with
+    ``options`` (a dict of the tilefuse options in force). Raises ``Uncacheable`` when the key cannot describe an input or a
     graph attribute (the graph is then compiled without the cache)."""
     import torch
 
-    parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version]
+    parts: list = [code_fingerprint(), torch.__version__, _triton_version(), sys.version, kind]
     parts.append(sorted((k, repr(v)) for k, v in options.items() if k not in _KEY_EXCLUDED_OPTIONS))
     # global state the lowering reads: the default dtype (factory ops and integer-to-float type
     # promotion leave it implicit in the graph: ``i / 3``, ``torch.ones(3)``), whether Triton's
@@ -307,6 +308,7 @@ def graph_key(gm: Any, example_inputs: list, shape_env: Any, options: dict) -> s
     # module-level tunables of the lowering that change generated code (set by tests and
     # experiments, not options)
     parts.append((tuple(config.PAD_MM_DEVICE_TYPES), config.PAD_MM_MIN_MACS))
+    parts.append((tuple(config.LAYOUT_OPT_DEVICE_TYPES), tuple(config.CONV_BIAS_POINTWISE_DEVICE_TYPES)))
     parts.append(_graph_part(gm))
     parts.append([_input_part(a, shape_env) for a in example_inputs])
     if shape_env is not None:

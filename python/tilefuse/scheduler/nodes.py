@@ -131,7 +131,20 @@ class SchedulerNode:
             body = LoopBody.trace(buf.store_fn(), iv, rv, ranges, G.dtype_of)
         else:
             rsizes = []
-            body = LoopBody.trace(buf.store_fn(), iv, [], ranges, G.dtype_of)
+            order = stored_loop_order(buf)
+            if order is None:
+                body = LoopBody.trace(buf.store_fn(), iv, [], ranges, G.dtype_of)
+            else:
+                # loop k runs over dim order[k]: the output is written in its storage order
+                sizes = [sizes[d] for d in order]
+                ranges = dict(zip(iv, sizes))
+                pos = {d: k for k, d in enumerate(order)}
+                store = buf.store_fn()
+
+                def fn(loops, _store=store, _pos=pos):
+                    _store([loops[_pos[d]] for d in range(len(loops))])
+
+                body = LoopBody.trace(fn, iv, [], ranges, G.dtype_of)
         return SchedulerNode(buf, body, sizes, rsizes, _unbacked_uses(buf, body, sizes + rsizes))
 
     def mapping(self, numel: int, rnumel: int) -> tuple[str, dict] | None:
@@ -152,6 +165,29 @@ class SchedulerNode:
             flat = RINDEX if numel == 1 else XINDEX * rnumel + RINDEX
             return "xr", dict(zip(iv, digits(flat, self.sizes)))
         return None
+
+
+def stored_loop_order(buf: ir.ComputedBuffer) -> list[int] | None:
+    """The loop order of a pointwise node whose output is stored in another order than row-major
+    (a channels-last buffer, a graph output with eager's transposed strides): its dims from the
+    largest stride to the smallest, so the innermost loop walks the stride-1 dim and consecutive
+    elements of a kernel's flat index are consecutive in memory (coalesced stores, and coalesced
+    loads from inputs stored the same way). None keeps the logical (row-major) order: a reduction,
+    a mutation (its index goes through ``index_fn``), symbolic strides, or strides that are
+    already in row-major order once dims of size 1 are set aside. Inductor reorders loops by the
+    strides of all of a node's accesses (``pick_loop_order``); this rule looks at the store only,
+    the access that every consumer fused into the kernel shares."""
+    if buf.is_reduction() or isinstance(buf, ir.MutationBuffer):
+        return None
+    lay = buf.layout
+    size, stride = list(lay.size), list(getattr(lay, "stride", None) or [])
+    if len(size) < 2 or len(stride) != len(size) or not all(isinstance(v, int) for v in (*size, *stride)):
+        return None
+    dims = [d for d in range(len(size)) if size[d] != 1]
+    if any(stride[d] == 0 for d in dims) or all(stride[a] >= stride[b] for a, b in zip(dims, dims[1:])):
+        return None
+    # a dim of size 1 adds nothing to any index: where it lands in the order does not matter
+    return sorted(range(len(size)), key=lambda d: (-stride[d], d))
 
 
 def _unbacked_uses(buf: ir.Buffer, body: LoopBody | None, sizes: list) -> frozenset:
