@@ -209,7 +209,10 @@ def test_channels_last_metas_follow_eager_rules():
         metas["mul"].is_contiguous()
         and not gm.graph.find_nodes(op="call_function", target=torch.ops.aten.mul.Tensor)[0].meta["val"].is_contiguous()
     )
-    assert all(v.shape == n.meta["val"].shape for n, v in channels_last_metas(gm).items())
+    metas_by_node = channels_last_metas(gm)
+    assert all(v.shape == n.meta["val"].shape for n, v in metas_by_node.items())
+    # every tensor-valued node is listed, unchanged strides too (the reduction's [2, 16, 1, 1])
+    assert {n.name for n in metas_by_node} >= {"convolution", "relu", "permute", "mul", "sum_1"}
 
 
 def test_pointwise_loops_follow_the_stored_order():

@@ -132,8 +132,10 @@ def _fake_mode(gm: torch.fx.GraphModule) -> Any:
 
 
 def channels_last_metas(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:
-    """Per node whose value eager would lay out differently in the channels-last model: that
-    value (a fake tensor, same sizes and dtype as the node's meta value, other strides).
+    """Per node with a tensor value: that value as eager computes it in the channels-last model (a
+    fake tensor of the node's sizes and dtype, with the strides eager's kernels give it there).
+    Every such node is listed, also where those strides equal the original graph's: tilefuse
+    stores a value contiguously unless told otherwise, whatever eager's layout.
 
     The graph runs again on fake tensors (the graph's own fake mode): graph inputs and constants
     as they are, each 2-D convolution's input and weight made channels-last
@@ -145,7 +147,7 @@ def channels_last_metas(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.T
     if mode is None:
         return {}
     env: dict[torch.fx.Node, Any] = {}
-    changed: dict[torch.fx.Node, torch.Tensor] = {}
+    metas: dict[torch.fx.Node, torch.Tensor] = {}
 
     def arg(a: Any) -> Any:
         return env.get(a, _val(a)) if isinstance(a, torch.fx.Node) else a
@@ -178,12 +180,10 @@ def channels_last_metas(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.T
             if isinstance(meta, torch.Tensor):
                 if not isinstance(val, torch.Tensor) or val.shape != meta.shape or val.dtype != meta.dtype:
                     continue
-                env[n] = val
-                if val.stride() != meta.stride():
-                    changed[n] = val
+                env[n] = metas[n] = val
             else:
                 env[n] = val
-    return changed
+    return metas
 
 
 def channels_last_strides(size: list) -> list:
