@@ -51,6 +51,28 @@ def test_a_zero_dim_constant_moves_to_the_device():
     assert [c.device.type for c in graph.constants.values()] == ["meta"]
 
 
+def test_a_zero_dim_cpu_factory_read_on_the_device_is_made_there():
+    # aten.scalar_tensor / full([]) without a device make a CPU tensor; read only by device ops
+    # they become constants of the device's kernels, not aten calls
+    x = torch.randn(16, device="meta")
+
+    def f(x):
+        s = torch.ops.aten.scalar_tensor.default(3.0)
+        t = torch.ops.aten.full.default([], 2.0)
+        return torch.where(x > 0, x * s, t)
+
+    graph = _lowered(f, x)
+    assert graph.fallback_ops == []
+    assert all(b.get_device().type == "meta" for b in graph.buffers)
+
+
+def test_a_zero_dim_cpu_factory_the_graph_returns_stays_on_the_cpu():
+    x = torch.randn(16, device="meta")
+    graph = _lowered(lambda x: (x * 2, torch.ops.aten.scalar_tensor.default(3.0)), x)
+    # returned on the CPU as eager does: the aten op makes it there
+    assert graph.fallback_ops == ["aten.scalar_tensor.default"]
+
+
 def test_cpu_work_inside_a_device_graph_runs_as_aten_ops():
     x, y = torch.randn(4, device="meta"), torch.randn(4)
     graph = _lowered(lambda x, y: x + y.sum(), x, y)

@@ -260,6 +260,30 @@ def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+def _host_factory_to_device(g: Any, n: torch.fx.Node) -> bool:
+    """Whether the factory node ``n`` (no tensor inputs: ``scalar_tensor``, ``full([])``), whose
+    0-d result eager makes on the CPU (a factory called without a device), is made on the graph's
+    device instead, as a constant its readers' kernels inline: when the graph is on another
+    device, does not return ``n``'s value, and every reader of it computes on the graph's device
+    (eager lets a device op take a 0-d CPU tensor as a scalar; a CPU op would not take a device
+    tensor)."""
+    meta = n.meta.get("val")
+    if (
+        not isinstance(meta, torch.Tensor)
+        or meta.dim() != 0
+        or n.all_input_nodes
+        or meta.device.type == g.default_device.type
+        or not _host_scalar_to_device(g, n)
+    ):
+        return False
+    want = g.default_device.type
+    for user in n.users:
+        for v in pytree.tree_leaves(user.meta.get("val")):
+            if isinstance(v, torch.Tensor) and v.device.type != want and v.dim() != 0:
+                return False
+    return True
+
+
 def _real_to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A real copy of the constant ``t`` on ``device``, made outside any active FakeTensorMode
     (the backend lowers with AOTAutograd's fake mode on, under which ``.to`` would give a fake
@@ -477,7 +501,10 @@ class GraphLowering(torch.fx.Interpreter):
             if pair is not None:
                 return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
-        if fn is not None and not _on_graph_device(self, args, kwargs):
+        lower_kwargs = kwargs
+        if fn is not None and _host_factory_to_device(self, self.current_node):
+            lower_kwargs = {**kwargs, "device": self.default_device}
+        elif fn is not None and not _on_graph_device(self, args, kwargs):
             log.debug("tilefuse: %s runs on another device than the graph's; using a fallback kernel", target)
             fn = None
         if fn is not None and not _kernel_dtypes_only(self.current_node):
@@ -485,7 +512,7 @@ class GraphLowering(torch.fx.Interpreter):
             fn = None
         if fn is not None:
             try:
-                return fn(*args, **kwargs)
+                return fn(*args, **lower_kwargs)
             except NotImplementedError as e:
                 log.debug("tilefuse: lowering of %s declined (%s); using a fallback kernel", target, e)
             except TypeError as e:
