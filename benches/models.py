@@ -63,7 +63,9 @@ appended to ``--csv`` as soon as its child ends, so ``--resume`` skips the rows 
 the same command again after a cut) and ``--shard i/n`` takes every n-th model of the list from the
 i-th. At the end (and with ``--report`` alone, from the CSV) a table is printed and written to
 ``--out``: per suite and mode, one line per model with both backends (accuracy, speedup, tilefuse /
-Inductor speedup ratio, compile seconds, memory ratio, graphs / breaks, kernels and tilefuse's
+Inductor ratio (Inductor's median compiled time / tilefuse's: each backend's eager median is timed
+in its own process and moves between processes, so the speedups' ratio would carry that noise),
+compile seconds, memory ratio, graphs / breaks, kernels and tilefuse's
 fallback ops), then the geometric means of the speedups (over the models that ran; the ratio over
 the models both ran) and the count of rows that did not pass accuracy. Statuses: ``ok``;
 ``eager_fail`` (the model fails eagerly: not a backend's fault); ``error`` (compiling or running
@@ -672,7 +674,10 @@ def report(rows: list[dict], backends: list[str]) -> str:
                 if both:
                     a = _num(rs[tf].get("speedup")) if rs[tf] and rs[tf].get("status") == "ok" else None
                     c = _num(rs[ind].get("speedup")) if rs[ind] and rs[ind].get("status") == "ok" else None
-                    ratio = a / c if a and c else None
+                    # the two compiled models' times against each other: each backend's eager
+                    # median comes from its own process, and moved by a third between processes
+                    tms, ims = (_num(rs[b].get("compiled_ms")) if rs[b] else None for b in (tf, ind))
+                    ratio = (ims / tms if tms and ims else a / c) if a and c else None
                     if ratio:
                         ratios.append(ratio)
                     ca = _num(rs[tf].get("compile_s")) if a else None
@@ -717,8 +722,8 @@ def report(rows: list[dict], backends: list[str]) -> str:
     lines = head_lines + [""] + lines
     lines.append(
         "acc: pass / **FAIL** (fail_accuracy) / another status; (cos): cosine similarity (no fp64 reference). "
-        "speedup: median eager / median compiled. tf/ind: tilefuse speedup / Inductor speedup (> 1: tilefuse "
-        "faster). compile s: first call - eager call. mem: peak compiled / peak eager. kernels: Triton "
+        "speedup: median eager / median compiled. tf/ind: Inductor's median compiled time / tilefuse's (> 1: "
+        "tilefuse faster; the speedups' ratio where a time is missing). compile s: first call - eager call. mem: peak compiled / peak eager. kernels: Triton "
         "kernels generated (fb: tilefuse's aten fallback ops; EAGER: graphs tilefuse ran eagerly). geomean: "
         "over the models that ran (count in brackets); 'not passed': rows whose accuracy is not pass. "
         "compile s tf/ind: tilefuse's compile seconds / Inductor's (< 1: tilefuse compiles faster)."
