@@ -165,8 +165,8 @@ def _conv_graph(cin, cout, groups=1, k=3, n_extra=0):
 def test_decide_layout_opt_rules(layout_rules_on):
     cpu = torch.device("cpu")
     assert decide_layout_opt(_conv_graph(128, 128), is_inference=True, device=cpu)
-    # the same graph: not for training graphs, not on a device type left out, not when off
-    assert not decide_layout_opt(_conv_graph(128, 128), is_inference=False, device=cpu)
+    assert decide_layout_opt(_conv_graph(128, 128), is_inference=False, device=cpu)
+    # the same graph: not on a device type left out, not when off
     assert not decide_layout_opt(_conv_graph(128, 128), is_inference=True, device=torch.device("meta"))
     with config.patch(layout_optimization=False):
         assert not decide_layout_opt(_conv_graph(128, 128), is_inference=True, device=cpu)
@@ -174,6 +174,16 @@ def test_decide_layout_opt_rules(layout_rules_on):
     g = _conv_graph(128, 128, groups=4)
     assert conv_class(next(n for n in g.graph.nodes if n.op == "call_function")) == "grouped"
     assert not decide_layout_opt(g, is_inference=True, device=cpu)
+    assert not decide_layout_opt(g, is_inference=False, device=cpu)
+    # training graphs: Inductor's rules (at least twice the input channels of the output's, or
+    # only small convolutions: left NCHW); inference weighs the FLOPs instead
+    wide_in = _conv_graph(256, 64)
+    assert conv_class(next(n for n in wide_in.graph.nodes if n.op == "call_function")) == "in_out"
+    assert not decide_layout_opt(wide_in, is_inference=False, device=cpu)
+    assert decide_layout_opt(wide_in, is_inference=True, device=cpu)
+    small = _conv_graph(32, 32)
+    assert not decide_layout_opt(small, is_inference=False, device=cpu)
+    assert decide_layout_opt(small, is_inference=True, device=cpu)
     # depthwise ones are not grouped in that sense
     dw = _conv_graph(128, 128, groups=128)
     assert conv_class(next(n for n in dw.graph.nodes if n.op == "call_function")) == "default"
@@ -240,3 +250,43 @@ def test_stored_loop_order_rule():
     assert stored_loop_order(buf([2, 8, 4, 4], [128, 16, 4, 1])) is None  # row-major already
     assert stored_loop_order(buf([2, 1, 4, 4], [16, 1, 4, 1])) is None  # size-1 dims aside
     assert stored_loop_order(buf([4, 4], [0, 1])) is None  # an expanded dim
+
+
+def test_training_step_laid_out_channels_last(layout_rules_on):
+    """A training step: the forward stores its saved activations channels-last (not copied back to
+    eager's NCHW), AOTAutograd compiles the backward for those strides, the backward's
+    convolution gradients read channels-last values; gradients equal eager's, with eager's
+    strides."""
+    import copy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 96, 3, padding=1),
+        nn.BatchNorm2d(96),
+        nn.ReLU(),
+        nn.Conv2d(96, 128, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(128, 10),
+    )
+    compiled_model = copy.deepcopy(model)
+    x = torch.randn(4, 3, 16, 16)
+
+    def step(m, x):
+        out = m(x)
+        out.sum().backward()
+        return out
+
+    ref = step(model, x)
+    out, codes = run_and_get_code(torch.compile(lambda x: step(compiled_model, x), backend="tilefuse"), x)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)
+        assert q.grad.stride() == p.grad.stride(), name
+    assert len(codes) == 2
+    forward, backward = codes
+    for src in (forward, backward):
+        big = [a for a in _allocations(src) if len(a[0]) == 4 and a[0][2:] == (16, 16)]
+        assert big and all(st[1] == 1 for _, st in big), big  # every activation channels-last
+    assert backward.count("aten.convolution_backward.default") == 2

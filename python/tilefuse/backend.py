@@ -40,6 +40,7 @@ import torch
 from . import config, metrics
 from . import runtime as _runtime
 from .runtime import cache_artifacts as _cache_artifacts  # noqa: F401  (torch learns the "tilefuse" artifact type)
+from .layout_opt import report_output_strides, saved_output_positions
 from .runtime import ensure_strides
 
 log = logging.getLogger("tilefuse")
@@ -90,6 +91,8 @@ class CompiledGraph:
         )
         # the graph cache key whose launch records the first call stores (then None)
         self.cache_key = cache_key
+        # a laid-out forward graph's output strides, reported to AOTAutograd (layout_opt.report_output_strides)
+        self.output_strides: list | None = None
         # this graph's kernels still compiling in workers (runtime.PendingPrecompile, or None),
         # and whether its first call waits for every pending batch or for this one only
         # (config.precompile_wait_all, read at compile time: the call runs outside the options)
@@ -622,7 +625,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
                 from .runtime import DebugDirError
 
                 try:
-                    return _from_cache(entry, name, t0, key)
+                    compiled = _from_cache(entry, name, t0, key)
+                    report_output_strides(getattr(compiled, "output_strides", None))
+                    return compiled
                 except DebugDirError:
                     raise  # the user's debug_dir, not the entry: reported as such, the entry kept
                 except Exception as e:  # noqa: BLE001 - an unusable entry is a miss
@@ -648,11 +653,19 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, name: str) -> Compi
         if graph_cache.store(
             key,
             graph_cache.CacheEntry(
-                compiled.source, consts, compiled.input_layouts, compiled.symbol_sources, guards, delta, compiled.module
+                compiled.source,
+                consts,
+                compiled.input_layouts,
+                compiled.symbol_sources,
+                guards,
+                delta,
+                compiled.module,
+                output_strides=compiled.output_strides,
             ),
         ):
             compiled.cache_key = key  # the first call stores the kernels' launch records beside it
         metrics.add_phase("cache_store", time.perf_counter() - ts)
+    report_output_strides(getattr(compiled, "output_strides", None))
     return compiled
 
 
@@ -708,7 +721,7 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
     from .debug import emit_output_code
 
     emit_output_code(name, entry.source, entry.constants, getattr(module, "__file__", None))
-    return CompiledGraph(
+    compiled = CompiledGraph(
         module,
         entry.source,
         entry.input_layouts,
@@ -718,6 +731,8 @@ def _from_cache(entry: Any, name: str, t0: float, key: str) -> CompiledGraph:
         entry.symbol_sources,
         cache_key=key if missing_records else None,
     )
+    compiled.output_strides = entry.output_strides
+    return compiled
 
 
 def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: str, t0: float, kind: str = "inference"):
@@ -734,7 +749,9 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     start_deferred_warmup()  # Triton's compiler set-up, if held back for expected cache hits
     t_lower = time.perf_counter()  # after the graph cache's key and lookup (phases of their own)
     dbg = GraphDebug(gm, name)  # TORCH_TRACE / TORCH_COMPILE_DEBUG outlets (nothing made when off)
-    graph = GraphLowering(gm, example_inputs, name, is_inference=kind == "inference")
+    graph = GraphLowering(
+        gm, example_inputs, name, is_inference=kind == "inference", free_outputs=saved_output_positions(kind, gm)
+    )
     graph.run()
     dbg.pre_fusion(graph)
     t1 = time.perf_counter()
@@ -779,6 +796,8 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
     compiled = CompiledGraph(
         module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources, pending=pending
     )
+    # saved activations stored channels-last: their strides go to the backward's compile
+    compiled.output_strides = list(graph.output_strides) if graph.layout_opt else None
     for hook in compile_hooks:
         with G.set_graph(graph):
             hook(compiled, graph, items, wrapper)

@@ -154,11 +154,12 @@ Options:
         (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
         with eager's strides.
 
-    layout_optimization (bool, env TILEFUSE_LAYOUT_OPTIMIZATION, default True): an inference graph
-        on CUDA whose 2-D convolutions are expected to run faster channels-last (a FLOP-weighted
-        rule, ``layout_opt.decide_layout_opt``) has its values stored as eager stores them in the
-        channels-last model, its convolutions given channels-last operands; graph outputs keep
-        eager's strides (``tilefuse.layout_opt``).
+    layout_optimization (bool, env TILEFUSE_LAYOUT_OPTIMIZATION, default True): a graph on CUDA
+        whose 2-D convolutions are expected to run faster channels-last
+        (``layout_opt.decide_layout_opt``) has its values stored as eager stores them in the
+        channels-last model, its convolutions given channels-last operands; outputs the user sees
+        keep eager's strides, a training forward's saved activations do not
+        (``tilefuse.layout_opt``).
 
 Runtime tunables: module constants that ``tilefuse.runtime`` reads each time it uses them (so a
 test may ``monkeypatch.setattr(config, NAME, value)``); each has an environment variable, read at
@@ -357,7 +358,7 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
 # run on zero-padded operands (lowering.extern._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
-# convolutional inference graphs laid out channels-last where that pays (tilefuse.layout_opt)
+# convolutional graphs laid out channels-last where that pays (tilefuse.layout_opt)
 layout_optimization: bool = _env_bool("TILEFUSE_LAYOUT_OPTIMIZATION", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
 triton_key_from_stat: bool = _env_bool("TILEFUSE_TRITON_KEY_FROM_STAT", True)

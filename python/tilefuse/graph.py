@@ -336,6 +336,68 @@ def _kernel_dtypes_only(n: torch.fx.Node) -> bool:
     return True
 
 
+def _view_of_stored(v: Any, size: list, stride: list, sv: Any) -> ir.ReinterpretView | None:
+    """``v``, a chain of lazy views of a stored buffer (a realized value, a graph input, a
+    ReinterpretView), as a ReinterpretView with strides ``stride`` of that buffer when the
+    views' index map is exactly that strided layout (the offset is the map's); else None."""
+    x, reindexes = v, []
+    while True:
+        if isinstance(x, ir.TensorBox):
+            x = x.data
+        elif isinstance(x, ir.GenericView):
+            reindexes.append(x.reindex)
+            x = x.data
+        else:
+            break
+    if isinstance(x, ir.StorageBox):
+        x = x.data
+    if isinstance(x, ir.ReinterpretView):
+        buf, layout = ir.unwrap_storage(x.data), x.layout
+    elif isinstance(x, ir.Buffer) and x.layout is not None:
+        buf, layout = x, x.layout
+    else:
+        return None
+    if not isinstance(buf, ir.Buffer) or any(isinstance(s, int) and s == 0 for s in size):
+        return None
+    idx = [S.sym(f"i{d}") for d in range(len(size))]
+    index = list(idx)
+    for fn in reindexes:
+        index = fn(index)
+    expr = S.simplify_with_ranges(layout.make_indexer()(index), list(zip(idx, size)))
+    strides = S.stride_vars(expr, idx)
+    offset = S.offset_var(expr, idx)
+    linear = offset
+    for i, st in zip(idx, strides):
+        linear = linear + i * st
+    if linear != expr:
+        return None
+    strides = [SV.static_or_expr(st) for st in strides]
+    if not _strides_match(size, strides, stride, sv):
+        return None
+    buf.freeze_layout()
+    return ir.ReinterpretView(
+        buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), SV.static_or_expr(offset))
+    )
+
+
+def _strided_after_realize(v: Any, stride: list, sv: Any) -> bool:
+    """Whether ``v``, strided lazy views of an unrealized value, gets strides ``stride`` when
+    that value is realized and the views become a ReinterpretView of it (``ir.realize_input``:
+    the value's buffer is then shared with any other output of it)."""
+    chain = ir._strided_view_chain(v.data if isinstance(v, ir.TensorBox) else v)
+    if chain is None:
+        return False
+    box, fns = chain
+    if not isinstance(box.data, (ir.Pointwise, ir.Reduction)):
+        return False
+    size = list(box.data.get_size())
+    base = box.exact_stride if box.exact_stride is not None else ir.contiguous_strides(size)
+    layout: Any = ir.FixedLayout(box.get_device(), box.get_dtype(), size, list(base))
+    for fn in fns:
+        layout = fn(layout) if layout is not None else None
+    return layout is not None and _strides_match(list(layout.size), list(layout.stride), stride, sv)
+
+
 class GraphLowering(torch.fx.Interpreter):
     """Lower ``gm`` (an aten-level graph from AOTAutograd) with ``example_inputs`` to IR.
 
@@ -344,7 +406,14 @@ class GraphLowering(torch.fx.Interpreter):
     ``outputs`` (per graph output: an IR node, None, or a Python scalar).
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, name: str = "graph", is_inference: bool = True):
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: list,
+        name: str = "graph",
+        is_inference: bool = True,
+        free_outputs: frozenset[int] = frozenset(),
+    ):
         super().__init__(gm, garbage_collect_values=False)
         self.gm = gm
         self.example_inputs = list(example_inputs)
@@ -386,7 +455,21 @@ class GraphLowering(torch.fx.Interpreter):
         # out in the channels-last model; stored values take those strides, convolutions get
         # channels-last operands (lowering.extern)
         self.layout_opt = decide_layout_opt(gm, is_inference=is_inference, device=self.default_device)
-        self.layout_metas: dict[torch.fx.Node, torch.Tensor] = channels_last_metas(gm) if self.layout_opt else {}
+        self.layout_metas: dict[torch.fx.Node, torch.Tensor] = (
+            channels_last_metas(gm, self.example_inputs) if self.layout_opt else {}
+        )
+        # under layout optimization, the positions of the outputs no user sees (a training
+        # forward's saved activations): they keep the layout they are computed in, which
+        # ``output_strides`` reports, instead of eager's strides
+        out_nodes = [a for n in gm.graph.nodes if n.op == "output" for a in pytree.tree_leaves(n.args[0])]
+        self._free_output_nodes = (
+            {out_nodes[i] for i in free_outputs if i < len(out_nodes) and isinstance(out_nodes[i], torch.fx.Node)}
+            - {a for i, a in enumerate(out_nodes) if i not in free_outputs}
+            if self.layout_opt
+            else set()
+        )
+        # per graph output, after run(): its strides (ints), None for a non-tensor or symbolic ones
+        self.output_strides: list[tuple[int, ...] | None] = []
 
     # ---------------------------------------------------------------- registry
     def new_buffer_name(self) -> str:
@@ -412,7 +495,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.current_node = n
         out = super().run_node(n)
         if n.op == "call_function" and isinstance(out, ir.TensorBox):
-            if n in self._output_nodes:
+            if n in self._output_nodes and n not in self._free_output_nodes:
                 # before any consumer realizes it (an extern kernel, a view, reuse): the value's
                 # buffer gets eager's strides, so no copy is needed at the output
                 self._prefer_eager_strides(out, self._eager_layout(n.meta.get("val")))
@@ -543,7 +626,9 @@ class GraphLowering(torch.fx.Interpreter):
     def output(self, target, args, kwargs):
         result = args[0]
         metas = [
-            n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+            (self.layout_metas.get(n, n.meta.get("val")) if n in self._free_output_nodes else n.meta.get("val"))
+            if isinstance(n, torch.fx.Node)
+            else None
             for n in pytree.tree_leaves(self.current_node.args[0])
         ]
         leaves = pytree.tree_leaves(result)
@@ -558,6 +643,9 @@ class GraphLowering(torch.fx.Interpreter):
                 if later[i] == second:
                     outs[i] = self._realize_output(v, metas[i] if i < len(metas) else None)
         self.outputs.extend(outs)
+        for o in outs:
+            st = getattr(getattr(o, "layout", None), "stride", None)
+            self.output_strides.append(tuple(st) if st is not None and all(isinstance(v, int) for v in st) else None)
         return result
 
     def _size_arithmetic(self, target, args):
@@ -678,75 +766,15 @@ class GraphLowering(torch.fx.Interpreter):
             return v.data
         # a lazy view
         if want is not None:
-            view = self._view_of_stored(v, *want)
+            view = _view_of_stored(v, *want, self.sizevars)
             if view is not None:
                 return view
-            if not self._strided_after_realize(v, want[1]):
+            if not _strided_after_realize(v, want[1], self.sizevars):
                 return self._copy_with_strides(v, *want)
         node = ir.realize_input(v)
         if isinstance(node, ir.Buffer):
             node.freeze_layout()
         return node
-
-    def _view_of_stored(self, v: Any, size: list, stride: list) -> ir.ReinterpretView | None:
-        """``v``, a chain of lazy views of a stored buffer (a realized value, a graph input, a
-        ReinterpretView), as a ReinterpretView with strides ``stride`` of that buffer when the
-        views' index map is exactly that strided layout (the offset is the map's); else None."""
-        x, reindexes = v, []
-        while True:
-            if isinstance(x, ir.TensorBox):
-                x = x.data
-            elif isinstance(x, ir.GenericView):
-                reindexes.append(x.reindex)
-                x = x.data
-            else:
-                break
-        if isinstance(x, ir.StorageBox):
-            x = x.data
-        if isinstance(x, ir.ReinterpretView):
-            buf, layout = ir.unwrap_storage(x.data), x.layout
-        elif isinstance(x, ir.Buffer) and x.layout is not None:
-            buf, layout = x, x.layout
-        else:
-            return None
-        if not isinstance(buf, ir.Buffer) or any(isinstance(s, int) and s == 0 for s in size):
-            return None
-        idx = [S.sym(f"i{d}") for d in range(len(size))]
-        index = list(idx)
-        for fn in reindexes:
-            index = fn(index)
-        expr = S.simplify_with_ranges(layout.make_indexer()(index), list(zip(idx, size)))
-        strides = S.stride_vars(expr, idx)
-        offset = S.offset_var(expr, idx)
-        linear = offset
-        for i, st in zip(idx, strides):
-            linear = linear + i * st
-        if linear != expr:
-            return None
-        strides = [SV.static_or_expr(st) for st in strides]
-        if not _strides_match(size, strides, stride, self.sizevars):
-            return None
-        buf.freeze_layout()
-        return ir.ReinterpretView(
-            buf, ir.FixedLayout(buf.get_device(), buf.get_dtype(), list(size), list(stride), SV.static_or_expr(offset))
-        )
-
-    def _strided_after_realize(self, v: Any, stride: list) -> bool:
-        """Whether ``v``, strided lazy views of an unrealized value, gets strides ``stride`` when
-        that value is realized and the views become a ReinterpretView of it (``ir.realize_input``:
-        the value's buffer is then shared with any other output of it)."""
-        chain = ir._strided_view_chain(v.data if isinstance(v, ir.TensorBox) else v)
-        if chain is None:
-            return False
-        box, fns = chain
-        if not isinstance(box.data, (ir.Pointwise, ir.Reduction)):
-            return False
-        size = list(box.data.get_size())
-        base = box.exact_stride if box.exact_stride is not None else ir.contiguous_strides(size)
-        layout: Any = ir.FixedLayout(box.get_device(), box.get_dtype(), size, list(base))
-        for fn in fns:
-            layout = fn(layout) if layout is not None else None
-        return layout is not None and _strides_match(list(layout.size), list(layout.stride), stride, self.sizevars)
 
     def _copy_with_strides(self, x: Any, size: list, stride: list) -> Any:
         """``x`` computed into a new buffer with exactly ``stride``: a ComputedBuffer, or, when

@@ -91,10 +91,11 @@ class Uncacheable(Exception):
 class CacheEntry:
     """What a compile produced, enough to rebuild its ``CompiledGraph`` without compiling.
 
-    ``source``/``constants``: the wrapper module and its injected globals; ``input_layouts`` and
-    ``symbol_sources`` as ``CompiledGraph``'s; ``guards``: sympy relations over the ShapeEnv's
-    size symbols, true for the inputs compiled for; ``metrics``: the counters the compile added;
-    ``module``: the loaded module (this process only, never pickled)."""
+        ``source``/``constants``: the wrapper module and its injected globals; ``input_layouts`` and
+        ``symbol_sources`` as ``CompiledGraph``'s; ``output_strides``: a laid-out forward graph's
+    output strides (``layout_opt.report_output_strides``), else None; ``guards``: sympy relations over the ShapeEnv's
+        size symbols, true for the inputs compiled for; ``metrics``: the counters the compile added;
+        ``module``: the loaded module (this process only, never pickled)."""
 
     source: str
     constants: dict
@@ -103,6 +104,7 @@ class CacheEntry:
     guards: list
     metrics: dict
     module: Any = field(default=None, compare=False)
+    output_strides: list | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
