@@ -153,6 +153,47 @@ def test_report_in_process(tmp_path):
     assert [len(it.samples) for it in rep.graphs[0].items] == n
 
 
+def test_refused_fusions_name_kernels_by_their_numbers_in_the_graph_tables(tmp_path):
+    """A refused fusion's row names the kernel that refused the node and the kernel it ended in by
+    the numbers of the graph's Kernels and extern tables (the graph's call order: the matrix
+    products come first, so the scheduler's positions are not the page's numbers). Checked
+    against the fusion log captured beside the report: the row numbered as the refusing kernel
+    holds every buffer the log says that kernel held, and the row it ended in holds the node."""
+    import re
+
+    import tilefuse.report
+    from tilefuse import logs
+
+    with logs.capture_fusion() as decisions, tilefuse.report.collect() as rep:
+        f = torch.compile(mlp_ln, backend="tilefuse")
+        for _ in range(2):
+            f(*_args())
+    page = _Page(rep.html(peaks=tilefuse.report.Peaks(DEVICE, 1e10, {"float32": 1e11})))
+    # the graph's tables: number -> (kind, buffers)
+    rows = {int(c[0]): ("kernel", set(c[3].split(", "))) for _, c in page.tables["kernels"]}
+    rows.update({int(c[0]): ("extern", {c[2]}) for _, c in page.tables["externs"]})
+    assert sorted(rows) == list(range(len(rows))) and len(rows) == len(rep.graphs[0].items) == 5, rows
+    assert [rows[i][0] for i in range(5)][:2] == ["extern", "kernel"], rows  # mm, then GELU's kernel
+    logged = {}
+    for node, text in decisions:
+        m = re.fullmatch(r"cannot fuse (\S+) into (kernel|extern) #\d+ \[?([^\]]*?)\]?( over .*)?: (\w+): .*", text)
+        if m:
+            logged.setdefault((node, m[5]), []).append((m[2], set(m[3].split(", "))))
+    refusals = page.tables["refusals"] + page.tables.get("refusals-routine", [])
+    assert len(refusals) == len(logged) >= 2, (refusals, logged)
+    space = [cells for a, cells in refusals if a["data-rule"] == "iteration_space"]
+    assert space and "(7, 1)" in space[0][4], refusals
+    for a, cells in refusals:
+        node, rule = a["data-node"], a["data-rule"]
+        by = [int(n) for n in a["data-by"].split()]
+        assert len(by) == len(logged[node, rule]) == int(a["data-count"]), (a, logged[node, rule])
+        for n, (kind, held) in zip(by, logged[node, rule]):
+            assert rows[n][0] == kind and held <= rows[n][1], (node, rule, n, rows[n], held)
+        assert cells[2].startswith(f"#{by[0]} "), cells
+        ended = int(a["data-ended"])
+        assert rows[ended][0] == "kernel" and node in rows[ended][1] and cells[5].startswith(f"#{ended} "), cells
+
+
 def test_a_graph_the_report_cannot_record_runs_as_compiled(monkeypatch):
     """A failure while recording a graph (here: tracing its fused ops) leaves that graph out of
     the report with one warning; the graph still runs tilefuse's kernels and gives eager's result."""
