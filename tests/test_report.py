@@ -259,6 +259,58 @@ def test_report_command_and_environment_variable(tmp_path):
     assert r.returncode == 2 and "no such script" in r.stderr
 
 
+_CPU_SCRIPT = textwrap.dedent(
+    """
+    import torch
+
+    f = torch.compile(lambda x: x.sin() * 2, backend="tilefuse")
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), x.sin() * 2)
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or torch.cuda.is_available(), reason="subprocess, no CUDA GPU")
+def test_report_command_on_a_machine_without_a_gpu(tmp_path):
+    """Without a CUDA GPU and with TRITON_INTERPRET unset, ``python -m tilefuse.report`` switches
+    Triton's interpreter on and says so, on stderr and in the page's Device line: the CPU graph is
+    in the report as a kernel. With TRITON_INTERPRET=0 the graph runs eagerly; the page and the
+    console count it as left out, instead of suggesting nothing was compiled with tilefuse."""
+    script = tmp_path / "cpu work.py"  # a space in the path
+    script.write_text(_CPU_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "out dir" / "on.html"
+    cmd = [sys.executable, "-m", "tilefuse.report", "--no-peaks", "-o", str(out), str(script)]
+    r = subprocess.run(
+        cmd,
+        env=dict(env, PYTHONPATH=_PYTHONPATH, TILEFUSE_CACHE_DIR=str(tmp_path / "cache")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Triton's interpreter is on for this run" in r.stderr and "UserWarning" not in r.stderr, r.stderr
+    assert "kernel report of 1 graph(s), 1 kernels and calls:" in r.stderr, r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "switched on by tilefuse" in text and 'id="eager"' not in text
+    assert [a["data-kind"] for a, _ in _Page(text).tables["ranking"]] == ["kernel"]
+
+    off = tmp_path / "off.html"
+    r = _run(
+        [sys.executable, "-m", "tilefuse.report", "--no-peaks", "-o", str(off), str(script)],
+        tmp_path,
+        TRITON_INTERPRET="0",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "interpreter is on" not in r.stderr and "run eagerly" in r.stderr, r.stderr
+    assert "kernel report of 0 graph(s), 0 kernels and calls; 1 graph(s) ran eagerly" in r.stderr, r.stderr
+    text = off.read_text(encoding="utf-8")
+    assert 'id="eager" data-count="1"' in text and "the graphs it was given ran eagerly" in text
+    assert "switched on" not in text and "was the workload compiled" not in text
+
+
 def test_report_main_runs_a_module(tmp_path, monkeypatch):
     """``python -m tilefuse.report -m MODULE args`` (``main`` called in the process): the module
     runs as ``__main__`` with its arguments, and the page has its graph."""

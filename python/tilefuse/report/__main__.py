@@ -6,6 +6,10 @@ The script runs as ``python script.py args...`` would run it (``__name__ == "__m
 folder first on ``sys.path``, ``sys.argv`` set to the script and its arguments). The page is written
 even when the script exits with an error status or raises; the command then exits with the
 script's status (1 for an exception, after its traceback).
+
+Without a CUDA GPU, and with ``TRITON_INTERPRET`` unset, importing tilefuse here switches Triton's
+interpreter on (``tilefuse.backend.interpreter_switched_on``), so the script's CPU graphs run as
+tilefuse's kernels and are reported; the command says so on stderr, and the page's Device line too.
 """
 
 from __future__ import annotations
@@ -36,8 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     if not ns.as_module and not os.path.isfile(target):
         ap.error(f"no such script: {target!r} (give the path of a Python file, or -m and a module)")
 
+    from .. import backend
     from . import collect
 
+    if backend.interpreter_switched_on:
+        print(
+            "tilefuse: no CUDA GPU, so Triton's interpreter is on for this run (TRITON_INTERPRET=1): CPU graphs "
+            "run as tilefuse's Triton kernels, slowly, and the report shows them. The script run on its own "
+            "runs them eagerly unless TRITON_INTERPRET=1 is set before torch is imported.",
+            file=sys.stderr,
+        )
     rep = collect()
     rep.workload = " ".join(["-m"] * ns.as_module + ns.command)
     status = 0
@@ -57,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     path = rep.write_html(ns.output, peaks=not ns.no_peaks)
-    n = sum(len(g.items) for g in rep.graphs)
-    print(f"tilefuse: kernel report of {len(rep.graphs)} graph(s), {n} kernels and calls: {path}", file=sys.stderr)
+    print(f"tilefuse: kernel report of {rep.summary()}: {path}", file=sys.stderr)
     return status
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from .. import backend, config
+from .. import backend, config, metrics
 from .. import sizevars as SV
 from ..ir import loops as ir_loops
 from ..logs import fusion_log
@@ -339,6 +339,10 @@ class Collector:
 
     def __init__(self, reset_dynamo: bool = True):
         self.graphs: list[GraphRecord] = []
+        # graphs handed to tilefuse that ran eagerly while collecting (``metrics.eager_graph_count``
+        # grew by that much): a CPU graph without Triton's interpreter, or a failed compile
+        self.eager_graphs = 0
+        self._eager_at_start = 0
         self.reset_dynamo = reset_dynamo
         self._handler = _RefusalHandler()
         self._restore: list[tuple[Any, Any]] = []
@@ -366,6 +370,7 @@ class Collector:
         config.graph_cache = False
         ir_loops.track_origins = True
         backend.compile_hooks.append(self._on_graph)
+        self._eager_at_start = metrics.eager_graph_count
         self.running = True
         return self
 
@@ -375,6 +380,7 @@ class Collector:
         if not self.running:
             return self
         self.running = False
+        self.eager_graphs += max(0, metrics.eager_graph_count - self._eager_at_start)
         if self._on_graph in backend.compile_hooks:
             backend.compile_hooks.remove(self._on_graph)
         fusion_log.removeHandler(self._handler)

@@ -401,9 +401,17 @@ def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
     return "\n".join(out)
 
 
-def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str]) -> str:
+# why a graph handed to tilefuse runs eagerly, for the page and the console
+EAGER_WHY = (
+    "a CPU graph without Triton's interpreter: set TRITON_INTERPRET=1 before torch is imported; "
+    "or a graph tilefuse failed to compile or run: its warning says why"
+)
+
+
+def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str], eager_graphs: int = 0) -> str:
     """The whole page. ``meta``: lines of the run's description (workload, device, versions,
-    date), shown under the title in order."""
+    date), shown under the title in order. ``eager_graphs``: graphs handed to tilefuse that ran
+    eagerly (no kernels to show), said under the title."""
     rows = {id(it): Row(it, i) for g in graphs for i, it in enumerate(g.items)}
     ran = [r for r in rows.values() if r.calls]
     parts = [
@@ -414,6 +422,11 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
     ]
     for k, v in meta.items():
         parts.append(f'<p class="meta"><b>{_esc(k)}:</b> {_esc(v)}</p>')
+    if eager_graphs:
+        parts.append(
+            f'<p class="meta" id="eager" data-count="{eager_graphs}"><b>Not in this report:</b> {eager_graphs} '
+            f"graph(s) tilefuse was given ran eagerly, as PyTorch's own ops ({_esc(EAGER_WHY)}).</p>"
+        )
     if peaks:
         fl = ", ".join(f"{_si(v, 'FLOP/s')} ({k})" for k, v in peaks.flops.items())
         parts.append(
@@ -454,9 +467,11 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
             _refusal_table(g),
         ]
     if not graphs:
-        parts.append(
-            '<p class="note">tilefuse compiled no graph while the report collected: was the workload '
-            'compiled with <code>backend="tilefuse"</code>?</p>'
+        why = (
+            "the graphs it was given ran eagerly (above)"
+            if eager_graphs
+            else 'was the workload compiled with <code>backend="tilefuse"</code>, and did it call the compiled code?'
         )
+        parts.append(f'<p class="note" id="no-graphs">tilefuse compiled no graph while the report collected: {why}</p>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
