@@ -183,3 +183,25 @@ def test_cache_artifact_paths_stay_inside_the_cache_dir(tmp_path, monkeypatch):
     for bad in ("../evil", "graphs/../../evil", "other/x", "/abs/x", "graphs/"):
         TilefuseCacheArtifact(bad, b"x").populate_cache()
     assert sorted(p.name for p in (tmp_path / "c").rglob("*")) == ["graphs", "k.pkl"]
+
+
+def test_generated_module_main_options(capsys):
+    """``python <generated module>.py``'s options: ``--no-per-kernel`` says how many kernels the
+    module defines (not "extern calls only"), and ``--iters`` below 1 is a usage error."""
+    from tilefuse.runtime.benchmark import compiled_module_main
+
+    _, (src,) = run_and_get_code(
+        torch.compile(lambda a: a.cos() + 1, backend="tilefuse"), torch.randn(5, device=DEVICE)
+    )
+    g: dict = {"__name__": "tf_generated_module"}
+    exec(compile(src, "tf_generated_module.py", "exec"), g)
+    res = compiled_module_main(g, ["--no-per-kernel", "--iters", "1"])
+    assert res["kernels"] == {} and res["defined"] == 1 and res["call_ms"] > 0, res
+    out = capsys.readouterr().out
+    assert "1 Triton kernel(s) defined, not timed one by one" in out and "extern calls only" not in out, out
+    res = compiled_module_main(g, ["--iters", "1"])
+    assert len(res["kernels"]) == 1 and next(iter(res["kernels"].values()))["bytes"] == 2 * 5 * 4, res
+    for bad in ("0", "-2"):
+        with pytest.raises(SystemExit):
+            compiled_module_main(g, ["--iters", bad])
+        assert "must be at least 1" in capsys.readouterr().err
