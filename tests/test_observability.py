@@ -205,3 +205,25 @@ def test_generated_module_main_options(capsys):
         with pytest.raises(SystemExit):
             compiled_module_main(g, ["--iters", bad])
         assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_run_and_get_code_of_a_model_with_trainable_parameters():
+    """A forward call of a model whose parameters require grad returns the forward's and the
+    backward's modules (``eager_backward``, the default), forward first; under ``no_grad`` only the
+    forward's; with ``eager_backward`` off the backward's only when ``fn`` runs the backward."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 4).to(DEVICE)
+    x = torch.randn(2, 8, device=DEVICE)
+    compiled = torch.compile(m, backend="tilefuse")
+
+    def titles(sources):
+        return [re.search(r"graph (\w+?)_\d+", s.splitlines()[0]).group(1) for s in sources]
+
+    out, sources = run_and_get_code(compiled, x)
+    torch.testing.assert_close(out, m(x))
+    assert titles(sources) == ["forward", "backward"], [s.splitlines()[0] for s in sources]
+    with torch.no_grad():
+        assert titles(run_and_get_code(compiled, x)[1]) == ["inference"]
+    with config.patch(eager_backward=False):
+        assert titles(run_and_get_code(compiled, x)[1]) == ["forward"]
+        assert titles(run_and_get_code(lambda t: compiled(t).sum().backward(), x)[1]) == ["forward", "backward"]
