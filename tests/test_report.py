@@ -327,6 +327,33 @@ def test_report_main_runs_a_module(tmp_path, monkeypatch):
         main(["-o", str(out)])  # nothing to run: a usage error
 
 
+def test_report_main_output_paths_and_a_script_that_raises(tmp_path, capsys):
+    """``-o`` naming a folder is a usage error before the script runs; a page that cannot be
+    written is said in one line with status 1; a script that raises gets its traceback, its page
+    written, and status 1; a script that compiles nothing gets a page that says so."""
+    from tilefuse.report.__main__ import main
+
+    script = tmp_path / "no graph.py"
+    script.write_text("import sys\nprint('ran', sys.argv[1:])\n")
+    with pytest.raises(SystemExit) as e:
+        main(["--no-peaks", "-o", str(tmp_path), str(script)])
+    assert e.value.code == 2 and "is a folder" in capsys.readouterr().err
+    (tmp_path / "a file").write_text("")
+    assert main(["--no-peaks", "-o", str(tmp_path / "a file" / "r.html"), str(script), "-o", "x"]) == 1
+    out, err = capsys.readouterr()
+    assert "ran ['-o', 'x']" in out and "kernel report not written to" in err and "Traceback" not in err, err
+    page = tmp_path / "page.html"
+    assert main(["--no-peaks", "-o", str(page), str(script)]) == 0
+    assert (
+        'id="no-graphs"' in page.read_text(encoding="utf-8")
+        and "kernel report of 0 graph(s)" in capsys.readouterr().err
+    )
+    script.write_text("raise ValueError('the script failed')\n")
+    assert main(["--no-peaks", "-o", str(page), str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "ValueError: the script failed" in err and f"kernel report of 0 graph(s), 0 kernels and calls: {page}" in err
+
+
 def _browser() -> str | None:
     for name in ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)

@@ -5,7 +5,9 @@ script (or a module, as ``python -m`` does) with the kernel report collecting, t
 The script runs as ``python script.py args...`` would run it (``__name__ == "__main__"``, its
 folder first on ``sys.path``, ``sys.argv`` set to the script and its arguments). The page is written
 even when the script exits with an error status or raises; the command then exits with the
-script's status (1 for an exception, after its traceback).
+script's status (1 for an exception, after its traceback). An output path that is a folder is a
+usage error before the script runs; a page that cannot be written is said in one line, and the
+command exits with 1 (or the script's own error status).
 
 Without a CUDA GPU, and with ``TRITON_INTERPRET`` unset, importing tilefuse here switches Triton's
 interpreter on (``tilefuse.backend.interpreter_switched_on``), so the script's CPU graphs run as
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     target, args = ns.command[0], ns.command[1:]
     if not ns.as_module and not os.path.isfile(target):
         ap.error(f"no such script: {target!r} (give the path of a Python file, or -m and a module)")
+    if os.path.isdir(ns.output):
+        ap.error(f"-o {ns.output!r} is a folder: give the path of the page to write (e.g. {ns.output}/report.html)")
 
     from .. import backend
     from . import collect
@@ -68,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    path = rep.write_html(ns.output, peaks=not ns.no_peaks)
+    try:
+        path = rep.write_html(ns.output, peaks=not ns.no_peaks)
+    except OSError as e:
+        print(f"tilefuse: kernel report not written to {ns.output!r}: {e}", file=sys.stderr)
+        return status or 1
     print(f"tilefuse: kernel report of {rep.summary()}: {path}", file=sys.stderr)
     return status
 
