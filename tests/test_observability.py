@@ -227,3 +227,12 @@ def test_run_and_get_code_of_a_model_with_trainable_parameters():
     with config.patch(eager_backward=False):
         assert titles(run_and_get_code(compiled, x)[1]) == ["forward"]
         assert titles(run_and_get_code(lambda t: compiled(t).sum().backward(), x)[1]) == ["forward", "backward"]
+
+
+def test_load_cache_artifacts_takes_bytes_not_a_path(tmp_path):
+    """``tilefuse.load_cache_artifacts`` given a path (str or Path) raises TypeError saying what it
+    takes; bytes that are no artifacts give None, as torch's."""
+    for wrong in ("warm.bin", tmp_path / "warm.bin"):
+        with pytest.raises(TypeError, match=r"bytes save_cache_artifacts\(\) returned"):
+            tilefuse.load_cache_artifacts(wrong)
+    assert tilefuse.load_cache_artifacts(bytearray(b"no artifacts here")) is None
