@@ -325,6 +325,9 @@ def test_report_main_runs_a_module(tmp_path, monkeypatch):
     assert "not measured" in out.read_text(encoding="utf-8") and not page.peaks.get("data-bandwidth")
     with pytest.raises(SystemExit):
         main(["-o", str(out)])  # nothing to run: a usage error
+    with pytest.raises(SystemExit) as e:
+        main(["-o", str(out), "-m", "tf_report_no_such_module.sub"])  # a usage error, not a traceback
+    assert e.value.code == 2
 
 
 def test_report_main_output_paths_and_a_script_that_raises(tmp_path, capsys):

@@ -17,10 +17,23 @@ tilefuse's kernels and are reported; the command says so on stderr, and the page
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import runpy
 import sys
 import traceback
+
+
+def _top_level_found(module: str) -> bool:
+    """Whether the top-level package of ``module`` can be found from the working directory (as
+    ``python -m`` looks for it), without importing anything."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(module.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        sys.path.pop(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     target, args = ns.command[0], ns.command[1:]
     if not ns.as_module and not os.path.isfile(target):
         ap.error(f"no such script: {target!r} (give the path of a Python file, or -m and a module)")
+    if ns.as_module and not _top_level_found(target):
+        ap.error(
+            f"no module named {target.partition('.')[0]!r} (give a module importable from here, or a script's path)"
+        )
     if os.path.isdir(ns.output):
         ap.error(f"-o {ns.output!r} is a folder: give the path of the page to write (e.g. {ns.output}/report.html)")
 
