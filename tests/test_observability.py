@@ -183,3 +183,56 @@ def test_cache_artifact_paths_stay_inside_the_cache_dir(tmp_path, monkeypatch):
     for bad in ("../evil", "graphs/../../evil", "other/x", "/abs/x", "graphs/"):
         TilefuseCacheArtifact(bad, b"x").populate_cache()
     assert sorted(p.name for p in (tmp_path / "c").rglob("*")) == ["graphs", "k.pkl"]
+
+
+def test_generated_module_main_options(capsys):
+    """``python <generated module>.py``'s options: ``--no-per-kernel`` says how many kernels the
+    module defines (not "extern calls only"), and ``--iters`` below 1 is a usage error."""
+    from tilefuse.runtime.benchmark import compiled_module_main
+
+    _, (src,) = run_and_get_code(
+        torch.compile(lambda a: a.cos() + 1, backend="tilefuse"), torch.randn(5, device=DEVICE)
+    )
+    g: dict = {"__name__": "tf_generated_module"}
+    exec(compile(src, "tf_generated_module.py", "exec"), g)
+    res = compiled_module_main(g, ["--no-per-kernel", "--iters", "1"])
+    assert res["kernels"] == {} and res["defined"] == 1 and res["call_ms"] > 0, res
+    out = capsys.readouterr().out
+    assert "1 Triton kernel(s) defined, not timed one by one" in out and "extern calls only" not in out, out
+    res = compiled_module_main(g, ["--iters", "1"])
+    assert len(res["kernels"]) == 1 and next(iter(res["kernels"].values()))["bytes"] == 2 * 5 * 4, res
+    for bad in ("0", "-2"):
+        with pytest.raises(SystemExit):
+            compiled_module_main(g, ["--iters", bad])
+        assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_run_and_get_code_of_a_model_with_trainable_parameters():
+    """A forward call of a model whose parameters require grad returns the forward's and the
+    backward's modules (``eager_backward``, the default), forward first; under ``no_grad`` only the
+    forward's; with ``eager_backward`` off the backward's only when ``fn`` runs the backward."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 4).to(DEVICE)
+    x = torch.randn(2, 8, device=DEVICE)
+    compiled = torch.compile(m, backend="tilefuse")
+
+    def titles(sources):
+        return [re.search(r"graph (\w+?)_\d+", s.splitlines()[0]).group(1) for s in sources]
+
+    out, sources = run_and_get_code(compiled, x)
+    torch.testing.assert_close(out, m(x))
+    assert titles(sources) == ["forward", "backward"], [s.splitlines()[0] for s in sources]
+    with torch.no_grad():
+        assert titles(run_and_get_code(compiled, x)[1]) == ["inference"]
+    with config.patch(eager_backward=False):
+        assert titles(run_and_get_code(compiled, x)[1]) == ["forward"]
+        assert titles(run_and_get_code(lambda t: compiled(t).sum().backward(), x)[1]) == ["forward", "backward"]
+
+
+def test_load_cache_artifacts_takes_bytes_not_a_path(tmp_path):
+    """``tilefuse.load_cache_artifacts`` given a path (str or Path) raises TypeError saying what it
+    takes; bytes that are no artifacts give None, as torch's."""
+    for wrong in ("warm.bin", tmp_path / "warm.bin"):
+        with pytest.raises(TypeError, match=r"bytes save_cache_artifacts\(\) returned"):
+            tilefuse.load_cache_artifacts(wrong)
+    assert tilefuse.load_cache_artifacts(bytearray(b"no artifacts here")) is None

@@ -153,6 +153,47 @@ def test_report_in_process(tmp_path):
     assert [len(it.samples) for it in rep.graphs[0].items] == n
 
 
+def test_refused_fusions_name_kernels_by_their_numbers_in_the_graph_tables(tmp_path):
+    """A refused fusion's row names the kernel that refused the node and the kernel it ended in by
+    the numbers of the graph's Kernels and extern tables (the graph's call order: the matrix
+    products come first, so the scheduler's positions are not the page's numbers). Checked
+    against the fusion log captured beside the report: the row numbered as the refusing kernel
+    holds every buffer the log says that kernel held, and the row it ended in holds the node."""
+    import re
+
+    import tilefuse.report
+    from tilefuse import logs
+
+    with logs.capture_fusion() as decisions, tilefuse.report.collect() as rep:
+        f = torch.compile(mlp_ln, backend="tilefuse")
+        for _ in range(2):
+            f(*_args())
+    page = _Page(rep.html(peaks=tilefuse.report.Peaks(DEVICE, 1e10, {"float32": 1e11})))
+    # the graph's tables: number -> (kind, buffers)
+    rows = {int(c[0]): ("kernel", set(c[3].split(", "))) for _, c in page.tables["kernels"]}
+    rows.update({int(c[0]): ("extern", {c[2]}) for _, c in page.tables["externs"]})
+    assert sorted(rows) == list(range(len(rows))) and len(rows) == len(rep.graphs[0].items) == 5, rows
+    assert [rows[i][0] for i in range(5)][:2] == ["extern", "kernel"], rows  # mm, then GELU's kernel
+    logged = {}
+    for node, text in decisions:
+        m = re.fullmatch(r"cannot fuse (\S+) into (kernel|extern) #\d+ \[?([^\]]*?)\]?( over .*)?: (\w+): .*", text)
+        if m:
+            logged.setdefault((node, m[5]), []).append((m[2], set(m[3].split(", "))))
+    refusals = page.tables["refusals"] + page.tables.get("refusals-routine", [])
+    assert len(refusals) == len(logged) >= 2, (refusals, logged)
+    space = [cells for a, cells in refusals if a["data-rule"] == "iteration_space"]
+    assert space and "(7, 1)" in space[0][4], refusals
+    for a, cells in refusals:
+        node, rule = a["data-node"], a["data-rule"]
+        by = [int(n) for n in a["data-by"].split()]
+        assert len(by) == len(logged[node, rule]) == int(a["data-count"]), (a, logged[node, rule])
+        for n, (kind, held) in zip(by, logged[node, rule]):
+            assert rows[n][0] == kind and held <= rows[n][1], (node, rule, n, rows[n], held)
+        assert cells[2].startswith(f"#{by[0]} "), cells
+        ended = int(a["data-ended"])
+        assert rows[ended][0] == "kernel" and node in rows[ended][1] and cells[5].startswith(f"#{ended} "), cells
+
+
 def test_a_graph_the_report_cannot_record_runs_as_compiled(monkeypatch):
     """A failure while recording a graph (here: tracing its fused ops) leaves that graph out of
     the report with one warning; the graph still runs tilefuse's kernels and gives eager's result."""
@@ -218,6 +259,58 @@ def test_report_command_and_environment_variable(tmp_path):
     assert r.returncode == 2 and "no such script" in r.stderr
 
 
+_CPU_SCRIPT = textwrap.dedent(
+    """
+    import torch
+
+    f = torch.compile(lambda x: x.sin() * 2, backend="tilefuse")
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), x.sin() * 2)
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or torch.cuda.is_available(), reason="subprocess, no CUDA GPU")
+def test_report_command_on_a_machine_without_a_gpu(tmp_path):
+    """Without a CUDA GPU and with TRITON_INTERPRET unset, ``python -m tilefuse.report`` switches
+    Triton's interpreter on and says so, on stderr and in the page's Device line: the CPU graph is
+    in the report as a kernel. With TRITON_INTERPRET=0 the graph runs eagerly; the page and the
+    console count it as left out, instead of suggesting nothing was compiled with tilefuse."""
+    script = tmp_path / "cpu work.py"  # a space in the path
+    script.write_text(_CPU_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "out dir" / "on.html"
+    cmd = [sys.executable, "-m", "tilefuse.report", "--no-peaks", "-o", str(out), str(script)]
+    r = subprocess.run(
+        cmd,
+        env=dict(env, PYTHONPATH=_PYTHONPATH, TILEFUSE_CACHE_DIR=str(tmp_path / "cache")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Triton's interpreter is on for this run" in r.stderr and "UserWarning" not in r.stderr, r.stderr
+    assert "kernel report of 1 graph(s), 1 kernels and calls:" in r.stderr, r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "switched on by tilefuse" in text and 'id="eager"' not in text
+    assert [a["data-kind"] for a, _ in _Page(text).tables["ranking"]] == ["kernel"]
+
+    off = tmp_path / "off.html"
+    r = _run(
+        [sys.executable, "-m", "tilefuse.report", "--no-peaks", "-o", str(off), str(script)],
+        tmp_path,
+        TRITON_INTERPRET="0",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "interpreter is on" not in r.stderr and "run eagerly" in r.stderr, r.stderr
+    assert "kernel report of 0 graph(s), 0 kernels and calls; 1 graph(s) ran eagerly" in r.stderr, r.stderr
+    text = off.read_text(encoding="utf-8")
+    assert 'id="eager" data-count="1"' in text and "the graphs it was given ran eagerly" in text
+    assert "switched on" not in text and "was the workload compiled" not in text
+
+
 def test_report_main_runs_a_module(tmp_path, monkeypatch):
     """``python -m tilefuse.report -m MODULE args`` (``main`` called in the process): the module
     runs as ``__main__`` with its arguments, and the page has its graph."""
@@ -232,6 +325,36 @@ def test_report_main_runs_a_module(tmp_path, monkeypatch):
     assert "not measured" in out.read_text(encoding="utf-8") and not page.peaks.get("data-bandwidth")
     with pytest.raises(SystemExit):
         main(["-o", str(out)])  # nothing to run: a usage error
+    with pytest.raises(SystemExit) as e:
+        main(["-o", str(out), "-m", "tf_report_no_such_module.sub"])  # a usage error, not a traceback
+    assert e.value.code == 2
+
+
+def test_report_main_output_paths_and_a_script_that_raises(tmp_path, capsys):
+    """``-o`` naming a folder is a usage error before the script runs; a page that cannot be
+    written is said in one line with status 1; a script that raises gets its traceback, its page
+    written, and status 1; a script that compiles nothing gets a page that says so."""
+    from tilefuse.report.__main__ import main
+
+    script = tmp_path / "no graph.py"
+    script.write_text("import sys\nprint('ran', sys.argv[1:])\n")
+    with pytest.raises(SystemExit) as e:
+        main(["--no-peaks", "-o", str(tmp_path), str(script)])
+    assert e.value.code == 2 and "is a folder" in capsys.readouterr().err
+    (tmp_path / "a file").write_text("")
+    assert main(["--no-peaks", "-o", str(tmp_path / "a file" / "r.html"), str(script), "-o", "x"]) == 1
+    out, err = capsys.readouterr()
+    assert "ran ['-o', 'x']" in out and "kernel report not written to" in err and "Traceback" not in err, err
+    page = tmp_path / "page.html"
+    assert main(["--no-peaks", "-o", str(page), str(script)]) == 0
+    assert (
+        'id="no-graphs"' in page.read_text(encoding="utf-8")
+        and "kernel report of 0 graph(s)" in capsys.readouterr().err
+    )
+    script.write_text("raise ValueError('the script failed')\n")
+    assert main(["--no-peaks", "-o", str(page), str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "ValueError: the script failed" in err and f"kernel report of 0 graph(s), 0 kernels and calls: {page}" in err
 
 
 def _browser() -> str | None:

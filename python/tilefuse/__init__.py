@@ -55,7 +55,7 @@ def load_cache_artifacts(data: bytes):
     """``torch.compiler.load_cache_artifacts(data)`` after teaching torch tilefuse's artifact type,
     so it works in a fresh process before any compile: the caches (tilefuse's cache directory
     included) filled from ``data``; returns torch's ``CacheInfo``, or None when ``data`` does not
-    load."""
+    load. TypeError when ``data`` is not bytes (a file's path instead of its contents)."""
     from .runtime import cache_artifacts
 
     return cache_artifacts.load_cache_artifacts(data)

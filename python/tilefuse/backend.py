@@ -53,9 +53,13 @@ _graph_ids = itertools.count()
 compile_hooks: list = []
 
 # Without a GPU, Triton kernels can only run in Triton's interpreter, which has to be switched on
-# before triton is imported (its standard library is decorated at import time).
-if "triton" not in sys.modules and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+# before triton is imported (its standard library is decorated at import time). When this import
+# comes first (``python -m tilefuse.report``, a script importing tilefuse before compiling) and
+# TRITON_INTERPRET is unset, it is switched on here, and ``interpreter_switched_on`` says so.
+interpreter_switched_on = False
+if "triton" not in sys.modules and not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
+    os.environ["TRITON_INTERPRET"] = "1"
+    interpreter_switched_on = True
 
 
 class CompiledGraph:

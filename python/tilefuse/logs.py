@@ -65,14 +65,15 @@ def fusion_enabled() -> bool:
     return bool(_fusion_captures) or fusion_log.isEnabledFor(logging.DEBUG) or artifact_enabled(torch_fusion_log)
 
 
-def log_fusion(node: str, msg: str, *args: object) -> None:
+def log_fusion(node: str, msg: str, *args: object, extra: dict | None = None) -> None:
     """One fusion decision about node ``node`` (a buffer name), ``msg % args``: to
     ``tilefuse.fusion`` at DEBUG if that is on, else to torch's ``fusion`` artifact if that is
-    on; and to every open ``capture_fusion`` list."""
+    on; and to every open ``capture_fusion`` list. ``extra``: attributes set on the log record
+    (``logging``'s ``extra``), for handlers that read the decision's parts."""
     if fusion_log.isEnabledFor(logging.DEBUG):
-        fusion_log.debug(msg, *args)
+        fusion_log.debug(msg, *args, extra=extra)
     elif artifact_enabled(torch_fusion_log):
-        torch_fusion_log.debug(msg, *args)
+        torch_fusion_log.debug(msg, *args, extra=extra)
     if _fusion_captures:
         text = msg % args
         for sink in _fusion_captures:

@@ -18,9 +18,11 @@ from . import logs
 def run_and_get_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
     """Call ``fn(*args, **kwargs)`` after ``torch._dynamo.reset()`` and return ``(its result, the
     source of each module tilefuse generated meanwhile)``. A ``fn`` that compiles nothing with
-    tilefuse (another backend, no ``torch.compile`` inside) gives an empty list. A training step's
-    backward graph is compiled at its first backward call: call ``.backward()`` inside ``fn`` to
-    get it too."""
+    tilefuse (another backend, no ``torch.compile`` inside) gives an empty list. A graph with
+    inputs that require grad (a model's parameters) has its backward compiled right after its
+    forward (``config.eager_backward``, the default), so both sources come back, forward first,
+    even when ``fn`` only runs the forward; with ``eager_backward`` off the backward compiles at
+    its first backward call: call ``.backward()`` inside ``fn`` to get it too."""
     import torch
 
     with logs.capture_code() as sources:

@@ -34,7 +34,7 @@ import sys
 import torch
 
 from .collect import Collector, GraphRecord, ItemRecord
-from .page import render
+from .page import EAGER_WHY, render
 from .peaks import Peaks, measure_peaks
 
 __all__ = ["Collector", "GraphRecord", "ItemRecord", "Peaks", "Report", "collect", "measure_peaks"]
@@ -64,12 +64,20 @@ class Report(Collector):
         name = torch.cuda.get_device_name() if any(d.startswith("cuda") for d in devs) else platform.processor()
         meta = {
             "Workload": self.workload or " ".join(sys.argv),
-            "Device": f"{', '.join(devs) or 'none'} ({name or platform.machine()})"
-            + ("; Triton's interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else ""),
+            "Device": f"{', '.join(devs) or 'none'} ({name or platform.machine()})" + _interpreter_note(),
             "Versions": f"torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}",
             "Written": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         }
-        return render(self.graphs, p, meta)
+        return render(self.graphs, p, meta, eager_graphs=self.eager_graphs)
+
+    def summary(self) -> str:
+        """One line on what the report holds: its graphs, kernels and calls, and the graphs that
+        ran eagerly and so are not in it (with what to do about it)."""
+        n = sum(len(g.items) for g in self.graphs)
+        line = f"{len(self.graphs)} graph(s), {n} kernels and calls"
+        if self.eager_graphs:
+            line += f"; {self.eager_graphs} graph(s) ran eagerly and are not in it ({EAGER_WHY})"
+        return line
 
     def write_html(self, path: str | os.PathLike, peaks: bool | Peaks = True) -> str:
         """Stop collecting and write the page to ``path`` (its folder made if needed); returns
@@ -80,6 +88,22 @@ class Report(Collector):
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         return path
+
+
+def _interpreter_note() -> str:
+    """The page's word on Triton's interpreter: whether it ran the CPU kernels, and whether
+    tilefuse switched it on (a process without a CUDA GPU that imported tilefuse before triton)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return ""
+    from .. import backend
+
+    if backend.interpreter_switched_on:
+        return (
+            "; Triton's interpreter, switched on by tilefuse (no CUDA GPU, TRITON_INTERPRET unset): the "
+            "script run on its own runs its CPU graphs eagerly unless TRITON_INTERPRET=1 is set before "
+            "torch is imported"
+        )
+    return "; Triton's interpreter (TRITON_INTERPRET=1)"
 
 
 def collect(reset_dynamo: bool = True) -> Report:
@@ -99,7 +123,8 @@ def _collect_until_exit(path: str) -> Report:
         if os.getpid() != pid:  # a forked child exiting through Python: the parent writes the page
             return
         try:
-            print(f"tilefuse: kernel report written to {rep.write_html(path)}", file=sys.stderr)
+            path_written = rep.write_html(path)
+            print(f"tilefuse: kernel report written to {path_written}: {rep.summary()}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - at exit, say why rather than print a traceback
             print(f"tilefuse: kernel report not written to {path!r}: {type(e).__name__}: {e}", file=sys.stderr)
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from .. import backend, config
+from .. import backend, config, metrics
 from .. import sizevars as SV
 from ..ir import loops as ir_loops
 from ..logs import fusion_log
@@ -94,10 +94,29 @@ class ItemRecord:
 
 
 @dataclass
+class RefusalRecord:
+    """One fusion the scheduler refused: ``node`` (a buffer; ``origins``: the FX nodes and ops it
+    computes) did not join ``target`` (the kernel or extern call as the fusion log describes it at
+    that moment: its position in the schedule then, its buffers then, its iteration space) by
+    ``rule`` (a function of ``scheduler/fusion.py``) for ``reason``. ``by``: the index in the
+    graph's ``items`` of the launch or call ``target`` became; ``ended``: that of the kernel
+    ``node`` ended in (None where that is no item of the report: a kernel left with nothing to
+    compute, a multi-output call's element)."""
+
+    node: str
+    origins: list
+    target: str
+    rule: str
+    reason: str
+    by: int | None = None
+    ended: int | None = None
+
+
+@dataclass
 class GraphRecord:
-    """One compiled graph: its kernel launches and extern calls in call order, and the fusions
-    its scheduling refused (``(node, its origins, kernel it was refused by, rule, reason, the
-    kernel it ended in)``)."""
+    """One compiled graph: its kernel launches and extern calls in call order (an item's index
+    in ``items`` is its number on the page), and the fusions its scheduling refused
+    (``RefusalRecord``)."""
 
     name: str
     device: str
@@ -300,7 +319,8 @@ def instrument_call(module: Any, source: str, timers: _GraphTimers, n_kernels: i
 
 class _RefusalHandler(logging.Handler):
     """Keeps the ``cannot fuse`` records of the fusion log (``scheduler.fusion.log_refusal``:
-    node, kernel description, rule, reason) until the graph they belong to is recorded."""
+    node, kernel description, rule, reason, and the kernel's buffers then) until the graph they
+    belong to is recorded."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -308,7 +328,8 @@ class _RefusalHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg.startswith("cannot fuse ") and isinstance(record.args, tuple) and len(record.args) == 4:
-            self.pending.append(tuple(str(a) for a in record.args))
+            target = list(getattr(record, "tilefuse_target", ()))
+            self.pending.append((*(str(a) for a in record.args), target))
 
 
 class Collector:
@@ -318,6 +339,10 @@ class Collector:
 
     def __init__(self, reset_dynamo: bool = True):
         self.graphs: list[GraphRecord] = []
+        # graphs handed to tilefuse that ran eagerly while collecting (``metrics.eager_graph_count``
+        # grew by that much): a CPU graph without Triton's interpreter, or a failed compile
+        self.eager_graphs = 0
+        self._eager_at_start = 0
         self.reset_dynamo = reset_dynamo
         self._handler = _RefusalHandler()
         self._restore: list[tuple[Any, Any]] = []
@@ -345,6 +370,7 @@ class Collector:
         config.graph_cache = False
         ir_loops.track_origins = True
         backend.compile_hooks.append(self._on_graph)
+        self._eager_at_start = metrics.eager_graph_count
         self.running = True
         return self
 
@@ -354,6 +380,7 @@ class Collector:
         if not self.running:
             return self
         self.running = False
+        self.eager_graphs += max(0, metrics.eager_graph_count - self._eager_at_start)
         if self._on_graph in backend.compile_hooks:
             backend.compile_hooks.remove(self._on_graph)
         fusion_log.removeHandler(self._handler)
@@ -383,18 +410,17 @@ class Collector:
         report with one warning (the report must not change what the workload does)."""
         refused, self._handler.pending = self._handler.pending, []
         try:
-            self._record(compiled, graph, wrapper, refused)
+            self._record(compiled, graph, items, wrapper, refused)
         except Exception as e:  # noqa: BLE001 - see above
             warnings.warn(
                 f"tilefuse report: graph '{compiled.name}' is left out of the report ({type(e).__name__}: {e})",
                 stacklevel=2,
             )
 
-    def _record(self, compiled: Any, graph: Any, wrapper: Any, refused: list) -> None:
+    def _record(self, compiled: Any, graph: Any, items: list, wrapper: Any, refused: list) -> None:
         device = str(graph.default_device)
         rec = GraphRecord(compiled.name, device)
         origins: dict[str, list[str]] = {}
-        ended_in: dict[str, str] = {}
         kernels = []
         for kname, group, gk in wrapper.launches:
             names = [n.name for n in group.nodes]
@@ -402,7 +428,6 @@ class Collector:
             for n in group.nodes:
                 origins[n.name] = ir_loops.buffer_origins(n.buf, n.body.iter_vars, n.body.reduce_vars)
                 org += origins[n.name]
-                ended_in[n.name] = kname
             hint = SV.current().hint
             k = ItemRecord(
                 "kernel",
@@ -420,11 +445,22 @@ class Collector:
         externs = {}
         for buf in wrapper.extern_calls:
             externs[buf.name] = ItemRecord("extern", compiled.name, str(buf.op), buf.name, device, op=buf.op)
-        order = {id(k): i for i, k in enumerate(kernels)}
-        rec.items = kernels + list(externs.values())
-        rec.items.sort(key=lambda it: order.get(id(it), len(order)))
-        for node, kernel, rule, reason in refused:
-            rec.refusals.append((node, origins.get(node, []), kernel, rule, reason, ended_in.get(node, "")))
+        # call order: the scheduled items' order, which the wrapper's launches and calls follow
+        place: dict[Any, int] = {}
+        for p, it in enumerate(items):
+            place[id(it) if hasattr(it, "nodes") else it.name] = p
+        at = [place.get(id(group), len(items)) for _, group, _ in wrapper.launches]
+        at += [place.get(b, len(items)) for b in externs]
+        order = sorted(range(len(at)), key=lambda i: at[i])
+        every = kernels + list(externs.values())
+        rec.items = [every[i] for i in order]
+        # every buffer of a kernel or call -> the item's index (its number on the page)
+        index = {name: i for i, it in enumerate(rec.items) for name in (it.nodes if it.kind == "kernel" else [it.buf])}
+        for node, target, rule, reason, names in refused:
+            by = next((index[n] for n in names if n in index), None)
+            rec.refusals.append(
+                RefusalRecord(node, origins.get(node, []), target, rule, reason, by=by, ended=index.get(node))
+            )
         timers = _GraphTimers(rec, kernels, externs, cuda=device.startswith("cuda"))
         self._restore.append((compiled.module, instrument_call(compiled.module, compiled.source, timers, len(kernels))))
         self.graphs.append(rec)

@@ -5,6 +5,8 @@ goes*: every kernel launch site and extern call of every graph, ranked by total 
 roofline plot (achieved FLOP/s against arithmetic intensity, under the measured bandwidth and
 compute roofs); then per graph its kernels (fused ops, bytes, time, bandwidth and FLOP/s against
 the peaks), its extern calls, and the fusions the scheduler refused with their rules and reasons.
+A graph's kernels and calls share one numbering (``#``, their place in its call order), which the
+ranking and the refused fusions use too.
 
 Every table row carries its numbers as ``data-*`` attributes (``data-seconds``: per call,
 ``data-total``, ``data-bytes``, ``data-flops``, ``data-calls``), in SI units, for programs that
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from typing import Any
 
-from .collect import GraphRecord, ItemRecord
+from .collect import GraphRecord, ItemRecord, RefusalRecord
 from .peaks import Peaks
 
 _CSS = """
@@ -72,16 +75,24 @@ def _time(s: float) -> str:
     return f"{s * 1e6:.3g} µs"
 
 
+def _ran(r: Row) -> str:
+    """An item's time per call, or "not run" for one that never ran (a backward graph compiled
+    with its forward, never called)."""
+    return _time(r.seconds) if r.calls else "not run"
+
+
 def _pct(x: float | None, peak: float) -> str:
     return "—" if x is None or not peak else f"{100 * x / peak:.1f}%"
 
 
 class Row:
     """One item's derived numbers: seconds per call, calls, total seconds, bandwidth (bytes/s),
-    FLOP/s, arithmetic intensity (FLOP/byte)."""
+    FLOP/s, arithmetic intensity (FLOP/byte); ``index``: the item's number in its graph (its
+    place in the graph's call order, the ``#`` of the graph's tables)."""
 
-    def __init__(self, item: ItemRecord):
+    def __init__(self, item: ItemRecord, index: int = 0):
         self.item = item
+        self.index = index
         self.seconds, self.calls, self.steady = item.seconds()
         self.total = self.seconds * self.calls
         ok = self.seconds > 0
@@ -128,7 +139,7 @@ def _ops(origins: list[str], limit: int = 12) -> str:
 
 
 _HEAD = (
-    "<thead><tr><th>#</th><th>kernel / call</th><th>kind</th><th>graph</th>"
+    "<thead><tr><th>rank</th><th>kernel / call</th><th>kind</th><th>graph</th>"
     "<th>fused ops</th><th>calls</th><th>time per call</th><th>total</th><th>share</th>"
     "<th>bandwidth (% of peak)</th><th>FLOP/s (% of peak)</th></tr></thead>"
 )
@@ -169,7 +180,7 @@ def _ranking(rows: list[Row], peaks: Peaks | None, shown: int = 25) -> str:
         out.append(
             f"<tr{cls} {r.attrs()}><td class=num>{i}</td><td class=name><code>{_esc(it.name)}</code>"
             f'<br><span class="buf">{_esc(it.buf)}</span></td>'
-            f"<td>{_esc(it.kind)}</td><td>{_esc(it.graph)}</td><td>{ops}</td>"
+            f"<td>{_esc(it.kind)}</td><td>{_esc(it.graph)} #{r.index}</td><td>{ops}</td>"
             f"<td class=num>{r.calls}</td><td class=num>{_time(r.seconds)}{first}</td>"
             f"<td class=num>{_time(r.total)}</td><td class=num>{bar}{100 * r.total / total:.1f}%</td>"
             f"<td class=num>{_si(r.bandwidth, 'B/s')} ({_pct(r.bandwidth, bw)})</td>"
@@ -272,7 +283,7 @@ def _kernel_table(g: GraphRecord, rows: dict[int, Row], peaks: Peaks | None) -> 
         out.append(
             f"<tr {r.attrs()}><td class=num>{i}</td><td><code>{_esc(it.name)}</code></td><td>{_ops(it.origins)}</td>"
             f"<td><code>{_esc(', '.join(it.nodes))}</code></td><td class=num>{_esc(it.space)}</td>"
-            f"<td class=num>{_bytes(it.bytes)}</td><td class=num>{_time(r.seconds)}</td><td class=num>{r.calls}</td>"
+            f"<td class=num>{_bytes(it.bytes)}</td><td class=num>{_ran(r)}</td><td class=num>{r.calls}</td>"
             f"<td class=num>{_si(r.bandwidth, 'B/s')}</td><td class=num>{_pct(r.bandwidth, bw)}</td>"
             f"<td class=num>{_si(it.flops, '')}</td><td class=num>{_si(r.flops_s, 'FLOP/s')}</td>"
             f"<td class=num>{_pct(r.flops_s, fl)}</td></tr>"
@@ -297,7 +308,7 @@ def _extern_table(g: GraphRecord, rows: dict[int, Row], peaks: Peaks | None) -> 
         out.append(
             f'<tr class="extern" {r.attrs()}><td class=num>{i}</td><td><code>{_esc(it.name)}</code></td>'
             f"<td><code>{_esc(it.buf)}</code></td><td class=num>{_bytes(it.bytes)}</td>"
-            f"<td class=num>{_time(r.seconds)}</td><td class=num>{r.calls}</td>"
+            f"<td class=num>{_ran(r)}</td><td class=num>{r.calls}</td>"
             f"<td class=num>{_si(r.bandwidth, 'B/s')}</td><td class=num>{_pct(r.bandwidth, bw)}</td>"
             f"<td class=num>{_si(it.flops, '')}</td><td class=num>{_si(r.flops_s, 'FLOP/s')}</td>"
             f"<td class=num>{_pct(r.flops_s, fl)}</td></tr>"
@@ -311,34 +322,57 @@ def _extern_table(g: GraphRecord, rows: dict[int, Row], peaks: Peaks | None) -> 
 _ROUTINE = ("written_in_between", "extern_call")
 
 
-def _refusal_rows(groups: list, sizes: dict) -> list[str]:
+def _item_ref(g: GraphRecord, i: int | None) -> str:
+    """Item ``i`` of the graph as the page numbers it: ``#i <name>`` (a kernel with its node
+    count); an em dash for None."""
+    if i is None:
+        return "—"
+    it = g.items[i]
+    if it.kind != "kernel":
+        return f"#{i} <code>{_esc(it.name)}</code> ({_esc(it.buf)})"
+    n = len(it.nodes)
+    return f"#{i} <code>{_esc(it.name)}</code> ({n} node{'s' if n != 1 else ''})"
+
+
+def _refused_by(g: GraphRecord, r: RefusalRecord) -> str:
+    """The kernel or call that refused a node, by its number on the page, with what it held
+    then (the fusion log's description without the schedule position, which numbers nothing on
+    the page)."""
+    then = re.sub(r"^(kernel|extern) #\d+ ", "", r.target)
+    if r.by is None:
+        return _esc(then)
+    it = g.items[r.by]
+    return f"#{r.by} <code>{_esc(it.name)}</code> ({'' if it.kind != 'kernel' else 'then '}{_esc(then)})"
+
+
+def _refusal_rows(g: GraphRecord, groups: list) -> list[str]:
     out = []
     for (node, rule), hits in groups:
-        origins, ended = hits[0][2], hits[0][3]
-        kernels = "; ".join(h[0] for h in hits[:2]) + (f"; and {len(hits) - 2} more" if len(hits) > 2 else "")
-        reason = hits[0][1] + (f" (and {len(hits) - 1} more like it)" if len(hits) > 1 else "")
-        n = sizes.get(ended, 1)
-        where = f"<code>{_esc(ended)}</code> ({n} node{'s' if n != 1 else ''})" if ended else "—"
+        first = hits[0]
+        by = "; ".join(_refused_by(g, h) for h in hits[:2]) + (f"; and {len(hits) - 2} more" if len(hits) > 2 else "")
+        reason = first.reason + (f" (and {len(hits) - 1} more like it)" if len(hits) > 1 else "")
+        nums = " ".join(str(h.by) for h in hits if h.by is not None)
+        ended = "" if first.ended is None else str(first.ended)
         out.append(
-            f'<tr data-rule="{_esc(rule)}" data-node="{_esc(node)}" data-count="{len(hits)}">'
-            f"<td><code>{_esc(node)}</code></td><td>{_ops(origins, 4)}</td><td>{_esc(kernels)}</td>"
-            f"<td class=rule>{_esc(rule)}</td><td>{_esc(reason)}</td><td>{where}</td></tr>"
+            f'<tr data-rule="{_esc(rule)}" data-node="{_esc(node)}" data-count="{len(hits)}" '
+            f'data-by="{nums}" data-ended="{ended}">'
+            f"<td><code>{_esc(node)}</code></td><td>{_ops(first.origins, 4)}</td><td>{by}</td>"
+            f"<td class=rule>{_esc(rule)}</td><td>{_esc(reason)}</td><td>{_item_ref(g, first.ended)}</td></tr>"
         )
     return out
 
 
 def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
-    """The graph's refused fusions, one row per (node, rule) (the kernels that refused it and the
-    first reason): the rules that judged a kernel's contents first, then, folded, the routine
-    ones (``_ROUTINE``)."""
+    """The graph's refused fusions, one row per (node, rule) (the kernels that refused it, by
+    their numbers in the graph's tables, and the first reason): the rules that judged a kernel's
+    contents first, then, folded, the routine ones (``_ROUTINE``)."""
     if not g.refusals:
         return '<p class="note">No fusion was refused in this graph.</p>'
-    sizes = {it.name: len(it.nodes) for it in g.items if it.kind == "kernel"}
     grouped: dict[tuple, list] = {}
     counts: dict[str, int] = {}
-    for node, origins, kernel, rule, reason, ended in g.refusals:
-        grouped.setdefault((node, rule), []).append((kernel, reason, origins, ended))
-        counts[rule] = counts.get(rule, 0) + 1
+    for r in g.refusals:
+        grouped.setdefault((r.node, r.rule), []).append(r)
+        counts[r.rule] = counts.get(r.rule, 0) + 1
     summary = ", ".join(f"{_esc(k)} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
     head = (
         "<thead><tr><th>node</th><th>its ops</th><th>refused by</th><th>rule</th><th>reason</th>"
@@ -351,7 +385,7 @@ def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
         "still have joined another (last column). Rules: <code>tilefuse/scheduler/fusion.py</code>.</p>"
     ]
     if main:
-        out += [f'<table class="refusals">{head}', *_refusal_rows(main[:limit], sizes), "</tbody></table>"]
+        out += [f'<table class="refusals">{head}', *_refusal_rows(g, main[:limit]), "</tbody></table>"]
     else:
         out.append('<p class="note">Every refusal was a routine one (below).</p>')
     if routine:
@@ -359,7 +393,7 @@ def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
             f"<details><summary>{len(routine)} routine refusals ({', '.join(_ROUTINE)}): an extern call, or a "
             "write of a value the node reads, between the node and an earlier kernel</summary>",
             f'<table class="refusals-routine">{head}',
-            *_refusal_rows(routine[:limit], sizes),
+            *_refusal_rows(g, routine[:limit]),
             "</tbody></table></details>",
         ]
     if max(len(main), len(routine)) > limit:
@@ -367,10 +401,18 @@ def _refusal_table(g: GraphRecord, limit: int = 300) -> str:
     return "\n".join(out)
 
 
-def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str]) -> str:
+# why a graph handed to tilefuse runs eagerly, for the page and the console
+EAGER_WHY = (
+    "a CPU graph without Triton's interpreter: set TRITON_INTERPRET=1 before torch is imported; "
+    "or a graph tilefuse failed to compile or run: its warning says why"
+)
+
+
+def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str], eager_graphs: int = 0) -> str:
     """The whole page. ``meta``: lines of the run's description (workload, device, versions,
-    date), shown under the title in order."""
-    rows = {id(it): Row(it) for g in graphs for it in g.items}
+    date), shown under the title in order. ``eager_graphs``: graphs handed to tilefuse that ran
+    eagerly (no kernels to show), said under the title."""
+    rows = {id(it): Row(it, i) for g in graphs for i, it in enumerate(g.items)}
     ran = [r for r in rows.values() if r.calls]
     parts = [
         "<!DOCTYPE html>",
@@ -380,6 +422,11 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
     ]
     for k, v in meta.items():
         parts.append(f'<p class="meta"><b>{_esc(k)}:</b> {_esc(v)}</p>')
+    if eager_graphs:
+        parts.append(
+            f'<p class="meta" id="eager" data-count="{eager_graphs}"><b>Not in this report:</b> {eager_graphs} '
+            f"graph(s) tilefuse was given ran eagerly, as PyTorch's own ops ({_esc(EAGER_WHY)}).</p>"
+        )
     if peaks:
         fl = ", ".join(f"{_si(v, 'FLOP/s')} ({k})" for k, v in peaks.flops.items())
         parts.append(
@@ -420,9 +467,11 @@ def render(graphs: list[GraphRecord], peaks: Peaks | None, meta: dict[str, str])
             _refusal_table(g),
         ]
     if not graphs:
-        parts.append(
-            '<p class="note">tilefuse compiled no graph while the report collected: was the workload '
-            'compiled with <code>backend="tilefuse"</code>?</p>'
+        why = (
+            "the graphs it was given ran eagerly (above)"
+            if eager_graphs
+            else 'was the workload compiled with <code>backend="tilefuse"</code>, and did it call the compiled code?'
         )
+        parts.append(f'<p class="note" id="no-graphs">tilefuse compiled no graph while the report collected: {why}</p>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

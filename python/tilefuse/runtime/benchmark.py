@@ -191,7 +191,12 @@ class _TimedLauncher:
 def benchmark(g: dict, iters: int | None = None, per_kernel: bool = True) -> dict:
     """Run the module whose globals are ``g`` on random inputs of its recorded layouts and time
     it (see the module docstring). Returns ``{"graph", "device", "call_ms", "kernels": {name:
-    {"launches", "bytes", "ms", "gbps", "ops"}}}`` (per call)."""
+    {"launches", "bytes", "ms", "gbps", "ops"}}, "defined", "per_kernel"}`` (per call;
+    ``defined``: the kernels the module defines; ``kernels`` is empty without ``per_kernel``).
+    ``iters``: timed runs on the CPU, do_bench's milliseconds of timing on CUDA (None: the
+    default, 3 or 100); ValueError when it is below 1."""
+    if iters is not None and iters < 1:
+        raise ValueError(f"iters must be at least 1, not {iters}")
     _load_constants(g)
     inputs = make_inputs(g["_input_specs"])
     cuda = _on_cuda(inputs)
@@ -220,13 +225,23 @@ def benchmark(g: dict, iters: int | None = None, per_kernel: bool = True) -> dic
             "ops": g.get("_kernel_info", {}).get(k, {}).get("ops", []),
         }
     device = next((str(t.device) for t in inputs if hasattr(t, "device")), "cpu")
-    return {"graph": g.get("_graph_name", "?"), "device": device, "call_ms": call_ms, "kernels": kernels}
+    return {
+        "graph": g.get("_graph_name", "?"),
+        "device": device,
+        "call_ms": call_ms,
+        "kernels": kernels,
+        "defined": len(g.get("_kernel_info", {})),
+        "per_kernel": per_kernel,
+    }
 
 
 def format_report(res: dict) -> str:
     """The printed table of ``benchmark``'s result."""
     lines = [f"graph {res['graph']} on {res['device']}: {res['call_ms']:.4f} ms per call"]
     ks = res["kernels"]
+    if not res.get("per_kernel", True):
+        lines.append(f"{res.get('defined', 0)} Triton kernel(s) defined, not timed one by one (--no-per-kernel)")
+        return "\n".join(lines)
     if not ks:
         lines.append("no Triton kernels (extern calls only)")
         return "\n".join(lines)
@@ -244,11 +259,27 @@ def format_report(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _at_least_one(text: str) -> int:
+    """``--iters``'s value: an integer of at least 1 (argparse's error otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def compiled_module_main(g: dict, argv: list | None = None) -> dict:
     """``python <generated module>.py [--iters N] [--no-per-kernel]``: benchmark the module whose
     globals are ``g`` and print the table (``format_report``); returns ``benchmark``'s result."""
     p = argparse.ArgumentParser(description=f"time tilefuse graph {g.get('_graph_name', '?')} on random inputs")
-    p.add_argument("--iters", type=int, default=None, help="timed runs (default: 100 on CUDA, 3 on the CPU)")
+    p.add_argument(
+        "--iters",
+        type=_at_least_one,
+        default=None,
+        help="on the CPU, timed runs (default: 3); on CUDA, milliseconds of timing for do_bench (default: 100)",
+    )
     p.add_argument("--no-per-kernel", action="store_true", help="time whole calls only")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     res = benchmark(g, a.iters, not a.no_per_kernel)

@@ -111,7 +111,13 @@ def load_cache_artifacts(data: bytes) -> Any:
     """``torch.compiler.load_cache_artifacts(data)`` with tilefuse's artifact type known (this
     module imported): the caches filled from ``data`` (``save_cache_artifacts()[0]`` of another
     process); returns torch's ``CacheInfo`` (``.tilefuse_artifacts``: the files written), or None
-    when ``data`` does not load."""
+    when ``data`` does not load. TypeError when ``data`` is not bytes (a path, say: torch would
+    log a traceback and return None)."""
     import torch
 
-    return torch.compiler.load_cache_artifacts(data)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"load_cache_artifacts takes the bytes save_cache_artifacts() returned (e.g. "
+            f"open(path, 'rb').read()), not {type(data).__name__}"
+        )
+    return torch.compiler.load_cache_artifacts(bytes(data))

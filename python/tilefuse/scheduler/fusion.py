@@ -338,9 +338,19 @@ def debug_enabled() -> bool:
 
 
 def log_refusal(node: SchedulerNode, item: Any, pos: int | None, refusal: Refusal) -> None:
-    """``cannot fuse <node> into <item>: <rule>: <reason>`` on the fusion log."""
+    """``cannot fuse <node> into <item>: <rule>: <reason>`` on the fusion log. The record's
+    ``tilefuse_target`` attribute holds the buffer names of ``item`` at that moment (a kernel's
+    nodes, or the extern call's buffer): every one of them stays in the item ``item`` becomes, so
+    a reader finds the kernel or call that refused the node in the scheduled graph."""
+    names = [item.name] if isinstance(item, ExternSchedulerNode) else [n.name for n in item.nodes]
     logs.log_fusion(
-        node.name, "cannot fuse %s into %s: %s: %s", node.name, describe(item, pos), refusal.rule, refusal.reason
+        node.name,
+        "cannot fuse %s into %s: %s: %s",
+        node.name,
+        describe(item, pos),
+        refusal.rule,
+        refusal.reason,
+        extra={"tilefuse_target": names},
     )
 
 
