@@ -52,10 +52,9 @@ _graph_ids = itertools.count()
 # collects; a hook that raises fails that graph's compile as any compile error does.
 compile_hooks: list = []
 
-# Without a GPU, Triton kernels can only run in Triton's interpreter, which has to be switched on
-# before triton is imported (its standard library is decorated at import time). When this import
-# comes first (``python -m tilefuse.report``, a script importing tilefuse before compiling) and
-# TRITON_INTERPRET is unset, it is switched on here, and ``interpreter_switched_on`` says so.
+# Without a GPU, Triton kernels run only in Triton's interpreter, switched on before triton is
+# imported (it decorates its standard library then): when this import comes first
+# (``python -m tilefuse.report``) and TRITON_INTERPRET is unset, here (``interpreter_switched_on``).
 interpreter_switched_on = False
 if "triton" not in sys.modules and not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
     os.environ["TRITON_INTERPRET"] = "1"
