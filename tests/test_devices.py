@@ -66,6 +66,28 @@ def test_a_zero_dim_cpu_factory_read_on_the_device_is_made_there():
     assert all(b.get_device().type == "meta" for b in graph.buffers)
 
 
+def test_a_cpu_factory_copied_to_the_device_is_made_there():
+    # torch.arange(n, device="cpu").to(x.device) + x: one kernel on the device, no aten call
+    x = torch.randn(16, device="meta")
+    arange = torch.ops.aten.arange.start_step  # what the backend's decompositions trace
+    graph = _lowered(lambda x: arange(0, 16, device="cpu").to(x.device) + x, x)
+    assert graph.fallback_ops == []
+    assert all(b.get_device().type == "meta" for b in graph.buffers)
+
+
+def test_a_cpu_factory_also_read_on_the_cpu_stays_there():
+    x = torch.randn(16, device="meta")
+    arange = torch.ops.aten.arange.start_step
+
+    def f(x):
+        r = arange(0, 16, device="cpu")
+        return r.to(x.device) + x, r * 2
+
+    graph = _lowered(f, x)
+    # also read by a CPU op whose result is a CPU output: the aten op, and the copy to the device
+    assert graph.fallback_ops[:2] == ["aten.arange.start_step", "aten._to_copy.default"]
+
+
 def test_a_zero_dim_cpu_factory_the_graph_returns_stays_on_the_cpu():
     x = torch.randn(16, device="meta")
     graph = _lowered(lambda x: (x * 2, torch.ops.aten.scalar_tensor.default(3.0)), x)

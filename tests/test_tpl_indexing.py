@@ -251,7 +251,7 @@ def test_scalar_output(dynamic):
     def f(w, ids):
         n = ids.size(1)
         emb = aten.embedding.default(w, aten.view.default(ids, [-1, n]))
-        return aten.full.default([1, n], 1, dtype=torch.float32), n, emb
+        return aten.full.default([1, n], 1, dtype=torch.float32, device=w.device), n, emb
 
     check(f, torch.randn(64, 16), torch.randint(0, 64, (1, 22)), dynamic=dynamic)
 

@@ -261,22 +261,32 @@ def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
 
 
 def _host_factory_to_device(g: Any, n: torch.fx.Node) -> bool:
-    """Whether the factory node ``n`` (no tensor inputs: ``scalar_tensor``, ``full([])``), whose
-    0-d result eager makes on the CPU (a factory called without a device), is made on the graph's
-    device instead, as a constant its readers' kernels inline: when the graph is on another
-    device, does not return ``n``'s value, and every reader of it computes on the graph's device
-    (eager lets a device op take a 0-d CPU tensor as a scalar; a CPU op would not take a device
-    tensor)."""
+    """Whether the factory node ``n`` (no tensor inputs: ``scalar_tensor``, ``full``, ``arange``),
+    whose result eager makes on the CPU (no device given, or ``device="cpu"``), is made on the
+    graph's device instead, where its readers' kernels compute it inline: when the graph is on
+    another device, does not return ``n``'s value, and either every reader of it is a copy to the
+    graph's device (``torch.arange(n, device="cpu").to(x.device)``: Inductor's
+    ``move_constructors_to_gpu``), or the value is 0-d and every reader computes on the graph's
+    device (eager lets a device op take a 0-d CPU tensor as a scalar; a CPU op would not take a
+    device tensor)."""
     meta = n.meta.get("val")
     if (
         not isinstance(meta, torch.Tensor)
-        or meta.dim() != 0
         or n.all_input_nodes
         or meta.device.type == g.default_device.type
         or not _host_scalar_to_device(g, n)
+        or not n.users
     ):
         return False
     want = g.default_device.type
+
+    def on_device(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) and v.device.type == want
+
+    if all(u.target is torch.ops.aten._to_copy.default and on_device(u.meta.get("val")) for u in n.users):
+        return True
+    if meta.dim() != 0:
+        return False
     for user in n.users:
         for v in pytree.tree_leaves(user.meta.get("val")):
             if isinstance(v, torch.Tensor) and v.device.type != want and v.dim() != 0:
