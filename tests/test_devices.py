@@ -66,6 +66,21 @@ def test_a_zero_dim_cpu_factory_read_on_the_device_is_made_there():
     assert all(b.get_device().type == "meta" for b in graph.buffers)
 
 
+def test_a_zero_dim_cpu_factory_whose_host_arithmetic_is_returned_stays_on_the_cpu():
+    # s = scalar_tensor(3) * 2 is returned (on the CPU, as eager) and also scales x: the factory
+    # and its arithmetic stay aten CPU ops, so the output is eager's CPU tensor (computing it on
+    # the device would refuse the graph: an output on another device than eager's)
+    x = torch.randn(16, device="meta")
+
+    def f(x):
+        s = torch.ops.aten.scalar_tensor.default(3.0) * 2
+        return x * s, s
+
+    graph = _lowered(f, x)
+    assert graph.fallback_ops[:2] == ["aten.scalar_tensor.default", "aten.mul.Tensor"]
+    assert graph.outputs[1].get_device().type == "cpu"
+
+
 def test_a_cpu_factory_copied_to_the_device_is_made_there():
     # torch.arange(n, device="cpu").to(x.device) + x: one kernel on the device, no aten call
     x = torch.randn(16, device="meta")

@@ -287,10 +287,20 @@ def _host_factory_to_device(g: Any, n: torch.fx.Node) -> bool:
         return True
     if meta.dim() != 0:
         return False
-    for user in n.users:
-        for v in pytree.tree_leaves(user.meta.get("val")):
-            if isinstance(v, torch.Tensor) and v.device.type != want and v.dim() != 0:
-                return False
+    # the 0-d host arithmetic on it (nodes of 0-d values off the device) moves with it: none of
+    # it may be a graph output, and everything else reading it must compute on the device
+    seen, todo = {n}, list(n.users)
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        vals = [v for v in pytree.tree_leaves(u.meta.get("val")) if isinstance(v, torch.Tensor)]
+        off = [v for v in vals if v.device.type != want]
+        if any(v.dim() != 0 for v in off) or (off and u in g._output_nodes):
+            return False
+        if off:
+            todo.extend(u.users)
     return True
 
 
