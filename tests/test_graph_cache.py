@@ -601,3 +601,44 @@ def test_module_docstring_lists_the_options_left_out_of_the_key():
     part = part[: part.index(") and the")]
     named = set(re.findall(r"``(\w+)``", part)) - {"_KEY_EXCLUDED_OPTIONS"}
     assert named == set(gc_mod._KEY_EXCLUDED_OPTIONS)
+
+
+def test_a_laid_out_training_forward_reports_its_strides_on_a_hit(monkeypatch):
+    """A convolutional training step under layout optimization: the forward's saved activations
+    are stored channels-last and their strides reported to AOTAutograd; a cache hit reports them
+    too (kept in the entry), so the backward compiled after the hit gets channels-last inputs and
+    hits as well, and the gradients stay eager's."""
+    from tilefuse import config
+    from tilefuse.layout_opt import report_output_strides
+
+    monkeypatch.setattr(config, "LAYOUT_OPT_DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(config, "CONV_BIAS_POINTWISE_DEVICE_TYPES", ("cuda", "cpu"))
+    reported: list = []
+
+    def spy(strides):
+        reported.append(strides)
+        report_output_strides(strides)
+
+    monkeypatch.setattr("tilefuse.backend.report_output_strides", spy)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 96, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(96, 96, 3, padding=1)
+    ).to(DEVICE)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+
+    def grads(m):
+        m.zero_grad()
+        m(x).square().mean().backward()
+        return [p.grad.clone() for p in m.parameters()]
+
+    want = grads(model)
+    for hits in (0, 2):
+        _fresh()
+        reported.clear()
+        got = grads(torch.compile(model, backend="tilefuse"))
+        assert metrics.graph_cache_hits == hits
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+        # the forward's report (the backward reports nothing): a saved 4-D activation channels-last
+        fw = [r for r in reported if r]
+        assert len(fw) == 1 and any(s is not None and len(s) == 4 and s[1] == 1 for s in fw[0]), reported

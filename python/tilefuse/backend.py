@@ -800,7 +800,7 @@ def _lower_and_generate(gm: torch.fx.GraphModule, example_inputs: list, name: st
         module, src, layouts, name, time.perf_counter() - t0, pre_s, graph.symbol_sources, pending=pending
     )
     # saved activations stored channels-last: their strides go to the backward's compile
-    compiled.output_strides = list(graph.output_strides) if graph.layout_opt else None
+    compiled.output_strides = list(graph.output_strides) if graph.layout_opt and kind == "forward" else None
     for hook in compile_hooks:
         with G.set_graph(graph):
             hook(compiled, graph, items, wrapper)
