@@ -207,6 +207,16 @@ def train(model, batches: list) -> None:
         opt.zero_grad()
 
 
+def train_both(build, batches: list) -> tuple:
+    """``(eager, compiled)``: ``build(False)`` and ``build(True)`` (the model without and with its
+    compiled parts), each trained on ``batches``."""
+    eager = build(False)
+    train(eager, batches)
+    model = build(True)
+    train(model, batches)
+    return eager, model
+
+
 def local_params(model) -> list:
     """The model's parameters as plain tensors: a DTensor's local shard (FSDP2, tensor parallelism)."""
     return [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
@@ -263,11 +273,7 @@ def recipe_fsdp_blocks(ctx: Ctx):
         fully_shard(model)
         return model
 
-    eager = build(False)
-    train(eager, data)
-    model = build(True)
-    train(model, data)
-    return eager, model
+    return train_both(build, data)
 
 
 def recipe_fsdp_whole(ctx: Ctx):
@@ -305,11 +311,7 @@ def recipe_tp_blocks(ctx: Ctx):
                 block.compile(backend=ctx.backend, fullgraph=True)
         return model
 
-    eager = build(False)
-    train(eager, data)
-    model = build(True)
-    train(model, data)
-    return eager, model
+    return train_both(build, data)
 
 
 def recipe_tp_sequence_parallel(ctx: Ctx):
@@ -353,11 +355,7 @@ def recipe_tp_sequence_parallel(ctx: Ctx):
                 block.compile(backend=ctx.backend, fullgraph=True)
         return model
 
-    eager = build(False)
-    train(eager, data)
-    model = build(True)
-    train(model, data)
-    return eager, model
+    return train_both(build, data)
 
 
 def recipe_funcol(ctx: Ctx):
