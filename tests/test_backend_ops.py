@@ -187,6 +187,34 @@ def test_exact_gelu_half_precision_gradient_matches_eager():
     torch.testing.assert_close(g_got, g_want, atol=1.6e-2, rtol=1.6e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gelu_read_by_two_kernels_is_recomputed_in_each(dtype, tmp_path):
+    # ConvNeXt-V2's global response norm: a GELU read by a column sum (one kernel) and by the
+    # scaling (another). The GELU is one op of the loop body, so both kernels recompute it from
+    # x and no buffer of its values (nor of a polynomial's intermediate) is written: three
+    # kernels (sum, mean of the norms, scaling), the GELU's formula in two of them
+    x = make([48, 40], dtype)
+
+    def grn(a):
+        g = F.gelu(a)
+        n = g.float().pow(2).sum(0, keepdim=True).sqrt()
+        return g * (n / (n.mean() + 1e-6)).to(g.dtype) + g
+
+    with config.patch(debug_dir=str(tmp_path)):
+        check(grn, x, tol=TOL[dtype], kernels=3)
+    src = "".join(p.read_text() for p in tmp_path.glob("*.py"))
+    formula = "tl.exp2(" if dtype == torch.bfloat16 else "erf("
+    assert src.count(formula) == 2, src.count(formula)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_gelu_lowering_matches_eager(approximate, dtype):
+    # the lowering's formulas against eager's kernel, both forms, every float dtype, inf and NaN
+    x = torch.cat([torch.linspace(-6, 6, 501), torch.tensor([float("-inf"), float("nan"), -0.0, 1e-20])])
+    check(lambda a: F.gelu(a * 1.5, approximate=approximate), x.to(dtype), tol=TOL[dtype], kernels=1)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [1, 3, 127, 1025])
 def test_binary_arith_layouts_sizes(layout, n):

@@ -10,7 +10,6 @@ from typing import Any, Callable, Collection
 
 import torch
 
-from .ir.dtypes import is_half_precision
 
 aten = torch.ops.aten
 
@@ -58,7 +57,6 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
         get_decompositions(
             [
                 aten.native_layer_norm,
-                aten.gelu,
                 aten.gelu_backward,
                 aten.native_dropout,
                 aten.sigmoid_backward,
@@ -143,7 +141,8 @@ def _decompositions(training: bool, lowered: frozenset) -> dict:
     # layer norm likewise: decomposed for the partitioner in a graph with a backward, lowered
     # whole (``_native_layer_norm``) in an inference graph
     table.update(get_decompositions([aten.native_layer_norm]))
-    table[aten.gelu.default] = _gelu_polynomial_erfc
+    # gelu is lowered whole (lowering.pointwise._gelu: one op of the loop body, not ~40)
+    table.pop(aten.gelu.default, None)
     if aten._adaptive_avg_pool2d.default in table:
         table[aten._adaptive_avg_pool2d.default] = functools.partial(
             _adaptive_avg_pool2d_any_size,
@@ -216,49 +215,6 @@ def _linspace_integers_in_float64(
     if dtype is None or dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
         return decomposition(start, end, steps, **kwargs)
     return decomposition(start, end, steps, **{**kwargs, "dtype": torch.float64}).to(dtype)
-
-
-# log2(erfc(u)) on [0, 4] as a degree-9 polynomial in u (least squares in float64, coefficients
-# rounded to float32), lowest degree first. Relative error of 2**p against erfc: <= 2.6e-6 on
-# [0, 4) (absolute <= 8.8e-7), far below a bfloat16 or float16 result's rounding (2**-8, 2**-11).
-_LOG2_ERFC_POLY = (
-    1.2407712119966163e-06,
-    -1.62797212600708,
-    -0.9178803563117981,
-    -0.15021033585071564,
-    0.03099696896970272,
-    -0.0031328804325312376,
-    -0.0003821765712928027,
-    0.00018794197239913046,
-    -2.6785393856698647e-05,
-    1.430370616617438e-06,
-)
-
-
-def _gelu_polynomial_erfc(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
-    """Decomposition of ``aten.gelu``. For a float16/bfloat16 input with ``approximate="none"``
-    the exact GELU ``x/2 * (1 + erf(x/sqrt(2)))`` is computed in float32 with ``erf`` from a
-    polynomial: ``erfc(|u|) = 2**p(|u|)`` (``_LOG2_ERFC_POLY``, 0 for ``|u| >= 4``, where float32's
-    ``1 + erf`` is already 0 or 2) and ``1 + erf(u) = 1 + sign(u) * (1 - erfc(|u|))``, which
-    rounds the tail in float32 exactly as the eager kernel's ``1 + erf`` does. Result in ``x``'s
-    dtype. Why: libdevice's ``erf`` makes a bias + GELU kernel ALU-bound on the GPU, where the
-    polynomial keeps it memory-bound, and it links libdevice into the kernel (a longer compile).
-    The result matches eager's (float32 math, one rounding to
-    the half dtype) to one unit in the last place of that dtype; float32/float64 inputs and the
-    tanh approximation keep torch's decomposition (libdevice ``erf``/``tanh``). A tilefuse
-    heuristic, not Inductor's (which calls libdevice's ``erf``)."""
-    if approximate != "none" or not is_half_precision(x.dtype):
-        from torch._refs.nn.functional import gelu as torch_gelu  # torch's decomposition
-
-        return torch_gelu(x, approximate=approximate)
-    v = x.to(torch.float32)
-    u = torch.abs(v) * 0.7071067811865476
-    p = u * _LOG2_ERFC_POLY[-1] + _LOG2_ERFC_POLY[-2]
-    for c in reversed(_LOG2_ERFC_POLY[:-2]):
-        p = p * u + c
-    erfc = torch.where(u < 4.0, torch.exp2(p), 0.0)
-    erf_abs = 1.0 - erfc
-    return (0.5 * v * (1.0 + torch.where(v < 0, -erf_abs, erf_abs))).to(x.dtype)
 
 
 # ops whose Python decomposition in torch 2.11 computes something else than the aten kernel, and

@@ -13,6 +13,7 @@ from torch._prims_common import elementwise_dtypes
 
 from ..ir import graph_context as G
 from ..ir import nodes as ir
+from ..ir.dtypes import is_half_precision
 from ..ir.nodes import Pointwise
 from ..virtualized import ops
 from .common import (
@@ -234,6 +235,35 @@ def _copysign(a, b):
         return ops.where(ops.signbit(y), ops.neg(ax), ax)
 
     return make_pointwise(f, INT_TO_FLOAT)(a, b)
+
+
+@register_lowering(aten.gelu)
+def _gelu(x, approximate="none"):
+    """``aten.gelu`` as eager's kernel computes it, in float32 opmath for half-precision inputs:
+    ``x * 0.5 * (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"`` ``0.5 * x * (1 +
+    tanh(sqrt(2 / pi) * (x + 0.044715 x**3)))``. A float16/bfloat16 input's ``erf`` is
+    ``ops.erf_poly`` (a polynomial within 9e-7 of erf, far below the result's rounding) rather
+    than libdevice's ``erf``, which makes a bias + GELU kernel ALU-bound on the GPU; one op in
+    the loop body either way, so a GELU read by two kernels (the sum and the scaling of a
+    global response norm) is recomputed in each, as Inductor's op count rule decides for its
+    one-call ``erf``, instead of realized (``GraphLowering._maybe_realize_on_reuse``). A
+    tilefuse lowering: Inductor decomposes gelu with torch's reference and calls libdevice."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    half = is_half_precision(x.get_dtype())
+
+    def exact(v):
+        u = ops.mul(v, ops.constant(0.7071067811865476, v.dtype))
+        e = ops.erf_poly(u) if half else ops.erf(u)
+        return ops.mul(ops.mul(v, ops.constant(0.5, v.dtype)), ops.add(ops.constant(1.0, v.dtype), e))
+
+    def tanh(v):
+        cube = ops.mul(ops.mul(v, v), v)
+        inner = ops.add(v, ops.mul(ops.constant(0.044715, v.dtype), cube))
+        t = ops.tanh(ops.mul(ops.constant(0.7978845608028654, v.dtype), inner))
+        return ops.mul(ops.mul(ops.constant(0.5, v.dtype), v), ops.add(ops.constant(1.0, v.dtype), t))
+
+    return make_pointwise(exact if approximate == "none" else tanh)(x)
 
 
 @register_lowering(aten.round.decimals)
