@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -99,8 +100,22 @@ def test_torch_trace_and_compile_debug_folder_and_runnable_module(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     logged = "".join(p.read_text() for p in trace.iterdir())
-    for name in ("tilefuse_fx_graph", "tilefuse_ir_pre_fusion", "tilefuse_ir_post_fusion", "tilefuse_output_code"):
+    names = ("tilefuse_fx_graph", "tilefuse_ir_pre_fusion", "tilefuse_ir_post_fusion", "tilefuse_output_code")
+    for name in names:
         assert f'"name": "{name}"' in logged, name
+    if shutil.which("tlparse"):  # the dev requirements install it: tlparse's own pages list them
+        site = tmp_path / "tl"
+        r = subprocess.run(
+            ["tlparse", *map(str, trace.iterdir()), "-o", str(site), "--no-browser", "--overwrite"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        pages = {p.name for p in site.rglob("tilefuse_*.txt")}
+        assert {re.sub(r"_\d+\.txt$", "", p) for p in pages} == set(names), pages
+        code = next(p for p in site.rglob("tilefuse_output_code_*.txt")).read_text()
+        assert "def call(" in code and "_jit" in code, code[:500]
     (folder,) = (tmp_path / "torch_compile_debug").glob("run_*/tilefuse/*")
     files = {p.name: p.read_text() for p in folder.iterdir()}
     assert set(files) == {"fx_graph_readable.py", "ir_pre_fusion.txt", "ir_post_fusion.txt", "output_code.py"}
