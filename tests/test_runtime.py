@@ -1438,3 +1438,79 @@ def test_unbuildable_kernels_are_those_with_every_config_failed():
     failures = [("tf_a XBLOCK=1", "E1"), ("tf_b XBLOCK=1", "E2"), ("tf_b XBLOCK=2", "E3"), ("? ", "E4")]
     assert R.unbuildable_kernels(lns, failures) == {"tf_b": "E2"}  # tf_a keeps a config
     assert R.unbuildable_kernels(lns, []) == {}
+
+
+def _counting_fix(monkeypatch):
+    """Count the per-input path's calls (``input_checks._fix``)."""
+    from tilefuse.runtime import input_checks
+
+    calls = []
+    real = input_checks._fix
+
+    def fix(args, checks):
+        calls.append(len(checks))
+        return real(args, checks)
+
+    monkeypatch.setattr(input_checks, "_fix", fix)
+    return calls
+
+
+def test_entry_check_becomes_one_guard_after_an_unchanged_call(monkeypatch):
+    # the first call checks each input and builds Dynamo's TensorGuards of them; later calls with
+    # inputs of the same layouts take the guard alone and pass the very same tensors on; a
+    # transposed input misses it and is still copied into the compiled layout; after
+    # _GUARD_MISSES refusals the guard is dropped and the per-input path stays right
+    from tilefuse.runtime.input_checks import _GUARD_MISSES, InputChecks
+
+    calls = _counting_fix(monkeypatch)
+    ic = InputChecks([((8, 4), (4, 1)), None, ((3,), (1,))])
+    a, b = torch.randn(8, 4), torch.randn(3)
+    args = [a, 2, b]
+    ic.apply(args)
+    assert args[0] is a and args[2] is b and calls == [2] and ic._guard is not None
+    for _ in range(3):
+        args = [torch.randn(8, 4), 5, torch.randn(3)]
+        same = list(args)
+        ic.apply(args)
+        assert all(x is y for x, y in zip(args, same))
+    assert calls == [2]  # the guard alone
+    for k in range(_GUARD_MISSES + 1):
+        t = torch.randn(4, 8).t()
+        args = [t, 2, b]
+        ic.apply(args)
+        assert args[0].stride() == (4, 1) and torch.equal(args[0], t)
+    assert ic._guard is None and len(calls) == 1 + _GUARD_MISSES + 1
+
+
+def test_entry_check_guard_refuses_negated_views_and_other_requires_grad(monkeypatch):
+    from tilefuse.runtime.input_checks import InputChecks
+
+    calls = _counting_fix(monkeypatch)
+    ic = InputChecks([((8, 4), (4, 1))])
+    ic.apply([torch.randn(8, 4)])
+    assert ic._guard is not None
+    base = torch.randn(8, 4)
+    args = [base._neg_view()]
+    ic.apply(args)
+    assert not args[0].is_neg() and torch.equal(args[0], -base) and len(calls) == 2
+    w = torch.randn(8, 4, requires_grad=True)
+    args = [w]
+    ic.apply(args)
+    assert args[0] is w and len(calls) == 3  # refused by the guard, unchanged by the check
+
+
+def test_entry_check_of_a_symbolic_graph_guards_its_static_inputs_only(monkeypatch):
+    # a symbolic graph: the parameter-like input of static layout goes under the guard, the input
+    # whose size is a symbol is checked at every call at that call's size
+    from tilefuse.runtime.input_checks import InputChecks
+    from tilefuse.symbolic import sym
+
+    s0 = sym("s0")
+    calls = _counting_fix(monkeypatch)
+    ic = InputChecks([((s0, 4), (4, 1)), ((4, 4), (4, 1))], {"s0": (0, "size", 0)})
+    ic.apply([torch.randn(5, 4), torch.randn(4, 4)])
+    assert ic._guard is not None and calls == [1, 1]
+    t = torch.randn(4, 7).t()
+    args = [t, torch.randn(4, 4)]
+    ic.apply(args)
+    assert args[0].stride() == (4, 1) and torch.equal(args[0], t) and calls == [1, 1, 1]

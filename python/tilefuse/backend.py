@@ -24,7 +24,6 @@ graph trees (``tilefuse.runtime.cudagraphs``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import itertools
 import logging
@@ -41,7 +40,7 @@ from . import config, metrics
 from . import runtime as _runtime
 from .runtime import cache_artifacts as _cache_artifacts  # noqa: F401  (torch learns the "tilefuse" artifact type)
 from .layout_opt import report_output_strides, saved_output_positions
-from .runtime import ensure_strides
+from .runtime.input_checks import InputChecks
 
 log = logging.getLogger("tilefuse")
 _graph_ids = itertools.count()
@@ -89,9 +88,8 @@ class CompiledGraph:
         self.precompile_seconds = precompile_seconds
         # symbolic graphs: size symbol name -> (argument position, "size" | "stride" | "int", dim)
         self.symbol_sources = symbol_sources or {}
-        self.symbolic = any(
-            not isinstance(v, int) for lay in input_layouts if lay is not None for v in (*lay[0], *lay[1])
-        )
+        # the entry check: inputs copied into the layouts the kernels index (runtime.input_checks)
+        self._inputs = InputChecks(input_layouts, self.symbol_sources)
         # the graph cache key whose launch records the first call stores (then None)
         self.cache_key = cache_key
         # a laid-out forward graph's output strides, reported to AOTAutograd (layout_opt.report_output_strides)
@@ -138,20 +136,10 @@ class CompiledGraph:
                 return self._fall_back_to_eager(
                     args, RuntimeError(f"{len(bad)} kernel(s) did not compile, e.g. {name}: {last}")
                 )
-        # Inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
-        # copied into that layout, so indexing stays correct (Inductor guards on strides instead).
-        if self.symbolic:
-            checks = self._static_checks + self._evaluated_checks(args)
-        else:
-            checks = self._checks
-        for i, size, stride in checks:
-            a = args[i]
-            if a.is_neg() or a.is_conj():
-                # a lazily negated / conjugated view (``z.conj().imag``): kernels read memory as is
-                a = args[i] = a.resolve_neg().resolve_conj()
-            if a.stride() != stride and a.numel() > 1:
-                args[i] = ensure_strides(a, size, stride)
-        a = None  # the list holds the inputs' only references here: the call frees each after its last use
+        # inputs whose strides differ from the ones compiled for, on a dim the kernels index, are
+        # copied into that layout, so indexing stays correct (Inductor guards on strides instead);
+        # the list holds the inputs' only references here: the call frees each after its last use
+        self._inputs.apply(args)
         if self._ran:
             return self.module.call(args)
         return self._first_call(args)
@@ -217,43 +205,6 @@ class CompiledGraph:
             graph_cache.store_launches(key, [ln.launch_record() for ln in launchers])
         except Exception as e:  # noqa: BLE001 - an optimization only
             log.debug("tilefuse: launch records of '%s' not stored (%s: %s)", self.name, type(e).__name__, e)
-
-    @functools.cached_property
-    def _checks(self) -> list:
-        """(argument position, size, stride) of each tensor input of a static graph."""
-        return [(i, tuple(lay[0]), tuple(lay[1])) for i, lay in enumerate(self.input_layouts) if lay is not None]
-
-    @functools.cached_property
-    def _static_checks(self) -> list:
-        """``_checks`` of the tensor inputs of a symbolic graph whose layouts hold no symbol (its
-        parameters, typically): the same at every call."""
-        return [
-            (i, tuple(lay[0]), tuple(lay[1]))
-            for i, lay in enumerate(self.input_layouts)
-            if lay is not None and all(isinstance(v, int) for v in (*lay[0], *lay[1]))
-        ]
-
-    @functools.cached_property
-    def _symbolic_inputs(self) -> list:
-        """(position, size, stride) of the tensor inputs of a symbolic graph whose layouts do
-        hold a symbol."""
-        static = {i for i, _, _ in self._static_checks}
-        return [(i, lay[0], lay[1]) for i, lay in enumerate(self.input_layouts) if lay is not None and i not in static]
-
-    def _evaluated_checks(self, args: list) -> list:
-        """``_checks`` of the symbolic-layout inputs of a symbolic graph at this call's sizes."""
-        sym = self._symbolic_inputs
-        if not sym:
-            return []
-        vals = {}
-        for name, (pos, what, d) in self.symbol_sources.items():
-            a = args[pos]
-            vals[name] = int(a) if what == "int" else (a.size(d) if what == "size" else a.stride(d))
-
-        def ev(xs):
-            return tuple(x if isinstance(x, int) else x.evaluate(vals) for x in xs)
-
-        return [(i, ev(size), ev(stride)) for i, size, stride in sym]
 
 
 def _is_kernel_build_error(e: BaseException) -> bool:
