@@ -1663,6 +1663,20 @@ def test_diagonal_scatter(offset, d1, d2):
     check(lambda a, b: torch.diagonal_scatter(a, b, offset, d1, d2), x, src, exact=True)
 
 
+@pytest.mark.parametrize("offset, d1, d2", [(1, 0, 1), (-2, 0, 1), (2, 2, 0)])
+def test_diagonal_scatter_dynamic_is_native(offset, d1, d2):
+    # under dynamic=True the diagonal's length is src's symbolic last size: one graph, no aten
+    # fallback, exact for three shapes
+    fn = lambda a, b: torch.diagonal_scatter(a, b, offset, d1, d2) * 2  # noqa: E731
+    metrics.reset()
+    c = torch.compile(fn, backend="tilefuse", dynamic=True)
+    for shape in [(5, 7, 4), (6, 9, 3), (4, 4, 5)]:
+        x = to_device(make(shape))
+        src = torch.diagonal(x, offset, d1, d2).clone().normal_()
+        torch.testing.assert_close(c(x, src), fn(x, src), atol=0, rtol=0)
+    assert metrics.fallback_kernel_count == 0 and metrics.eager_graph_count == 0
+
+
 def test_index_select_of_a_0d_tensor():
     check(lambda a, i: a.index_select(0, i) * 2, torch.tensor(3.5), torch.tensor([0]), exact=True)
 

@@ -264,8 +264,9 @@ def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise ValueError("diagonal_scatter: dim1 and dim2 must differ")
     r1, r2 = max(-offset, 0), max(offset, 0)
-    length = max(0, min(size[d1] - r1, size[d2] - r2))
-    if length == 0:
+    # the diagonal's length is src's last size (the op checks it against x's), symbolic or not
+    length = src.get_size()[-1]
+    if _sv().statically_known_equals(length, 0):
         return _clone(x)
     keep = [k for k in range(n) if k not in (d1, d2)]
     xl, sl = x.make_loader(), src.make_loader()
