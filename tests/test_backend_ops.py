@@ -215,6 +215,15 @@ def test_gelu_lowering_matches_eager(approximate, dtype):
     check(lambda a: F.gelu(a * 1.5, approximate=approximate), x.to(dtype), tol=TOL[dtype], kernels=1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("divisor", [3.7, 1e-6, -0.0, float("inf"), 7])
+def test_division_by_a_python_number_matches_eager_bit_for_bit(dtype, divisor):
+    # eager divides on the CPU and multiplies by the reciprocal on CUDA (a CPU scalar divisor);
+    # the lowering follows the device, so the results are identical, zeros and infinities too
+    x = torch.cat([make([64], dtype, low=-1e4, high=1e4), torch.tensor([0.0, float("inf"), float("nan")], dtype=dtype)])
+    check(lambda a: a / divisor, x, exact=True, kernels=1)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [1, 3, 127, 1025])
 def test_binary_arith_layouts_sizes(layout, n):

@@ -157,3 +157,25 @@ def test_a_moved_constant_is_real_under_the_compile_fake_mode():
         graph.run()
     (const,) = graph.constants.values()
     assert const.device.type == "meta" and not isinstance(const, FakeTensor)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64, torch.int32])
+def test_division_by_a_python_number_is_a_reciprocal_multiply_off_the_cpu(dtype):
+    # on a GPU eager's kernel multiplies by the divisor's reciprocal in the compute dtype (CUDA's
+    # div_true_kernel for a CPU scalar), and so does the lowering; on the CPU both divide
+    from tilefuse.debug import format_buffers
+    from tilefuse.ir.graph_context import set_graph
+
+    def ir_ops(device):
+        x = torch.ones(16, device=device, dtype=dtype)
+        graph = _lowered(lambda x: x / 3.0, x)
+        with set_graph(graph):
+            return [ln.split("=", 1)[1].strip() for ln in format_buffers(graph).splitlines() if " = " in ln]
+
+    cdt = "float64" if dtype == torch.float64 else "float32"
+    inv = torch.tensor(3.0, dtype=getattr(torch, cdt)).reciprocal().item()
+    device_ops = ir_ops("meta")
+    assert any(op.startswith(f"constant({inv!r}, {cdt})") for op in device_ops), device_ops
+    assert any(op.startswith("mul(") for op in device_ops) and not any("truediv" in op for op in device_ops)
+    cpu_ops = ir_ops("cpu")
+    assert any(op.startswith("truediv(") for op in cpu_ops) and any(f"constant(3.0, {cdt})" in op for op in cpu_ops)

@@ -57,9 +57,27 @@ register_lowering(aten.sub)(_add_alpha("sub"))
 register_lowering(aten.mul)(_binary("mul"))
 # true_divide is div without a rounding mode; it reaches the graph after decomposition when
 # AOTAutograd turns arithmetic on symbolic Python floats into tensor ops (dynamic=True)
-register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor, aten.true_divide.Scalar)(
-    _binary("truediv", INT_TO_FLOAT)
-)
+_truediv = _binary("truediv", INT_TO_FLOAT)
+
+
+@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor, aten.true_divide.Scalar)
+def _true_divide(a, b):
+    """True division. A tensor divided by a Python number on a GPU is a multiplication by the
+    divisor's reciprocal, computed in the op's compute dtype (float32 for float16/bfloat16/float32,
+    float64 for float64) from the divisor rounded to it: what CUDA's eager kernel does for a CPU
+    scalar divisor (``div_true_kernel_cuda``: ``a * (opmath(1) / b)``), so results match eager
+    bit for bit, where ``a / b`` can differ by one unit in the last place (a difference that a
+    softmax of large logits magnifies); a multiplication is also cheaper than a division. On the
+    CPU eager's kernel divides, and so does the lowering. Inductor multiplies by the reciprocal
+    on every device."""
+    if is_tensor(a) and isinstance(b, numbers.Real) and not isinstance(b, bool) and a.get_device().type != "cpu":
+        cdt, _ = elementwise_dtypes(_meta(a), b, type_promotion_kind=INT_TO_FLOAT)
+        if cdt in (torch.float32, torch.float64):
+            inv = torch.tensor(float(b), dtype=cdt).reciprocal().item()
+            return make_pointwise(lambda x, r: ops.mul(x, r), INT_TO_FLOAT)(a, inv)
+    return _truediv(a, b)
+
+
 register_lowering(aten.maximum)(_binary("maximum"))
 register_lowering(aten.minimum)(_binary("minimum"))
 register_lowering(aten.fmax)(_binary("fmax"))
