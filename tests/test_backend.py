@@ -586,6 +586,34 @@ def test_in_place_store_chains_through_several_kernels(tmp_path):
     assert _generated(tmp_path).count("# in place") == 3
 
 
+def test_batch_norm_and_activation_store_over_the_convolution_result(tmp_path):
+    # inference conv -> batch norm -> ReLU6, twice: each pointwise kernel stores in place over its
+    # convolution's fresh result (the storage aten allocated, after its stride check), so no
+    # second activation-sized buffer is allocated; the second convolution's result takes the
+    # storage freed by the first, values as eager
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU6(),
+        torch.nn.Conv2d(8, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU6(),
+    ).eval()
+    for bn in (m[1], m[4]):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad(), config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(m, x, atol=1e-4, rtol=1e-4)
+    src = _generated(tmp_path)
+    call = src[src.index("def call(") :]
+    assert call.count("# in place") == 2, call
+    assert call.count("aten.convolution.default") == 2
+    # the kernels' outputs are the convolutions' storage: no allocation of the activation size
+    assert "_empty_strided_cpu((2, 8, 12, 12)" not in call, call
+
+
 def test_in_place_kernel_autotuned_sees_its_input_restored(tmp_path):
     # with pointwise autotuning each candidate config runs the kernel once more: the input the
     # kernel stores over is restored before every run (a mutated argument), so the result is

@@ -224,6 +224,13 @@ def test_division_by_a_python_number_matches_eager_bit_for_bit(dtype, divisor):
     check(lambda a: a / divisor, x, exact=True, kernels=1)
 
 
+def test_gelu_of_integers_raises_eagers_error():
+    # no integer GELU in eager: the lowering leaves the op to aten, whose error the user gets
+    f = torch.compile(lambda a: F.gelu(a) + 1, backend="tilefuse")
+    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+        f(to_device(torch.arange(5, dtype=torch.int32)))
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [1, 3, 127, 1025])
 def test_binary_arith_layouts_sizes(layout, n):

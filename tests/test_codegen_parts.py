@@ -16,7 +16,7 @@ MATH_OPS = {
     "rand", "randn", "randint64", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "ipow",
     "lshift", "rshift", "atan", "atan2", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh",
     "hypot", "signbit", "neg", "abs", "reciprocal", "relu", "maximum", "minimum", "fmax", "fmin",
-    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "sigmoid", "erf", "floor", "ceil",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "sigmoid", "erf", "erf_poly", "floor", "ceil",
     "log10", "expm1", "log1p", "tanh", "tan", "trunc", "round", "sign", "pow", "logical_and",
     "logical_or", "logical_xor", "logical_not", "bitwise_not", "isnan", "isinf",
 }  # fmt: skip

@@ -8,9 +8,9 @@ keys, line indices of the call body) and the wrapper writes the lines.
 
 Buffer reuse (Inductor's memory planning, simplified): a freed buffer's storage is taken by the
 next allocation of the same device, dtype and storage size instead of a new allocation. Only
-buffers the wrapper allocated, of static layout, read by generated kernels or extern kernels
-(mm, conv, attention: fresh results, never views of their inputs) take part, so no live tensor
-can alias a storage that is handed on.
+buffers the wrapper allocated, and the fresh results of convolutions and matrix products, of
+static layout, read by generated kernels or extern kernels (mm, conv, attention: fresh results,
+never views of their inputs) take part, so no live tensor can alias a storage that is handed on.
 """
 
 from __future__ import annotations
@@ -102,6 +102,17 @@ class MemoryPlanner:
         if key is not None and name not in self.out_names and self.safe_readers(name):
             self.reusable[name] = key
         return alloc
+
+    def adopt(self, name: str, layout: Any) -> None:
+        """An extern kernel's fresh result ``name`` (a convolution's, after the wrapper's
+        ``ensure_strides`` gave it exactly ``layout``: its own storage of that span, aliasing
+        nothing) joins the reusable buffers under the rule of ``allocate``, so a pointwise kernel
+        reading it for the last time can store its output in place (a convolution's batch norm
+        and activation over its result, as Inductor's in-place reuse does) and a later
+        allocation can take its storage."""
+        key = reuse_key(layout)
+        if key is not None and name not in self.out_names and self.safe_readers(name):
+            self.reusable[name] = key
 
     def take_over(self, name: str, src: str, layout: Any) -> bool:
         """Record output ``name`` (of ``layout``) stored in place of the dying input ``src``;

@@ -145,8 +145,8 @@ class TritonKernelCodegen(IndexingMixin, MemoryMixin, ReductionMixin):
     """Generates the source of one kernel for a KernelGroup.
 
     ``keep``: the group's buffers read or returned outside this kernel (their stores stay);
-    ``inplace``: output -> input buffers the wrapper lets share memory (used only by 1-D
-    pointwise kernels). ``generate()`` returns the ``GeneratedKernel``."""
+    ``inplace``: output -> input buffers the wrapper lets share memory (used only by pointwise
+    kernels). ``generate()`` returns the ``GeneratedKernel``."""
 
     def __init__(
         self, group: KernelGroup, name: str, device: torch.device, keep: set[str], inplace: dict[str, str] | None = None
@@ -182,10 +182,12 @@ class TritonKernelCodegen(IndexingMixin, MemoryMixin, ReductionMixin):
         self.index_dtype = self._choose_index_dtype()
         self._choose_tiling()
         # outputs stored into a dying input's memory (the wrapper's choice, ``inplace_candidates``):
-        # only in 1-D pointwise kernels, where every lane loads an element before it stores that
-        # same element in the same layout (a 2-D tile or a reduction may lay loads and stores out
-        # differently across the program's threads)
-        if not self.reduction and self.tiling is None:
+        # only in pointwise kernels (1-D or 2-D tiles), where each output element is computed
+        # from the input element at its own position, loaded by the same program (the programs'
+        # blocks do not overlap), so the store of an element waits on its load by data
+        # dependence whatever layouts Triton gives the loaded and stored blocks; a reduction's
+        # loop loads and stores at different times
+        if not self.reduction:
             self.args.inplace = self._inplace_asked
 
     def _init_loop_state(self) -> None:

@@ -485,13 +485,15 @@ LOG2_ERFC_POLY = (
 @_ops("erf_poly")
 def _erf_poly(op: str, c: MathCall) -> str:
     """erf(x) = sign(x) * (1 - erfc|x|), erfc|x| = 2**p(|x|) below 4 and 0 from there (float32's
-    ``1 + erf`` is 0 or 2 there already); NaN stays NaN. Horner's rule, one ``exp2``."""
+    ``1 + erf`` is 0 or 2 there already); NaN stays NaN. Horner's rule, one ``exp2``; one
+    arithmetic op per line, as ``heuristics.alu_ops`` counts a kernel's work in lines."""
     x = c.x[0]
     u = c.cse(f"tl.abs({x})")
-    p = c.cse(f"{u} * {LOG2_ERFC_POLY[-1]!r} + {LOG2_ERFC_POLY[-2]!r}")
-    for k in reversed(LOG2_ERFC_POLY[:-2]):
-        p = c.cse(f"{p} * {u} + {k!r}")
-    t = c.cse(f"1.0 - tl.where({u} < 4.0, tl.exp2({p}), 0.0)")
+    p = c.cse(f"{u} * {LOG2_ERFC_POLY[-1]!r}")
+    for k in reversed(LOG2_ERFC_POLY[:-1]):
+        p = c.cse(f"{p} + {k!r}") if k == LOG2_ERFC_POLY[0] else c.cse(f"{c.cse(f'{p} + {k!r}')} * {u}")
+    e = c.cse(f"tl.where({u} < 4.0, tl.exp2({p}), 0.0)")
+    t = c.cse(f"1.0 - {e}")
     return f"tl.where({x} != {x}, {x}, tl.where({x} < 0, -{t}, {t}))"
 
 

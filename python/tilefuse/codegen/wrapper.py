@@ -116,6 +116,9 @@ def _assert_source(terms: list) -> str:
 # needs no stride check, and torch's own Python binding is about 3 us cheaper per call than
 # calling the OpOverload
 _OUT_VARIANTS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm"}
+# extern ops whose result is a fresh tensor of exactly its layout's storage (no view of an input,
+# no larger storage): after its stride check it may give its storage on, like an allocated buffer
+_FRESH_RESULTS = frozenset({aten.convolution.default, *_OUT_VARIANTS})
 
 
 class WrapperCodegen:
@@ -393,6 +396,8 @@ class WrapperCodegen:
                 self._bind_unbacked(buf)
                 if buf.layout is not None:
                     body.append(self._ensure_strides(buf))
+                    if op in _FRESH_RESULTS:
+                        self.plan.adopt(buf.name, buf.layout)
         else:  # an empty ComputedBuffer: allocation only
             self._allocate(buf.name, buf.layout)
         self.plan.live.append(buf.name)

@@ -268,6 +268,9 @@ def _gelu(x, approximate="none"):
     tilefuse lowering: Inductor decomposes gelu with torch's reference and calls libdevice."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if not x.get_dtype().is_floating_point:
+        # eager has no integer or bool GELU: the aten op runs and raises its own error
+        raise NotImplementedError(f"gelu of a {x.get_dtype()} tensor")
     half = is_half_precision(x.get_dtype())
 
     def exact(v):
