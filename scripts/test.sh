@@ -22,3 +22,4 @@ else
     # process each, and share nothing but the on-disk caches, which take concurrent writers
     python -m pytest -q -n "$(python -c 'import os; print(max(1, min(os.cpu_count() or 1, 4)))')" tests
 fi
+echo "== scripts/test.sh: every step passed"
