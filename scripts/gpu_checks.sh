@@ -37,7 +37,9 @@ workers=$("$PY" -c 'import os; print(max(1, min(14, (os.cpu_count() or 2) - 2)))
 echo "== templates and end-to-end modules on CUDA"
 TILEFUSE_TEST_DEVICE=cuda timeout "${TPL_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n "$workers" \
     tests/test_tpl_*.py tests/test_upsample.py tests/test_unbacked.py tests/test_cudagraphs.py \
-    tests/test_devices.py tests/test_layout_opt.py > "$OUT/templates.log" 2>&1
+    tests/test_devices.py tests/test_layout_opt.py "tests/test_backend_ops.py::test_division_by_a_python_number_matches_eager_bit_for_bit" \
+    "tests/test_backend_ops.py::test_gelu_lowering_matches_eager" "tests/test_backend_ops.py::test_gelu_read_by_two_kernels_is_recomputed_in_each" \
+    > "$OUT/templates.log" 2>&1
 grep -E "^FAILED|passed|failed" "$OUT/templates.log" | tail -40
 
 echo "== gpu-marked tests"
