@@ -9,9 +9,12 @@
 #                                                   # wheel's native module is used with this
 #                                                   # checkout's Python sources
 #   ZOO="--suite timm --mode inference" bash scripts/gpu_checks.sh   # also a zoo piece
+#   PROFILE="tf_efficientnet_b0,ghostnet_100" bash scripts/gpu_checks.sh   # and their top kernels,
+#                                                   # tilefuse's then Inductor's (benches/profile_model.py)
 #
 # Parts (seconds, each overridable): TPL_S templates and end-to-end modules (240), GPU_S the
-# gpu-marked tests (240), ZOO_S the zoo (its --time-budget; children time out at ZOO_TIMEOUT_S).
+# gpu-marked tests (240), ZOO_S the zoo (its --time-budget; children time out at ZOO_TIMEOUT_S),
+# PROFILE_S each profile (90). TPL_S=0 / GPU_S=0 skip a part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -34,6 +37,7 @@ nvidia-smi -L 2>/dev/null | tee "$OUT/device.txt"
 git log --oneline -1 2>/dev/null | tee -a "$OUT/device.txt"
 workers=$("$PY" -c 'import os; print(max(1, min(14, (os.cpu_count() or 2) - 2)))')
 
+if [ "${TPL_S:-240}" != 0 ]; then
 echo "== templates and end-to-end modules on CUDA"
 TILEFUSE_TEST_DEVICE=cuda timeout "${TPL_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n "$workers" \
     tests/test_tpl_*.py tests/test_upsample.py tests/test_unbacked.py tests/test_cudagraphs.py \
@@ -41,10 +45,13 @@ TILEFUSE_TEST_DEVICE=cuda timeout "${TPL_S:-240}" "$PY" -m pytest -q -p no:cache
     "tests/test_backend_ops.py::test_gelu_lowering_matches_eager" "tests/test_backend_ops.py::test_gelu_read_by_two_kernels_is_recomputed_in_each" \
     > "$OUT/templates.log" 2>&1
 grep -E "^FAILED|passed|failed" "$OUT/templates.log" | tail -40
+fi
 
+if [ "${GPU_S:-240}" != 0 ]; then
 echo "== gpu-marked tests"
 timeout "${GPU_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -m gpu -n "$workers" tests > "$OUT/gpu.log" 2>&1
 grep -E "^FAILED|passed|failed" "$OUT/gpu.log" | tail -40
+fi
 
 if [ -n "${ZOO:-}" ]; then
     echo "== model zoo: $ZOO"
@@ -53,4 +60,15 @@ if [ -n "${ZOO:-}" ]; then
         --timeout "${ZOO_TIMEOUT_S:-200}" --log "$OUT/zoo.log" --bytecode-cache /tmp/tilefuse_pyc \
         2>&1 | grep -E " (tilefuse|inductor): "
     "$PY" benches/models.py --report --csv "$OUT/zoo.csv" --out "$OUT/zoo.md" > /dev/null 2>&1
+fi
+
+if [ -n "${PROFILE:-}" ]; then
+    for model in ${PROFILE//,/ }; do
+        for backend in tilefuse inductor; do
+            echo "== profile: $model, $backend"
+            timeout "${PROFILE_S:-90}" "$PY" benches/profile_model.py --model "$model" --backend "$backend" --top 16 \
+                > "$OUT/profile_${model}_${backend}.log" 2>&1
+            grep -v Warning "$OUT/profile_${model}_${backend}.log" | tail -20 | cut -c1-150
+        done
+    done
 fi
