@@ -99,17 +99,17 @@ class MemoryPlanner:
         if free:
             old = free.pop()
             alloc = Allocation(old, key[3:] == self.reusable[old][3:], self._del_line.pop(old))
-        if key is not None and name not in self.out_names and self.safe_readers(name):
-            self.reusable[name] = key
+        self.adopt(name, layout)
         return alloc
 
     def adopt(self, name: str, layout: Any) -> None:
-        """An extern kernel's fresh result ``name`` (a convolution's, after the wrapper's
-        ``ensure_strides`` gave it exactly ``layout``: its own storage of that span, aliasing
-        nothing) joins the reusable buffers under the rule of ``allocate``, so a pointwise kernel
-        reading it for the last time can store its output in place (a convolution's batch norm
-        and activation over its result, as Inductor's in-place reuse does) and a later
-        allocation can take its storage."""
+        """Make buffer ``name`` (of ``layout``) reusable when its layout is static, it is no graph
+        output and only safe readers read it. Called for every allocated buffer, every in-place
+        output, and the fresh result of a convolution or matrix product once the wrapper's
+        ``ensure_strides`` gave it exactly ``layout`` (its own storage of that span, aliasing
+        nothing): a pointwise kernel reading such a result for the last time can then store its
+        output in place (a convolution's batch norm and activation over its result, as Inductor's
+        in-place reuse does), and a later allocation can take its storage."""
         key = reuse_key(layout)
         if key is not None and name not in self.out_names and self.safe_readers(name):
             self.reusable[name] = key
@@ -119,10 +119,8 @@ class MemoryPlanner:
         returns whether the layouts are the same (the output is ``src`` itself, else a view of
         it). The output's storage is reusable in turn under the rule of ``allocate``."""
         self.consumed.add(src)
-        own = reuse_key(layout)
-        if name not in self.out_names and self.safe_readers(name):
-            self.reusable[name] = own
-        return own == self.reusable[src]
+        self.adopt(name, layout)
+        return reuse_key(layout) == self.reusable[src]
 
     def release_dead(self, i: int, first_line: int) -> list[str]:
         """The live buffers no item after position ``i`` reads (graph outputs excepted), in the

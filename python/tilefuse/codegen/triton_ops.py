@@ -490,8 +490,9 @@ def _erf_poly(op: str, c: MathCall) -> str:
     x = c.x[0]
     u = c.cse(f"tl.abs({x})")
     p = c.cse(f"{u} * {LOG2_ERFC_POLY[-1]!r}")
-    for k in reversed(LOG2_ERFC_POLY[:-1]):
-        p = c.cse(f"{p} + {k!r}") if k == LOG2_ERFC_POLY[0] else c.cse(f"{c.cse(f'{p} + {k!r}')} * {u}")
+    for k in reversed(LOG2_ERFC_POLY[1:-1]):
+        p = c.cse(f"{c.cse(f'{p} + {k!r}')} * {u}")
+    p = c.cse(f"{p} + {LOG2_ERFC_POLY[0]!r}")
     e = c.cse(f"tl.where({u} < 4.0, tl.exp2({p}), 0.0)")
     t = c.cse(f"1.0 - {e}")
     return f"tl.where({x} != {x}, {x}, tl.where({x} < 0, -{t}, {t}))"
