@@ -7,7 +7,11 @@ optimizer). The compiled step is called until warm (``--warmup``), then ``--iter
 total and mean microseconds, and share of all kernel time, plus the sums (a line also gives the
 wall time per step measured without the profiler, and how many kernels of each kind ran:
 Triton's own, and the rest: cuBLAS / cuDNN / flash attention / aten's). ``--backend eager`` profiles
-the model without compiling. ``--trace FILE`` also writes a Chrome trace.
+the model without compiling. ``--trace FILE`` also writes a Chrome trace. ``--memory`` also
+records one warm step's CUDA allocations (``torch.cuda.memory._record_memory_history``) and prints
+the step's peak: the bytes live before the step (weights, inputs), and the blocks live at the peak
+that the step allocated, largest first, each with the Python line that allocated it (for a
+compiled graph, the generated wrapper's line).
 
 Usage (on the GPU):
     python benches/profile_model.py --model BertForMaskedLM --backend tilefuse --mode inference
@@ -44,6 +48,57 @@ def _kernel_rows(prof) -> list[tuple[str, int, float]]:
     return sorted(((n, c, us) for n, (c, us) in totals.items()), key=lambda r: -r[2])
 
 
+def _memory_peak(step, model, inputs) -> dict:
+    """One warm step under the CUDA caching allocator's history: the bytes allocated before it,
+    the peak's bytes, and the blocks (size, allocating frame) the step had live at its peak."""
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    try:
+        step(model, inputs)
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    live: dict[int, tuple[int, str]] = {}
+    cur, best, at_peak = 0, 0, {}
+    for ev in (e for trace in snap["device_traces"] for e in trace):
+        if ev["action"] == "alloc":
+            live[ev["addr"]] = (ev["size"], _frame(ev.get("frames", ())))
+            cur += ev["size"]
+            if cur > best:
+                best, at_peak = cur, dict(live)
+        elif ev["action"] == "free_completed" and ev["addr"] in live:
+            cur -= live.pop(ev["addr"])[0]
+    return {"before": before, "peak": before + best, "blocks": sorted(at_peak.values(), key=lambda b: -b[0])}
+
+
+def _frame(frames) -> str:
+    """The innermost frame outside torch and the standard library, with its source line."""
+    import linecache
+
+    for f in frames:
+        name = f.get("filename", "")
+        if "/torch/" in name or "/python3" in name or name.startswith("??"):
+            continue
+        text = linecache.getline(name, f.get("line", 0)).strip()
+        return f"{os.path.basename(name)}:{f.get('line')} {text[:100]}"
+    return "(no Python frame)"
+
+
+def _print_peak(peak: dict, top: int) -> None:
+    gib = 2**30
+    print(
+        f"# memory: {peak['before'] / gib:.3f} GiB live before the step, peak {peak['peak'] / gib:.3f} GiB; "
+        f"blocks the step had live at its peak: {len(peak['blocks'])}, "
+        f"{sum(b[0] for b in peak['blocks']) / gib:.3f} GiB"
+    )
+    for size, where in peak["blocks"][:top]:
+        print(f"{size / 2**20:10.1f} MiB  {where}")
+
+
 def _is_triton(name: str) -> bool:
     return name.startswith(("triton_", "tf_", "tilefuse_")) or "triton" in name
 
@@ -60,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--trace", default="", help="also write a Chrome trace here")
+    ap.add_argument("--memory", action="store_true", help="also print what is live at one step's peak")
     opts = ap.parse_args(argv)
     try:
         spec = zoo.find_spec(opts.model)
@@ -102,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(opts.iters):
                 step(model, inputs)
             torch.cuda.synchronize()
+        if opts.memory:
+            peak = _memory_peak(step, model, inputs)
     if opts.trace:
         prof.export_chrome_trace(opts.trace)
     rows = _kernel_rows(prof)
@@ -118,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     rest = rows[opts.top :]
     if rest:
         print(f"{'':>10} {sum(us for _, _, us in rest) / n:10.1f} {'':>9} {'':>6}  ({len(rest)} more kernels)")
+    if opts.memory:
+        _print_peak(peak, opts.top)
     if opts.backend == "tilefuse":
         from tilefuse import metrics
 

@@ -14,7 +14,7 @@
 #
 # Parts (seconds, each overridable): TPL_S templates and end-to-end modules (240), GPU_S the
 # gpu-marked tests (240), ZOO_S the zoo (its --time-budget; children time out at ZOO_TIMEOUT_S),
-# PROFILE_S each profile (90). TPL_S=0 / GPU_S=0 skip a part.
+# PROFILE_S each profile (90; PROFILE_ARGS adds arguments, e.g. --memory). TPL_S=0 / GPU_S=0 skip a part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -66,9 +66,9 @@ if [ -n "${PROFILE:-}" ]; then
     for model in ${PROFILE//,/ }; do
         for backend in tilefuse inductor; do
             echo "== profile: $model, $backend"
-            timeout "${PROFILE_S:-90}" "$PY" benches/profile_model.py --model "$model" --backend "$backend" --top 16 \
+            timeout "${PROFILE_S:-90}" "$PY" benches/profile_model.py --model "$model" --backend "$backend" --top 16 ${PROFILE_ARGS:-} \
                 > "$OUT/profile_${model}_${backend}.log" 2>&1
-            grep -v Warning "$OUT/profile_${model}_${backend}.log" | tail -20 | cut -c1-150
+            grep -v Warning "$OUT/profile_${model}_${backend}.log" | tail -"${PROFILE_LINES:-20}" | cut -c1-170
         done
     done
 fi
