@@ -66,6 +66,7 @@ if [ -n "${PROFILE:-}" ]; then
     for model in ${PROFILE//,/ }; do
         for backend in tilefuse inductor; do
             echo "== profile: $model, $backend"
+            # shellcheck disable=SC2086  # PROFILE_ARGS holds several arguments
             timeout "${PROFILE_S:-90}" "$PY" benches/profile_model.py --model "$model" --backend "$backend" --top 16 ${PROFILE_ARGS:-} \
                 > "$OUT/profile_${model}_${backend}.log" 2>&1
             grep -v Warning "$OUT/profile_${model}_${backend}.log" | tail -"${PROFILE_LINES:-20}" | cut -c1-170
