@@ -14,7 +14,8 @@
 #
 # Parts (seconds, each overridable): TPL_S templates and end-to-end modules (240), GPU_S the
 # gpu-marked tests (240), ZOO_S the zoo (its --time-budget; children time out at ZOO_TIMEOUT_S),
-# PROFILE_S each profile (90; PROFILE_ARGS adds arguments, e.g. --memory). TPL_S=0 / GPU_S=0 skip a part.
+# PROFILE_S each profile (90; PROFILE_ARGS adds arguments, e.g. --memory; PROFILE_BACKENDS
+# "tilefuse" profiles one backend). TPL_S=0 / GPU_S=0 skip a part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -42,6 +43,8 @@ echo "== templates and end-to-end modules on CUDA"
 TILEFUSE_TEST_DEVICE=cuda timeout "${TPL_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -n "$workers" \
     tests/test_tpl_*.py tests/test_upsample.py tests/test_unbacked.py tests/test_cudagraphs.py \
     tests/test_devices.py tests/test_layout_opt.py "tests/test_backend_ops.py::test_division_by_a_python_number_matches_eager_bit_for_bit" \
+    "tests/test_backend_ops.py::test_division_by_a_dynamic_python_number_matches_eager_bit_for_bit" \
+    "tests/test_backend_ops.py::test_tensor_division_matches_eager_bit_for_bit" \
     "tests/test_backend_ops.py::test_gelu_lowering_matches_eager" "tests/test_backend_ops.py::test_gelu_read_by_two_kernels_is_recomputed_in_each" \
     > "$OUT/templates.log" 2>&1
 grep -E "^FAILED|passed|failed" "$OUT/templates.log" | tail -40
@@ -49,8 +52,9 @@ fi
 
 if [ "${GPU_S:-240}" != 0 ]; then
 echo "== gpu-marked tests"
-timeout "${GPU_S:-240}" "$PY" -m pytest -q -p no:cacheprovider -m gpu -n "$workers" tests > "$OUT/gpu.log" 2>&1
-grep -E "^FAILED|passed|failed" "$OUT/gpu.log" | tail -40
+# -v: each result is logged as it comes, so a run cut off by the time limit still names its failures
+timeout "${GPU_S:-240}" "$PY" -m pytest -v -p no:cacheprovider -m gpu -n "$workers" tests > "$OUT/gpu.log" 2>&1
+grep -E "(FAILED|ERROR) tests|passed|failed" "$OUT/gpu.log" | sed 's/^\[gw[0-9]*\] \[ *[0-9]*%\] //' | sort -u | tail -40
 fi
 
 if [ -n "${ZOO:-}" ]; then
@@ -64,7 +68,7 @@ fi
 
 if [ -n "${PROFILE:-}" ]; then
     for model in ${PROFILE//,/ }; do
-        for backend in tilefuse inductor; do
+        for backend in ${PROFILE_BACKENDS:-tilefuse inductor}; do
             echo "== profile: $model, $backend"
             # shellcheck disable=SC2086  # PROFILE_ARGS holds several arguments
             timeout "${PROFILE_S:-90}" "$PY" benches/profile_model.py --model "$model" --backend "$backend" --top 16 ${PROFILE_ARGS:-} \

@@ -224,6 +224,25 @@ def test_division_by_a_python_number_matches_eager_bit_for_bit(dtype, divisor):
     check(lambda a: a / divisor, x, exact=True, kernels=1)
 
 
+@pytest.mark.parametrize("divisor", [3.7, 1e-6, 7])
+def test_division_by_a_dynamic_python_number_matches_eager_bit_for_bit(divisor):
+    # under dynamic=True Dynamo passes the float as a 0-d CPU tensor: still a CPU scalar to
+    # eager's CUDA kernel (a reciprocal multiply), and to the lowering
+    torch._dynamo.reset()
+    x = to_device(torch.cat([make([64], low=-1e4, high=1e4), torch.tensor([0.0, float("inf"), float("nan")])]))
+    f = torch.compile(lambda a, d: torch.softmax(a / d, -1), backend="tilefuse", dynamic=True)
+    for d in (divisor, divisor * 3):
+        torch.testing.assert_close(f(x, d), torch.softmax(x / d, -1), atol=0, rtol=0, equal_nan=True)
+
+
+def test_tensor_division_matches_eager_bit_for_bit():
+    # eager's CUDA kernels divide with IEEE rounding; so do the kernels (not Triton's
+    # approximate float32 division), whatever the operands' dtypes
+    x, y = make([4, 257], low=-1e6, high=1e6), make([4, 257], low=0.001, high=7.0)
+    check(lambda a, b: (a / b, torch.reciprocal(b), torch.div(a, b, rounding_mode="floor")), x, y, exact=True)
+    check(lambda a, b: a.to(torch.bfloat16) / b, x, y, exact=True)
+
+
 def test_gelu_of_integers_raises_eagers_error():
     # no integer GELU in eager: the lowering leaves the op to aten, whose error the user gets
     f = torch.compile(lambda a: F.gelu(a) + 1, backend="tilefuse")

@@ -42,7 +42,7 @@ _COMPILE = textwrap.dedent("""
     spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    n = 0
+    n = fma = 0
     for ln in mod._launchers:
         for cfg in ln.configs:
             sig, consts = {}, {}
@@ -54,9 +54,12 @@ _COMPILE = textwrap.dedent("""
                     consts[a] = cfg[a]
             tc = _triton_config(cfg)  # the options the runtime compiles with (num_stages: Triton's default)
             opts = {"num_warps": tc.num_warps, "num_stages": tc.num_stages}
+            opts["enable_fp_fusion"] = tc.kwargs["enable_fp_fusion"]
             k = triton.compile(ASTSource(ln.fn, sig, consts), target=GPUTarget("cuda", 90, 32), options=opts)
             assert k.asm["cubin"], ln.fn
             n += 1
+            fma += k.asm["ptx"].count("fma.rn.f32")
+    print("FMA", fma)
     print("COMPILED", n)
 """)
 
@@ -239,14 +242,11 @@ _CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(_CASES))
-def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
-    fn, opts, args = _CASES[case]
-    with config.patch(tiny_kernel_numel=0, **opts):  # small shapes: compile every candidate config
-        src = _cuda_source(fn, *args)
-    assert "jit_for('cuda')" in src
-    if "looped" in case:
-        assert "eviction_policy" in src and "tl.maximum(" in src  # eviction hints, online softmax
+def _compile_for_sm90(src: str, tmp_path, **env_vars: str) -> str:
+    """Compile every kernel of a generated module for sm_90 in a fresh process (Triton's compiler
+    with the runtime's options, no GPU needed); its stdout: ``FMA <fused multiply-adds in the
+    PTX>`` and ``COMPILED <kernels>``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "generated.py"
     path.write_text(src)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -255,12 +255,36 @@ def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
         TRITON_INTERPRET="0",
         TRITON_CACHE_DIR=str(tmp_path / "triton"),
         PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p),
+        **env_vars,
     )
     r = subprocess.run(
         [sys.executable, "-c", _COMPILE, str(path)], capture_output=True, text=True, env=env, timeout=600
     )
     assert r.returncode == 0 and "COMPILED" in r.stdout, r.stdout[-2000:] + r.stderr[-6000:]
-    assert int(r.stdout.split("COMPILED")[1]) >= src.count("make_launcher(tf_")
+    return r.stdout
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_generated_cuda_kernels_compile_for_sm90(case, tmp_path):
+    fn, opts, args = _CASES[case]
+    with config.patch(tiny_kernel_numel=0, **opts):  # small shapes: compile every candidate config
+        src = _cuda_source(fn, *args)
+    assert "jit_for('cuda')" in src
+    if "looped" in case:
+        assert "eviction_policy" in src and "tl.maximum(" in src  # eviction hints, online softmax
+    out = _compile_for_sm90(src, tmp_path)
+    assert int(out.split("COMPILED")[1]) >= src.count("make_launcher(tf_")
+
+
+def test_products_are_rounded_before_a_sum_unless_fp_fusion_is_on(tmp_path):
+    """With ``fp_fusion`` off (the default) a product is rounded before it is added, as eager's
+    one-op kernels round it: no fused multiply-add in the PTX; on, Triton contracts them."""
+    src = _cuda_source(
+        lambda x, s, m: x * s - m, ((64, 40), torch.float32), ((64, 1), torch.float32), ((64, 1), torch.float32)
+    )
+    assert "enable_fp_fusion" not in src  # a runtime option: the generated module does not fix it
+    assert int(_compile_for_sm90(src, tmp_path / "off").split("FMA")[1].split()[0]) == 0
+    assert int(_compile_for_sm90(src, tmp_path / "on", TILEFUSE_FP_FUSION="1").split("FMA")[1].split()[0]) > 0
 
 
 def _launcher_configs(src: str) -> list[list[dict]]:
@@ -456,3 +480,24 @@ def test_a_small_view_of_a_storage_past_int32_indexes_in_int64():
         assert _index_dtypes(source(fn, small)) == {"tl.int32"}, fn
     # 2**29 + 8 float32 elements: under 2**31 - 1 either way, so int32
     assert _index_dtypes(source(lambda x: x + 1, col)) == {"tl.int32"}
+
+
+def test_float32_division_on_the_gpu_is_ieee_rounded_as_eagers(tmp_path):
+    """Triton's float32 ``/`` is PTX's approximate ``div.full.f32``; eager's CUDA kernels round
+    divisions exactly, so GPU kernels divide with ``tl.math.div_rn`` (true, floor and trunc
+    division, reciprocal; half inputs computed in float32); float64 keeps ``/``, which is exact.
+    The kernels compile for sm_90 without a fused multiply-add left."""
+
+    def fn(x, y, h):
+        floor = torch.div(x, y, rounding_mode="floor")
+        return x / y, torch.reciprocal(x), floor, torch.div(x, y, rounding_mode="trunc"), h / y[0, 0]
+
+    f32 = ((8, 8), torch.float32)
+    src = _cuda_source(fn, f32, f32, ((8, 8), torch.bfloat16))
+    kernels = src[: src.index("def call")]
+    assert kernels.count("tl.math.div_rn(") >= 4, kernels
+    assert not [ln for ln in kernels.splitlines() if " / " in ln and "div_rn" not in ln and "//" not in ln]
+    out = _compile_for_sm90(src, tmp_path)
+    assert int(out.split("COMPILED")[1]) >= 1
+    src64 = _cuda_source(lambda x, y: x / y, ((8, 8), torch.float64), ((8, 8), torch.float64))
+    assert "div_rn" not in src64 and " / " in src64

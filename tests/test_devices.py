@@ -90,7 +90,7 @@ def test_a_cpu_factory_copied_to_the_device_is_made_there():
     assert all(b.get_device().type == "meta" for b in graph.buffers)
 
 
-def test_a_cpu_factory_also_read_on_the_cpu_stays_there():
+def test_a_cpu_factory_also_returned_on_the_cpu_is_made_there_again():
     x = torch.randn(16, device="meta")
     arange = torch.ops.aten.arange.start_step
 
@@ -99,7 +99,21 @@ def test_a_cpu_factory_also_read_on_the_cpu_stays_there():
         return r.to(x.device) + x, r * 2
 
     graph = _lowered(f, x)
-    # also read by a CPU op whose result is a CPU output: the aten op, and the copy to the device
+    # the device's kernel makes the arange inline; the CPU output is made by aten on the CPU
+    assert graph.fallback_ops == ["aten.arange.start_step", "aten.mul.Tensor"]
+    assert [o.get_device().type for o in graph.outputs] == ["meta", "cpu"]
+
+
+def test_a_cpu_factory_read_by_a_cpu_op_on_a_cpu_input_stays_there():
+    x, y = torch.randn(16, device="meta"), torch.randn(16)
+    arange = torch.ops.aten.arange.start_step
+
+    def f(x, y):
+        r = arange(0, 16, device="cpu")
+        return r.to(x.device) + x, r * y
+
+    graph = _lowered(f, x, y)
+    # r * y is CPU work on a CPU input: r stays on the CPU (aten), copied to the device
     assert graph.fallback_ops[:2] == ["aten.arange.start_step", "aten._to_copy.default"]
 
 
@@ -117,12 +131,35 @@ def test_cpu_work_inside_a_device_graph_runs_as_aten_ops():
     assert graph.fallback_ops == ["aten.sum.default", "aten.add.Tensor"]
 
 
-def test_a_host_scalar_result_the_graph_returns_on_the_cpu_is_refused():
-    # computed on the device (where the scalar was moved) but returned on the CPU by eager:
-    # the graph is not compiled (the backend runs it eagerly, with a warning)
+def test_host_arithmetic_the_graph_returns_on_the_cpu_is_computed_there_too():
+    # s + 1 is returned on the CPU (as a training graph saves a Python float's casts for its
+    # backward) while x * s reads s on the device: the call keeps s's CPU tensor, the addition
+    # runs as its aten op on it, and the product stays a kernel on the device
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from tilefuse.codegen.wrapper import WrapperCodegen
+    from tilefuse.ir.graph_context import set_graph
+    from tilefuse.scheduler import schedule
+
+    def f(x, s):
+        return x * s, (s + 1).to(torch.float64)
+
     x, s = torch.randn(16, device="meta"), torch.tensor(2.5)
-    with pytest.raises(NotImplementedError, match="eager returns on cpu"):
-        _lowered(lambda x, s: (x * s, s + 1), x, s)
+    graph = _lowered(f, x, s)
+    assert graph.host_scalar_inputs == ["arg1"] and graph.host_scalar_twins == ["arg1"]
+    assert graph.fallback_ops == ["aten.add.Tensor", "aten._to_copy.default"]
+    assert graph.outputs[0].get_device().type == "meta" and graph.outputs[1].get_device().type == "cpu"
+    # the wrapper, for (fake) CUDA tensors
+    mode = FakeTensorMode()
+    with mode:
+        args = [torch.empty(16, device="cuda"), torch.tensor(2.5)]
+    graph = GraphLowering(make_fx(f, tracing_mode="fake")(*args), args, "devices")
+    with mode:
+        graph.run()
+    with set_graph(graph):
+        src, _ = WrapperCodegen(graph, schedule(graph.buffers)).generate()
+    call = src[src.index("def call") :]
+    assert call.index("arg1_host = arg1") < call.index("arg1 = arg1.to(_device)") < call.index("(arg1_host, 1)")
 
 
 def test_a_cpu_graph_without_the_interpreter_runs_eagerly_with_one_warning(monkeypatch):
@@ -159,6 +196,27 @@ def test_a_moved_constant_is_real_under_the_compile_fake_mode():
     assert const.device.type == "meta" and not isinstance(const, FakeTensor)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
+def test_division_by_a_host_scalar_tensor_is_a_reciprocal_multiply_off_the_cpu(dtype):
+    # a 0-d CPU divisor (a Python float Dynamo passes as a tensor under dynamic=True) is a CPU
+    # scalar to CUDA's eager kernel, which multiplies by its reciprocal: so does the kernel, the
+    # reciprocal computed from the divisor in the compute dtype; a device divisor is divided by
+    from tilefuse.debug import format_buffers
+    from tilefuse.ir.graph_context import set_graph
+
+    def ir_ops(x, y):
+        graph = _lowered(lambda x, y: x / y.to(torch.float32), x, y)
+        with set_graph(graph):
+            return [ln.split("=", 1)[1].strip() for ln in format_buffers(graph).splitlines() if " = " in ln]
+
+    host = ir_ops(torch.ones(16, device="meta", dtype=dtype), torch.tensor(3.0, dtype=torch.float64))
+    assert any(op.startswith("reciprocal(") for op in host) and not any("truediv" in op for op in host), host
+    on_device = ir_ops(
+        torch.ones(16, device="meta", dtype=dtype), torch.tensor(3.0, dtype=torch.float64, device="meta")
+    )
+    assert any(op.startswith("truediv(") for op in on_device) and not any("reciprocal" in op for op in on_device)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64, torch.int32])
 def test_division_by_a_python_number_is_a_reciprocal_multiply_off_the_cpu(dtype):
     # on a GPU eager's kernel multiplies by the divisor's reciprocal in the compute dtype (CUDA's
@@ -179,3 +237,20 @@ def test_division_by_a_python_number_is_a_reciprocal_multiply_off_the_cpu(dtype)
     assert any(op.startswith("mul(") for op in device_ops) and not any("truediv" in op for op in device_ops)
     cpu_ops = ir_ops("cpu")
     assert any(op.startswith("truediv(") for op in cpu_ops) and any(f"constant(3.0, {cdt})" in op for op in cpu_ops)
+
+
+def test_a_zero_dim_cpu_factory_of_a_symbolic_size_is_made_on_the_device():
+    # under dynamic shapes math.sqrt(x.size(0)) is scalar_tensor(s0) and host arithmetic on it:
+    # a factory of a size (an input node, but no tensor), read by device ops only
+    from torch._guards import detect_fake_mode
+
+    def f(x):
+        return x * torch.ops.aten.scalar_tensor.default(x.shape[0]).to(torch.float64).sqrt().to(torch.float32)
+
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(16, 4, device="meta"))
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    graph = GraphLowering(gm, inputs, "devices")
+    with detect_fake_mode(inputs):
+        graph.run()
+    assert graph.fallback_ops == []
+    assert all(b.get_device().type == "meta" for b in graph.buffers)

@@ -191,9 +191,10 @@ def test_runtime_assertion_on_data_dependent_sizes_is_checked_by_the_wrapper(mon
 
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     torch.testing.assert_close(cf(torch.randn(10), torch.tensor(3)), f(torch.randn(10), torch.tensor(3)))
+    # the graph's inputs are t (a CPU scalar) and x's size: it runs on the arange's device
     (graph,) = compiled
     assert "raise RuntimeError('n is too large')" in graph.source
-    torch.testing.assert_close(graph([torch.tensor(5), 10]), (torch.arange(5) * 2,))
+    torch.testing.assert_close(graph([torch.tensor(5), 10]), (torch.arange(5, device=DEVICE) * 2,))
     with pytest.raises(RuntimeError, match="n is too large"):
         graph([torch.tensor(6), 10])
 

@@ -149,6 +149,14 @@ Options:
         (CPU tensors, an op that syncs with the host, ...) runs without, logged once
         (``tilefuse.runtime.cudagraphs``). It does not change the generated code: not part of the
         graph cache key.
+    fp_fusion (bool, env TILEFUSE_FP_FUSION, default False): let the GPU compiler contract a
+        multiplication and an addition into one fused multiply-add (Triton's ``enable_fp_fusion``,
+        on by default in Triton). Off, every operation of a fused kernel rounds its result as
+        eager's one-op-per-kernel code does, so a product is rounded before it is added: a fused
+        ``x * s - max`` would otherwise skip the rounding of ``x * s`` that eager does, and a
+        softmax of large logits magnifies that last-place difference into visibly different
+        probabilities. The kernels tilefuse generates are bound by memory traffic, where the
+        extra instructions cost nothing measurable.
     pad_mm (bool, env TILEFUSE_PAD_MM, default True): large CUDA matrix products whose sizes leave
         a cuBLAS leading dimension off 16-byte alignment run on zero-padded operands
         (``lowering.extern._mm_padding``); a graph output that is (a view of) such a product comes back
@@ -358,6 +366,7 @@ graph_cache: bool = _env_bool("TILEFUSE_GRAPH_CACHE", True)
 # matrix products on CUDA whose sizes leave a cuBLAS leading dimension off 16-byte alignment are
 # run on zero-padded operands (lowering.extern._mm_padding: Inductor's pad_mm rule, by size, not timing)
 pad_mm: bool = _env_bool("TILEFUSE_PAD_MM", True)
+fp_fusion: bool = _env_bool("TILEFUSE_FP_FUSION", False)
 # convolutional graphs laid out channels-last where that pays (tilefuse.layout_opt)
 layout_optimization: bool = _env_bool("TILEFUSE_LAYOUT_OPTIMIZATION", True)
 warmup: bool = _env_bool("TILEFUSE_WARMUP", True)
@@ -457,6 +466,7 @@ _OPTIONS = (
     "symbolic_shapes",
     "graph_cache",
     "pad_mm",
+    "fp_fusion",
     "layout_optimization",
     "warmup",
     "triton_key_from_stat",

@@ -3,11 +3,18 @@ precondition.
 
 ``online_normalizers`` (the online-normalizer rewrite): the row maximum and the sum of
 exponentials of a decomposed log_softmax are lowered as one pair of reductions over the row.
+
+``host_work_on_device`` (Inductor's ``move_constructors_to_gpu``, extended to host scalars): the
+CPU values of a device graph that are made there from nothing (factories) or from host scalars,
+and only reach the device, are computed on the device.
 """
 
 from __future__ import annotations
 
+from typing import Any, Collection
+
 import torch
+import torch.utils._pytree as pytree
 
 aten = torch.ops.aten
 
@@ -70,3 +77,67 @@ def online_normalizers(gm: torch.fx.GraphModule) -> dict:
             continue
         out[m] = out[s] = (x, norm_s)
     return out
+
+
+def _tensor_vals(n: Any) -> list:
+    return [v for v in pytree.tree_leaves(n.meta.get("val")) if isinstance(v, torch.Tensor)]
+
+
+def host_work_on_device(gm: torch.fx.GraphModule, device: torch.device, lowered: Collection[Any]) -> set[torch.fx.Node]:
+    """The nodes of a graph on ``device`` (not the CPU) whose values eager computes on the CPU
+    but the graph computes on ``device``, in its kernels: host work that only feeds the device.
+
+    Host work is a 0-d CPU input or constant of the graph (a Python float Dynamo passes as a
+    tensor under ``dynamic=True``; the call copies it to the device), or a ``call_function``
+    node with a lowering (``lowered``: the targets the backend lowers) whose tensor values are
+    all on the CPU and whose tensor inputs are all host work: factories (``scalar_tensor``,
+    ``full``, ``arange`` of numbers or sizes; no tensor input) and the arithmetic, casts, views
+    and concatenations on host work (``torch.tensor([a, b], device=x.device)``
+    traces as scalar_tensors, unsqueezes, a cat and a copy to the device). A connected group of
+    host work is moved when every node outside it that reads it is (a) a graph output (returned
+    on the CPU: ``GraphLowering._on_host`` recomputes it there from the CPU inputs), or (b) a
+    node whose values are on the device and that reads only 0-d values of the group (eager lets
+    a device op take a 0-d CPU tensor as a scalar), or any values through a copy (``_to_copy``,
+    Inductor's rule). Anything else (a CPU op outside it, such as one reading a CPU input) keeps
+    the group on the CPU, as aten calls. Returns the moved nodes; empty on the CPU."""
+    if device.type == "cpu":
+        return set()
+    want = device.type
+    work: set[torch.fx.Node] = set()
+    for n in gm.graph.nodes:
+        vals = _tensor_vals(n)
+        if not vals or any(v.device.type != "cpu" for v in vals):
+            continue
+        if n.op in ("placeholder", "get_attr"):
+            if len(vals) == 1 and vals[0].dim() == 0:
+                work.add(n)
+        elif (
+            n.op == "call_function"
+            and n.target in lowered
+            and all(a in work for a in n.all_input_nodes if _tensor_vals(a))
+        ):
+            work.add(n)
+    # connected groups of host work (union-find over the edges between its nodes)
+    parent = {n: n for n in work}
+
+    def root(n: torch.fx.Node) -> torch.fx.Node:
+        while parent[n] is not n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for n in work:
+        for a in n.all_input_nodes:
+            if a in work:
+                parent[root(a)] = root(n)
+    bad = set()
+    for n in work:
+        for u in n.users:
+            if u in work or u.op == "output":
+                continue
+            uvals = _tensor_vals(u)
+            on_device = bool(uvals) and all(v.device.type == want for v in uvals)
+            copy = u.target is aten._to_copy.default
+            if not (on_device and (copy or all(v.dim() == 0 for v in _tensor_vals(n)))):
+                bad.add(root(n))
+    return {n for n in work if root(n) not in bad}

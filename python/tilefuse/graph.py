@@ -21,7 +21,7 @@ from . import sizevars as SV
 from .ir import graph_context as G
 from . import symbolic as S
 from .ir import nodes as ir
-from .fx_passes import online_normalizers
+from .fx_passes import host_work_on_device, online_normalizers
 from .layout_opt import channels_last_metas, decide_layout_opt
 from .ir.layout_utils import strides_match as _strides_match
 from .lowering import EXTERN_OPS, lowerings, max_and_sumexp_pair
@@ -105,18 +105,21 @@ def _is_host_scalar(t: Any) -> bool:
 
 
 def _graph_device(gm: torch.fx.GraphModule, example_inputs: list) -> torch.device:
-    """The device a graph's kernels run on: its first tensor input's that is not a 0-d CPU tensor
-    (else its first tensor input's); for a graph without tensor inputs (e.g. only
-    ``torch.zeros(..., device="cuda")``), the first device among its nodes' fake values; else the
-    CPU. ``cuda`` without an index becomes the current CUDA device."""
+    """The device a graph's kernels run on: its first tensor input's that is not a 0-d CPU tensor;
+    for a graph without such inputs (only host scalars, or no tensor input: ``torch.zeros(...,
+    device="cuda")``, ``torch.arange(t.item(), device="cuda")``), the first device other than
+    the CPU among its nodes' fake values, else the first of those values' devices; else the CPU.
+    ``cuda`` without an index becomes the current CUDA device."""
     tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
-    dev = next((t.device for t in tensors if not _is_host_scalar(t)), None) or next((t.device for t in tensors), None)
+    dev = next((t.device for t in tensors if not _is_host_scalar(t)), None)
     if dev is None:
-        for node in gm.graph.nodes:
-            val = node.meta.get("val")
-            if isinstance(val, torch.Tensor):
-                dev = val.device
-                break
+        devs = [
+            v.device
+            for n in gm.graph.nodes
+            for v in pytree.tree_leaves(n.meta.get("val"))
+            if isinstance(v, torch.Tensor)
+        ]
+        dev = next((d for d in devs if d.type != "cpu"), None) or next(iter(devs), None)
     dev = dev or torch.device("cpu")
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -230,78 +233,32 @@ def _size_fact(g: Any, target: Any, args: tuple) -> Any:
 
 
 def _host_scalar_to_device(g: Any, n: torch.fx.Node) -> bool:
-    """Whether the 0-d CPU tensor ``n`` (a graph input or constant) is kept on the graph's
-    device: in a graph on another device than the CPU, unless ``n`` is itself an output.
-    Its readers are the device's kernels, which inline the scalar arithmetic on it (a chain of
-    0-d CPU ops, such as a Python float's casts, computes inside the kernel that reads it);
-    a value of such a chain that the graph returns is checked at the output (``_check_device``)."""
-    return g.default_device.type != "cpu" and n not in g._output_nodes
+    """Whether the 0-d CPU tensor ``n`` (a graph input or constant) is copied to the graph's
+    device when the call starts: when it is host work that only feeds the device
+    (``fx_passes.host_work_on_device``). Its readers are the device's kernels, which inline
+    the scalar arithmetic on it (a Python float's casts compute inside the kernel that reads
+    it); a value of it the graph returns is recomputed on the CPU (``GraphLowering._on_host``)."""
+    return n in g.host_work
 
 
 def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
-    """Whether the current node computes on the graph's device, so its kernels can: every IR
-    tensor it reads lives there (eager also lets a CUDA op read CPU indices, or a CPU scalar
-    an aten op made), and so does its result, except a 0-d result of values already there
-    (a host scalar's arithmetic, kept on the device: ``_host_scalar_to_device``). Other ops
-    (CPU work in a CUDA graph) run as their aten kernels, as eager runs them."""
+    """Whether the current node computes on the graph's device, so its kernels can: host work
+    moved there (``fx_passes.host_work_on_device``), or a node every IR tensor of which lives
+    there, as its result does (eager also lets a CUDA op read CPU indices, or a CPU scalar an
+    aten op made). Other ops (CPU work in a CUDA graph) run as their aten kernels, as eager
+    runs them."""
+    if g.current_node in g.host_work:
+        return True
     want = g.default_device.type
     for a in pytree.tree_leaves((args, kwargs)):
         if isinstance(a, ir.TensorBox):
             dev = a.get_device()
             if dev is not None and dev.type != want:
                 return False
-    for v in pytree.tree_leaves(g.current_node.meta.get("val")):
-        if (
-            isinstance(v, torch.Tensor)
-            and v.device.type != want
-            and (v.dim() != 0 or not g.current_node.all_input_nodes)
-        ):
-            return False
-    return True
-
-
-def _host_factory_to_device(g: Any, n: torch.fx.Node) -> bool:
-    """Whether the factory node ``n`` (no tensor inputs: ``scalar_tensor``, ``full``, ``arange``),
-    whose result eager makes on the CPU (no device given, or ``device="cpu"``), is made on the
-    graph's device instead, where its readers' kernels compute it inline: when the graph is on
-    another device, does not return ``n``'s value, and either every reader of it is a copy to the
-    graph's device (``torch.arange(n, device="cpu").to(x.device)``: Inductor's
-    ``move_constructors_to_gpu``), or the value is 0-d and every reader computes on the graph's
-    device (eager lets a device op take a 0-d CPU tensor as a scalar; a CPU op would not take a
-    device tensor)."""
-    meta = n.meta.get("val")
-    if (
-        not isinstance(meta, torch.Tensor)
-        or n.all_input_nodes
-        or meta.device.type == g.default_device.type
-        or not _host_scalar_to_device(g, n)
-        or not n.users
-    ):
-        return False
-    want = g.default_device.type
-
-    def on_device(v: Any) -> bool:
-        return isinstance(v, torch.Tensor) and v.device.type == want
-
-    if all(u.target is torch.ops.aten._to_copy.default and on_device(u.meta.get("val")) for u in n.users):
-        return True
-    if meta.dim() != 0:
-        return False
-    # the 0-d host arithmetic on it (nodes of 0-d values off the device) moves with it: none of
-    # it may be a graph output, and everything else reading it must compute on the device
-    seen, todo = {n}, list(n.users)
-    while todo:
-        u = todo.pop()
-        if u in seen:
-            continue
-        seen.add(u)
-        vals = [v for v in pytree.tree_leaves(u.meta.get("val")) if isinstance(v, torch.Tensor)]
-        off = [v for v in vals if v.device.type != want]
-        if any(v.dim() != 0 for v in off) or (off and u in g._output_nodes):
-            return False
-        if off:
-            todo.extend(u.users)
-    return True
+    return not any(
+        isinstance(v, torch.Tensor) and v.device.type != want
+        for v in pytree.tree_leaves(g.current_node.meta.get("val"))
+    )
 
 
 def _real_to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -450,6 +407,9 @@ class GraphLowering(torch.fx.Interpreter):
         # 0-d CPU tensor inputs of a graph on another device, copied to it when the call starts
         # (its kernels cannot read host memory); see ``placeholder``
         self.host_scalar_inputs: list[str] = []
+        # those of them whose CPU tensor the call also keeps (as ``<name>_host``): host arithmetic
+        # on them that the graph returns is computed on the CPU from it (``_on_host``)
+        self.host_scalar_twins: list[str] = []
         self.random_seeds: ir.RandomSeeds | None = None  # created by the first random op
         self._placeholder_idx = 0
         # symbolic sizes (dynamic shapes): the ShapeEnv of the fake inputs, if any is symbolic,
@@ -470,6 +430,9 @@ class GraphLowering(torch.fx.Interpreter):
         # amax / sum(exp(x - amax)) node pairs lowered as one row normalizer (see
         # fx_passes.online_normalizers); (x node, dims) -> the lowered (max, sum-exp) pair
         self._normalizer_nodes = online_normalizers(gm)
+        # CPU values computed on the device instead (fx_passes.host_work_on_device): 0-d CPU
+        # inputs and constants, factories, and the host arithmetic on them
+        self.host_work = host_work_on_device(gm, self.default_device, lowerings)
         self._normalizer_pairs: dict = {}
         # layout optimization (tilefuse.layout_opt): per FX node, its value as eager would lay it
         # out in the channels-last model; stored values take those strides, convolutions get
@@ -605,7 +568,9 @@ class GraphLowering(torch.fx.Interpreter):
                 return pair[0] if target is torch.ops.aten.amax.default else pair[1]
         fn = lowerings.get(target)
         lower_kwargs = kwargs
-        if fn is not None and _host_factory_to_device(self, self.current_node):
+        node = self.current_node
+        if fn is not None and node in self.host_work and not any(a in self.host_work for a in node.all_input_nodes):
+            # a factory of host work: made on the device, where its readers compute
             lower_kwargs = {**kwargs, "device": self.default_device}
         elif fn is not None and not _on_graph_device(self, args, kwargs):
             log.debug("tilefuse: %s runs on another device than the graph's; using a fallback kernel", target)
@@ -652,6 +617,15 @@ class GraphLowering(torch.fx.Interpreter):
             for n in pytree.tree_leaves(self.current_node.args[0])
         ]
         leaves = pytree.tree_leaves(result)
+        memo: dict = {}
+        for i, (n, v) in enumerate(zip(pytree.tree_leaves(self.current_node.args[0]), leaves)):
+            # a 0-d value eager returns on the CPU, computed on the device from a host scalar
+            dev, meta = (
+                v.get_device() if isinstance(v, ir.IRNode) else None,
+                n.meta.get("val") if isinstance(n, torch.fx.Node) else None,
+            )
+            if isinstance(meta, torch.Tensor) and dev is not None and dev.type != meta.device.type:
+                leaves[i] = self._on_host(n, memo)
         outs: list[Any] = [None] * len(leaves)
         # a lazy view of an unrealized value the graph also returns comes after that value, so it
         # reads the value's buffer (a view of it, as in eager) instead of computing it again
@@ -667,6 +641,50 @@ class GraphLowering(torch.fx.Interpreter):
             st = getattr(getattr(o, "layout", None), "stride", None)
             self.output_strides.append(tuple(st) if st is not None and all(isinstance(v, int) for v in st) else None)
         return result
+
+    def _on_host(self, n: torch.fx.Node, memo: dict) -> Any:
+        """The 0-d CPU value of node ``n`` computed on the CPU by aten calls, for a graph output
+        eager returns there but whose readers' kernels computed on the device: the host
+        arithmetic on a host scalar input the call copied to the device (a Python float under
+        ``dynamic=True`` whose casts a training graph saves for its backward). Every node back
+        to the graph's inputs must be such a 0-d CPU value: host scalar inputs (read from the
+        CPU tensor the call keeps beside its device copy) and the ops on them (their aten
+        kernels, on the CPU as in eager). NotImplementedError otherwise (the graph then runs
+        eagerly, with one warning)."""
+        if n in memo:
+            return memo[n]
+        meta = n.meta.get("val")
+        if n not in self.host_work and n.op != "placeholder":
+            raise NotImplementedError(
+                f"an output computed on {self.default_device.type} that eager returns on the CPU "
+                f"(from {n.name}, not host work)"
+            )
+        if n.op == "placeholder":
+            buf = self.env[n].data.data
+            if not isinstance(buf, ir.InputBuffer) or buf.name not in self.host_scalar_inputs:
+                raise NotImplementedError(f"graph input {n.name} is not a host scalar")
+            if buf.name not in self.host_scalar_twins:
+                self.host_scalar_twins.append(buf.name)
+            lay = _layout_from_meta(meta)
+            lay.offset = 0
+            out = ir.TensorBox(ir.StorageBox(ir.InputBuffer(f"{buf.name}_host", lay)))
+        elif n.op == "call_function":
+
+            def host(a: Any) -> Any:
+                if not isinstance(a, torch.fx.Node):
+                    return a
+                return self._on_host(a, memo) if isinstance(a.meta.get("val"), torch.Tensor) else self.env[a]
+
+            args, kwargs = pytree.tree_map(host, (n.args, n.kwargs))
+            saved, self.current_node = self.current_node, n
+            try:
+                out = self.fallback(n.target, args, kwargs, meta=meta)
+            finally:
+                self.current_node = saved
+        else:
+            raise NotImplementedError(f"an output on the CPU from {n.op} {n.name}")
+        memo[n] = out
+        return out
 
     def _size_arithmetic(self, target, args):
         """Integer arithmetic on sizes in the graph (``s0 * s1`` for a view's shape, ``sym_size``)

@@ -161,20 +161,24 @@ def expm1_without_libdevice(cse: Callable[[str], str], v: str) -> str:
     )
 
 
-def floor_divide_float(cse: Callable[[str], str], a: str, b: str, interpret: bool) -> str:
+def floor_divide_float(
+    cse: Callable[[str], str], a: str, b: str, interpret: bool, div: Callable[[str, str], str] | None = None
+) -> str:
     """Source of torch's floor division of floats (``a // b``, ``div(rounding_mode='floor')``)
     as aten computes it (c10's ``div_floor_floating``), not ``floor(a / b)``: the quotient of
     ``a - fmod(a, b)``, one less when the remainder's sign differs from ``b``'s, then rounded
     to the nearest integer below or at it. ``floor(a / b)`` rounds the division first, which
     gives ``1.0 // 0.1`` 10.0 where torch (and Python) give 9.0, and ``inf // 2.0`` inf where
     torch gives nan. A zero divisor gives ``a / b`` (IEEE: ±inf or nan); a zero quotient keeps
-    the sign of ``a / b``."""
+    the sign of ``a / b``. ``div``: the source of a division of two operand sources (default
+    ``/``; ``MathCall.div`` for IEEE-rounded float32 division on the GPU)."""
+    div_ = div or (lambda x, y: f"({x} / {y})")
     mod = cse(fmod_float(a, b, interpret))
-    div = cse(f"({a} - {mod}) / {b}")
+    div = cse(div_(f"({a} - {mod})", b))
     div = cse(f"tl.where(({mod} != 0) & (({b} < 0) != ({mod} < 0)), {div} - 1.0, {div})")
     low = cse(f"tl.floor({div})")
     rounded = cse(f"tl.where({div} - {low} > 0.5, {low} + 1.0, {low})")
-    q = cse(f"{a} / {b}")
+    q = cse(div_(a, b))
     # a zero quotient: 0.0 * q is +-0 with q's sign (q is finite there: |a| < |b|)
     return f"tl.where({b} == 0, {q}, tl.where({div} != 0, {rounded}, 0.0 * {q}))"
 
@@ -281,6 +285,29 @@ class MathCall:
         """Whether libdevice is available (a GPU kernel)."""
         return not self.interpret
 
+    @property
+    def ieee_div(self) -> bool:
+        """Whether a division must be spelled ``tl.math.div_rn``: a GPU kernel's division of a
+        float result below float64 (computed in float32). Triton compiles float32 ``/`` to PTX's
+        ``div.full.f32``, which is off by up to 2 units in the last place; eager's CUDA kernels
+        divide with IEEE rounding (``div.rn.f32``). Float64 ``/`` is already ``div.rn.f64``,
+        and the interpreter divides with numpy's IEEE division."""
+        return self.lib and self.is_float and self.dtype != torch.float64
+
+    def f32(self, i: int) -> str:
+        """Operand ``i`` as a float32 value (``tl.math.div_rn`` takes float32 operands only)."""
+        raw, src = self.raw[i], self.x[i]
+        if isinstance(raw, BodyValue):
+            return src if raw.dtype == torch.float32 else f"{src}.to(tl.float32)"
+        if isinstance(raw, (int, float)):
+            return const_literal(raw, torch.float32)
+        return f"({src}).to(tl.float32)"  # a size symbol: an integer kernel argument
+
+    def div(self, a: str, b: str) -> str:
+        """Source of the float division ``a / b`` of float32 operand sources, IEEE-rounded on the
+        GPU (``ieee_div``)."""
+        return f"tl.math.div_rn({a}, {b})" if self.ieee_div else f"({a} / {b})"
+
 
 MATH_OPS: dict[str, Callable[[str, MathCall], str]] = {}
 
@@ -347,6 +374,8 @@ def _randint64(op: str, c: MathCall) -> str:
 
 @_ops("truediv")
 def _truediv(op: str, c: MathCall) -> str:
+    if c.ieee_div:
+        return c.div(c.f32(0), c.f32(1))
     return f"{c.x[0]} / {c.x[1]}"
 
 
@@ -354,6 +383,8 @@ def _truediv(op: str, c: MathCall) -> str:
 def _floordiv(op: str, c: MathCall) -> str:
     a, b = c.x
     if c.is_float:
+        if c.ieee_div:
+            return floor_divide_float(c.cse, c.f32(0), c.f32(1), c.interpret, c.div)
         return floor_divide_float(c.cse, a, b, c.interpret)
     return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {a} // {b} - 1, {a} // {b})"
 
@@ -362,7 +393,7 @@ def _floordiv(op: str, c: MathCall) -> str:
 def _truncdiv(op: str, c: MathCall) -> str:
     x = c.x
     if c.is_float:
-        q = f"({x[0]} / {x[1]})"
+        q = c.cse(c.div(c.f32(0), c.f32(1)) if c.ieee_div else f"({x[0]} / {x[1]})")
         return f"tl.where({q} < 0, tl.ceil({q}), tl.floor({q}))"
     return f"{x[0]} // {x[1]}"
 
@@ -430,7 +461,7 @@ def _abs(op: str, c: MathCall) -> str:
 
 @_ops("reciprocal")
 def _reciprocal(op: str, c: MathCall) -> str:
-    return f"1.0 / {c.x[0]}"
+    return c.div("1.0", c.f32(0)) if c.ieee_div else f"1.0 / {c.x[0]}"
 
 
 @_ops("relu")

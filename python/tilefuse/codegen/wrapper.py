@@ -451,7 +451,8 @@ class WrapperCodegen:
 
     def _call_function(self, body: list[str], rets: list[str]) -> list[str]:
         """``def call(args)``: unpack and clear the boxed inputs, copy the 0-d CPU tensor inputs of a
-        CUDA graph to its device (``GraphLowering.host_scalar_inputs``), compute the size symbols and
+        CUDA graph to its device (``GraphLowering.host_scalar_inputs``; the CPU tensor stays as
+        ``<name>_host`` where host arithmetic the graph returns reads it), compute the size symbols and
         constants it uses, run ``body`` (under the graph's device guard on CUDA) and return."""
         g = self.graph
         sig = [n or f"_unused{k}" for k, n in enumerate(g.graph_input_order)]
@@ -460,6 +461,8 @@ class WrapperCodegen:
             call.append(f"    {', '.join(sig)}{',' if len(sig) == 1 else ''} = args")
         call.append("    args.clear()")
         for name in g.host_scalar_inputs:
+            if name in g.host_scalar_twins:
+                call.append(f"    {name}_host = {name}")
             call.append(f"    {name} = {name}.to(_device)")
         used = set(re.findall(r"\b[su]\d+\b", "\n".join(body + rets)))
         for sname in sorted(used & set(g.sizevars.symbols), key=lambda n: (n[0], int(n[1:]))):

@@ -60,21 +60,42 @@ register_lowering(aten.mul)(_binary("mul"))
 _truediv = _binary("truediv", INT_TO_FLOAT)
 
 
-@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor, aten.true_divide.Scalar)
+_DIVS = (aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor, aten.true_divide.Scalar)
+
+
+def _divisor_is_host_scalar() -> bool:
+    """Whether the division being lowered divides by a 0-d CPU tensor (a Python float that
+    Dynamo passes as one under ``dynamic=True``, or a host value's casts): eager's CUDA kernel
+    takes such a divisor as a CPU scalar, as it takes a Python number."""
+    node = G.graph().current_node
+    if node is None or node.target not in _DIVS or len(node.args) < 2:
+        return False
+    meta = node.args[1].meta.get("val") if isinstance(node.args[1], torch.fx.Node) else None
+    return isinstance(meta, torch.Tensor) and meta.dim() == 0 and meta.device.type == "cpu"
+
+
+@register_lowering(*_DIVS)
 def _true_divide(a, b):
-    """True division. A tensor divided by a Python number on a GPU is a multiplication by the
-    divisor's reciprocal, computed in the op's compute dtype (float32 for float16/bfloat16/float32,
-    float64 for float64) from the divisor rounded to it: what CUDA's eager kernel does for a CPU
-    scalar divisor (``div_true_kernel_cuda``: ``a * (opmath(1) / b)``), so results match eager
-    bit for bit, where ``a / b`` can differ by one unit in the last place (a difference that a
-    softmax of large logits magnifies); a multiplication is also cheaper than a division. On the
-    CPU eager's kernel divides, and so does the lowering. Inductor multiplies by the reciprocal
-    on every device."""
-    if is_tensor(a) and isinstance(b, numbers.Real) and not isinstance(b, bool) and a.get_device().type != "cpu":
-        cdt, _ = elementwise_dtypes(_meta(a), b, type_promotion_kind=INT_TO_FLOAT)
-        if cdt in (torch.float32, torch.float64):
-            inv = torch.tensor(float(b), dtype=cdt).reciprocal().item()
-            return make_pointwise(lambda x, r: ops.mul(x, r), INT_TO_FLOAT)(a, inv)
+    """True division. A tensor divided by a CPU scalar on a GPU (a Python number, or a 0-d CPU
+    tensor) is a multiplication by the divisor's reciprocal, computed in the op's compute dtype
+    (float32 for float16/bfloat16/float32, float64 for float64) from the divisor rounded to it:
+    what CUDA's eager kernel does for a CPU scalar divisor (``div_true_kernel_cuda``:
+    ``a * (opmath(1) / b)``), so results match eager bit for bit, where ``a / b`` can differ by
+    one unit in the last place (a difference that a softmax of large logits magnifies); a
+    multiplication is also cheaper than a division. A Python number's reciprocal is folded at
+    compile time; a 0-d tensor's is computed in the kernel (IEEE-rounded: codegen's
+    ``MathCall.div``). On the CPU eager's kernel divides, and so does the lowering. Inductor
+    multiplies by a constant's reciprocal on every device."""
+    if is_tensor(a) and a.get_device().type != "cpu":
+        if isinstance(b, numbers.Real) and not isinstance(b, bool):
+            cdt, _ = elementwise_dtypes(_meta(a), b, type_promotion_kind=INT_TO_FLOAT)
+            if cdt in (torch.float32, torch.float64):
+                inv = torch.tensor(float(b), dtype=cdt).reciprocal().item()
+                return make_pointwise(lambda x, r: ops.mul(x, r), INT_TO_FLOAT)(a, inv)
+        elif is_tensor(b) and _divisor_is_host_scalar():
+            cdt, _ = elementwise_dtypes(_meta(a), _meta(b), type_promotion_kind=INT_TO_FLOAT)
+            if cdt in (torch.float32, torch.float64):
+                return make_pointwise(lambda x, y: ops.mul(x, ops.reciprocal(y)), INT_TO_FLOAT)(a, b)
     return _truediv(a, b)
 
 

@@ -25,10 +25,14 @@ log = logging.getLogger("tilefuse")
 
 
 def _triton_config(cfg: dict[str, int]) -> Any:
-    """A ``triton.Config`` from a codegen config dict (block constexprs + num_warps/num_stages)."""
+    """A ``triton.Config`` from a codegen config dict (block constexprs + num_warps/num_stages),
+    with Triton's compile option ``enable_fp_fusion`` set from ``config.fp_fusion``."""
     import triton
 
+    from .. import config
+
     meta = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
+    meta["enable_fp_fusion"] = bool(config.fp_fusion)
     extra = {"num_stages": cfg["num_stages"]} if "num_stages" in cfg else {}
     return triton.Config(meta, num_warps=cfg.get("num_warps", 4), **extra)
 
