@@ -95,7 +95,7 @@ def host_work_on_device(gm: torch.fx.GraphModule, device: torch.device, lowered:
     and concatenations on host work (``torch.tensor([a, b], device=x.device)``
     traces as scalar_tensors, unsqueezes, a cat and a copy to the device). A connected group of
     host work is moved when every node outside it that reads it is (a) a graph output (returned
-    on the CPU: ``GraphLowering._on_host`` recomputes it there from the CPU inputs), or (b) a
+    on the CPU: ``graph._on_host`` recomputes it there from the CPU inputs), or (b) a
     node whose values are on the device and that reads only 0-d values of the group (eager lets
     a device op take a 0-d CPU tensor as a scalar), or any values through a copy (``_to_copy``,
     Inductor's rule). Anything else (a CPU op outside it, such as one reading a CPU input) keeps

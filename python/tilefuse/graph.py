@@ -237,7 +237,7 @@ def _host_scalar_to_device(g: Any, n: torch.fx.Node) -> bool:
     device when the call starts: when it is host work that only feeds the device
     (``fx_passes.host_work_on_device``). Its readers are the device's kernels, which inline
     the scalar arithmetic on it (a Python float's casts compute inside the kernel that reads
-    it); a value of it the graph returns is recomputed on the CPU (``GraphLowering._on_host``)."""
+    it); a value of it the graph returns is recomputed on the CPU (``graph._on_host``)."""
     return n in g.host_work
 
 
@@ -259,6 +259,51 @@ def _on_graph_device(g: Any, args: tuple, kwargs: dict) -> bool:
         isinstance(v, torch.Tensor) and v.device.type != want
         for v in pytree.tree_leaves(g.current_node.meta.get("val"))
     )
+
+
+def _on_host(g: Any, n: torch.fx.Node, memo: dict) -> Any:
+    """The CPU value of node ``n`` of graph ``g`` (a GraphLowering) made by aten calls on the
+    CPU, for a graph output eager returns there but which ``g`` computes on its device as host
+    work (``fx_passes.host_work_on_device``): a Python float under ``dynamic=True`` whose casts
+    a training graph saves for its backward, a factory's value also returned. Host scalar
+    inputs are read from the CPU tensor the call keeps beside its device copy
+    (``<name>_host``); factories and the ops on them run as their aten kernels, on the CPU as
+    in eager. ``memo``: node -> CPU value, shared by one graph's outputs. NotImplementedError
+    for another node (the graph then runs eagerly, with one warning)."""
+    if n in memo:
+        return memo[n]
+    meta = n.meta.get("val")
+    if n not in g.host_work and n.op != "placeholder":
+        raise NotImplementedError(
+            f"an output computed on {g.default_device.type} that eager returns on the CPU "
+            f"(from {n.name}, not host work)"
+        )
+    if n.op == "placeholder":
+        buf = g.env[n].data.data
+        if not isinstance(buf, ir.InputBuffer) or buf.name not in g.host_scalar_inputs:
+            raise NotImplementedError(f"graph input {n.name} is not a host scalar")
+        if buf.name not in g.host_scalar_twins:
+            g.host_scalar_twins.append(buf.name)
+        lay = _layout_from_meta(meta)
+        lay.offset = 0
+        out = ir.TensorBox(ir.StorageBox(ir.InputBuffer(f"{buf.name}_host", lay)))
+    elif n.op == "call_function":
+
+        def host(a: Any) -> Any:
+            if not isinstance(a, torch.fx.Node):
+                return a
+            return _on_host(g, a, memo) if isinstance(a.meta.get("val"), torch.Tensor) else g.env[a]
+
+        args, kwargs = pytree.tree_map(host, (n.args, n.kwargs))
+        saved, g.current_node = g.current_node, n
+        try:
+            out = g.fallback(n.target, args, kwargs, meta=meta)
+        finally:
+            g.current_node = saved
+    else:
+        raise NotImplementedError(f"an output on the CPU from {n.op} {n.name}")
+    memo[n] = out
+    return out
 
 
 def _real_to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -625,7 +670,7 @@ class GraphLowering(torch.fx.Interpreter):
                 n.meta.get("val") if isinstance(n, torch.fx.Node) else None,
             )
             if isinstance(meta, torch.Tensor) and dev is not None and dev.type != meta.device.type:
-                leaves[i] = self._on_host(n, memo)
+                leaves[i] = _on_host(self, n, memo)
         outs: list[Any] = [None] * len(leaves)
         # a lazy view of an unrealized value the graph also returns comes after that value, so it
         # reads the value's buffer (a view of it, as in eager) instead of computing it again
@@ -641,50 +686,6 @@ class GraphLowering(torch.fx.Interpreter):
             st = getattr(getattr(o, "layout", None), "stride", None)
             self.output_strides.append(tuple(st) if st is not None and all(isinstance(v, int) for v in st) else None)
         return result
-
-    def _on_host(self, n: torch.fx.Node, memo: dict) -> Any:
-        """The 0-d CPU value of node ``n`` computed on the CPU by aten calls, for a graph output
-        eager returns there but whose readers' kernels computed on the device: the host
-        arithmetic on a host scalar input the call copied to the device (a Python float under
-        ``dynamic=True`` whose casts a training graph saves for its backward). Every node back
-        to the graph's inputs must be such a 0-d CPU value: host scalar inputs (read from the
-        CPU tensor the call keeps beside its device copy) and the ops on them (their aten
-        kernels, on the CPU as in eager). NotImplementedError otherwise (the graph then runs
-        eagerly, with one warning)."""
-        if n in memo:
-            return memo[n]
-        meta = n.meta.get("val")
-        if n not in self.host_work and n.op != "placeholder":
-            raise NotImplementedError(
-                f"an output computed on {self.default_device.type} that eager returns on the CPU "
-                f"(from {n.name}, not host work)"
-            )
-        if n.op == "placeholder":
-            buf = self.env[n].data.data
-            if not isinstance(buf, ir.InputBuffer) or buf.name not in self.host_scalar_inputs:
-                raise NotImplementedError(f"graph input {n.name} is not a host scalar")
-            if buf.name not in self.host_scalar_twins:
-                self.host_scalar_twins.append(buf.name)
-            lay = _layout_from_meta(meta)
-            lay.offset = 0
-            out = ir.TensorBox(ir.StorageBox(ir.InputBuffer(f"{buf.name}_host", lay)))
-        elif n.op == "call_function":
-
-            def host(a: Any) -> Any:
-                if not isinstance(a, torch.fx.Node):
-                    return a
-                return self._on_host(a, memo) if isinstance(a.meta.get("val"), torch.Tensor) else self.env[a]
-
-            args, kwargs = pytree.tree_map(host, (n.args, n.kwargs))
-            saved, self.current_node = self.current_node, n
-            try:
-                out = self.fallback(n.target, args, kwargs, meta=meta)
-            finally:
-                self.current_node = saved
-        else:
-            raise NotImplementedError(f"an output on the CPU from {n.op} {n.name}")
-        memo[n] = out
-        return out
 
     def _size_arithmetic(self, target, args):
         """Integer arithmetic on sizes in the graph (``s0 * s1`` for a view's shape, ``sym_size``)
