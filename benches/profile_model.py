@@ -81,8 +81,8 @@ def _frame(frames) -> str:
 
     for f in frames:
         name = f.get("filename", "")
-        if "/torch/" in name or "/python3" in name or name.startswith("??"):
-            continue
+        if not name.endswith(".py") or "/torch/" in name or "/python3" in name:
+            continue  # C++ frames, torch's and the standard library's Python
         text = linecache.getline(name, f.get("line", 0)).strip()
         return f"{os.path.basename(name)}:{f.get('line')} {text[:100]}"
     return "(no Python frame)"

@@ -58,8 +58,8 @@ def wrapper_calls(fn, args, tmp_path, **options) -> tuple[list, str]:
         m = _CALL.search(line)
         if in_call and m:
             calls.append(m.group(1))
-        elif in_call and "_launcher(" in line:
-            calls.append("kernel")
+        elif in_call and ("_launcher(" in line or "_launcher.run(" in line):
+            calls.append("kernel")  # interpreter launches call the launcher, CUDA ones its run
     return calls, source
 
 

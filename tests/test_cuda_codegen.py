@@ -501,3 +501,12 @@ def test_float32_division_on_the_gpu_is_ieee_rounded_as_eagers(tmp_path):
     assert int(out.split("COMPILED")[1]) >= 1
     src64 = _cuda_source(lambda x, y: x / y, ((8, 8), torch.float64), ((8, 8), torch.float64))
     assert "div_rn" not in src64 and " / " in src64
+
+
+def test_polynomial_steps_stay_fused_multiply_adds_without_fp_fusion(tmp_path):
+    """The half-precision GELU's erf polynomial spells each Horner step as ``tl.fma``: with
+    ``fp_fusion`` off (no contraction of a separate product and sum) its steps are still one
+    instruction each."""
+    src = _cuda_source(torch.nn.functional.gelu, ((64, 64), torch.bfloat16))
+    assert src.count("tl.fma(") == 9, src
+    assert int(_compile_for_sm90(src, tmp_path).split("FMA")[1].split()[0]) >= 9

@@ -739,7 +739,7 @@ def test_a_size_used_as_a_bfloat16_value():
 def test_symbolic_scalar_arithmetic_divides_natively():
     """``linspace`` with a symbolic end: the step is computed from the SymInt in float64 tensor
     ops, a ``true_divide`` among them, which lowers as ``div`` (it ran as an aten kernel)."""
-    f = lambda x, end: torch.linspace(-2.0, end, 50) + x  # noqa: E731
+    f = lambda x, end: torch.linspace(-2.0, end, 50, device=x.device) + x  # noqa: E731
     cf = torch.compile(f, backend="tilefuse", dynamic=True)
     for end in (-3, 4, 11):
         x = torch.randn(50)

@@ -184,7 +184,7 @@ def test_cache_artifacts_carry_graph_cache_entries(tmp_path, monkeypatch):
     assert run.returncode == 0, run.stderr[-3000:]
     res = json.loads(run.stdout.strip().splitlines()[-1])
     assert res["loaded"] >= 1 and res["hits"] == 1 and res["generated"] == 0, (res, run.stderr[-2000:])
-    torch.testing.assert_close(torch.tensor(res["out"]), want.cpu())
+    torch.testing.assert_close(torch.tensor(res["out"], device="cpu"), want.cpu())
 
 
 def test_cache_artifact_paths_stay_inside_the_cache_dir(tmp_path, monkeypatch):
@@ -200,7 +200,7 @@ def test_cache_artifact_paths_stay_inside_the_cache_dir(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "c").rglob("*")) == ["graphs", "k.pkl"]
 
 
-def test_generated_module_main_options(capsys):
+def test_generated_module_main_options(capsys, tmp_path):
     """``python <generated module>.py``'s options: ``--no-per-kernel`` says how many kernels the
     module defines (not "extern calls only"), and ``--iters`` below 1 is a usage error."""
     from tilefuse.runtime.benchmark import compiled_module_main
@@ -208,8 +208,10 @@ def test_generated_module_main_options(capsys):
     _, (src,) = run_and_get_code(
         torch.compile(lambda a: a.cos() + 1, backend="tilefuse"), torch.randn(5, device=DEVICE)
     )
+    path = tmp_path / "tf_generated_module.py"  # Triton's JIT reads its kernels' source from the file
+    path.write_text(src)
     g: dict = {"__name__": "tf_generated_module"}
-    exec(compile(src, "tf_generated_module.py", "exec"), g)
+    exec(compile(src, str(path), "exec"), g)
     res = compiled_module_main(g, ["--no-per-kernel", "--iters", "1"])
     assert res["kernels"] == {} and res["defined"] == 1 and res["call_ms"] > 0, res
     out = capsys.readouterr().out

@@ -115,9 +115,9 @@ def test_cuda_launcher_wraps_several_configs_in_tritons_autotuner():
     assert at.keys == [] and at.restore_value == ["out_ptr"]
     assert at.cache_results == (not INTERPRET)  # Triton keeps no timings under its interpreter
     assert [c.all_kwargs() for c in at.configs] == [
-        {"XBLOCK": 64, "num_warps": 2, "num_ctas": 1, "num_stages": 3},
-        {"XBLOCK": 256, "num_warps": 4, "num_ctas": 1, "num_stages": 2},
-    ]
+        {"XBLOCK": 64, "enable_fp_fusion": False, "num_warps": 2, "num_ctas": 1, "num_stages": 3},
+        {"XBLOCK": 256, "enable_fp_fusion": False, "num_warps": 4, "num_ctas": 1, "num_stages": 2},
+    ]  # compiled without contracting products into sums (config.fp_fusion)
     assert ln.best_config is None  # chosen at the first launch
     assert ln.grid({"XBLOCK": 256}) == (4,) and ln.grid({"XBLOCK": 64}) == (16,)
     with config.patch(autotune=False):

@@ -12,6 +12,8 @@ internal errors) and that only the data-dependent ops ran as aten ops.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -193,9 +195,11 @@ def test_runtime_assertion_on_data_dependent_sizes_is_checked_by_the_wrapper(mon
     torch.testing.assert_close(cf(torch.randn(10), torch.tensor(3)), f(torch.randn(10), torch.tensor(3)))
     # the graph's inputs are t (a CPU scalar) and x's size: it runs on the arange's device
     (graph,) = compiled
-    assert "raise RuntimeError('n is too large')" in graph.source
+    # the check, with the graph's message (or, where Dynamo already placed a runtime assertion
+    # of the same expression, that one's)
+    assert re.search(r"raise RuntimeError\(.*(n is too large|2\*u0 <= s\d+ \+ 1)", graph.source), graph.source
     torch.testing.assert_close(graph([torch.tensor(5), 10]), (torch.arange(5, device=DEVICE) * 2,))
-    with pytest.raises(RuntimeError, match="n is too large"):
+    with pytest.raises(RuntimeError, match=r"n is too large|2\*u0 <= s\d+ \+ 1"):
         graph([torch.tensor(6), 10])
 
 

@@ -149,6 +149,12 @@ Options:
         (CPU tensors, an op that syncs with the host, ...) runs without, logged once
         (``tilefuse.runtime.cudagraphs``). It does not change the generated code: not part of the
         graph cache key.
+    realize_broadcast_opcount (int, default 3; an option, no environment variable): an
+        elementwise op's operand computed from a reduction's result with at least this many ops
+        and read through a broadcast (each of its values read 8 times or more, in a result of
+        65,536 elements or more) is stored once, in the reduction's kernel, instead of being
+        recomputed for every element (``lowering.common._realize_costly_broadcast``); 0 or less
+        realizes every such operand, a large value none.
     fp_fusion (bool, env TILEFUSE_FP_FUSION, default False): let the GPU compiler contract a
         multiplication and an addition into one fused multiply-add (Triton's ``enable_fp_fusion``,
         on by default in Triton). Off, every operation of a fused kernel rounds its result as
@@ -343,6 +349,7 @@ persistent_reduction_threshold: int = _env_int("TILEFUSE_PERSISTENT_REDUCTION_TH
 realize_reads_threshold: int = 4
 realize_opcount_threshold: int = 30
 max_inline_ops: int = 64
+realize_broadcast_opcount: int = 3
 autotune: bool = _env_bool("TILEFUSE_AUTOTUNE", True)
 autotune_pointwise: bool = _env_bool("TILEFUSE_AUTOTUNE_POINTWISE", False)
 tiny_kernel_numel: int = _env_int("TILEFUSE_TINY_KERNEL_NUMEL", 65536)
@@ -404,12 +411,12 @@ OUTER_PERSISTENT_MAX: int = 64
 # with more elements per program.
 LONG_ROW_MIN: int = 16384
 # A 1-D pointwise kernel with at least this many arithmetic ops per element (``heuristics.alu_ops``:
-# its ``tmpN = ...`` lines other than loads, constants and plain casts) is ALU-bound at 1024
-# elements per program, so its first config takes 2048 (16 per thread at 4 warps: more
-# independent work per thread). A bias + exact GELU with the polynomial erf (about 30 ops) runs
-# measurably faster at 2048 than at 1024 on an H200, and no faster at 4096; light kernels (SiLU x
-# mul, 6 ops) stay at 1024.
-ALU_HEAVY_POINTWISE_OPS: int = 24
+# its ``tmpN = ...`` lines other than loads, constants and plain casts; a fused multiply-add is one)
+# is ALU-bound at 1024 elements per program, so its first config takes 2048 (16 per thread at 4
+# warps: more independent work per thread). A bias + exact GELU with the polynomial erf (18 ops,
+# its Horner steps fused multiply-adds) runs measurably faster at 2048 than at 1024 on an H200,
+# and no faster at 4096; light kernels (SiLU x mul, 6 ops) stay at 1024.
+ALU_HEAVY_POINTWISE_OPS: int = 16
 # 2-D tile configs (YBLOCK, XBLOCK, num_warps) of tiled pointwise kernels, the first the one
 # launched unless ``autotune_pointwise`` (``heuristics.configs``): of the tile shapes measured on
 # an H200 for a bf16 transpose-add and an NCHW -> NHWC copy these three were within 2% of the best
@@ -467,6 +474,7 @@ _OPTIONS = (
     "graph_cache",
     "pad_mm",
     "fp_fusion",
+    "realize_broadcast_opcount",
     "layout_optimization",
     "warmup",
     "triton_key_from_stat",

@@ -517,13 +517,14 @@ LOG2_ERFC_POLY = (
 def _erf_poly(op: str, c: MathCall) -> str:
     """erf(x) = sign(x) * (1 - erfc|x|), erfc|x| = 2**p(|x|) below 4 and 0 from there (float32's
     ``1 + erf`` is 0 or 2 there already); NaN stays NaN. Horner's rule, one ``exp2``; one
-    arithmetic op per line, as ``heuristics.alu_ops`` counts a kernel's work in lines."""
+    arithmetic op per line, as ``heuristics.alu_ops`` counts a kernel's work in lines. Each
+    Horner step is an explicit fused multiply-add (``tl.fma``, as CUDA's own ``erff`` evaluates
+    its polynomials): one instruction, whatever ``config.fp_fusion`` lets the compiler contract."""
     x = c.x[0]
     u = c.cse(f"tl.abs({x})")
-    p = c.cse(f"{u} * {LOG2_ERFC_POLY[-1]!r}")
-    for k in reversed(LOG2_ERFC_POLY[1:-1]):
-        p = c.cse(f"{c.cse(f'{p} + {k!r}')} * {u}")
-    p = c.cse(f"{p} + {LOG2_ERFC_POLY[0]!r}")
+    p = repr(LOG2_ERFC_POLY[-1])
+    for k in reversed(LOG2_ERFC_POLY[:-1]):
+        p = c.cse(f"tl.fma({p}, {u}, {k!r})")
     e = c.cse(f"tl.where({u} < 4.0, tl.exp2({p}), 0.0)")
     t = c.cse(f"1.0 - {e}")
     return f"tl.where({x} != {x}, {x}, tl.where({x} < 0, -{t}, {t}))"

@@ -103,7 +103,13 @@ class Loops(IRNode):
                 body = LoopBody.trace(self.inner_fn, iv, [], {}, G.dtype_of)
             self._op_count = body.op_count() + len(body.loads())
             self._num_reads = len(set(body.loads()))
+            self._read_names = frozenset(name for name, _ in body.loads())
         return self._op_count
+
+    def read_names(self) -> frozenset:
+        """Names of the buffers the inner function loads from."""
+        self.op_count()
+        return self._read_names
 
     def num_reads(self) -> int:
         """Number of distinct (buffer, index) reads of the inner function (Inductor's

@@ -10,6 +10,7 @@ from typing import Callable
 import torch
 from torch._prims_common import elementwise_dtypes
 
+from .. import config
 from .. import sizevars as SV
 from .. import symbolic as S
 from ..ir import graph_context as G
@@ -103,6 +104,8 @@ def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = N
         if out_dtype is not None:
             rdt = out_dtype
         device = tensors[0].get_device() if tensors else _device([])
+        for t in tensors:
+            _realize_costly_broadcast(t, shape)
         loaders = []
         for a in args:
             if is_tensor(a):
@@ -123,6 +126,42 @@ def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = N
         return Pointwise.create(device, rdt, inner, shape)
 
     return lower
+
+
+# the broadcast-operand rule (``_realize_costly_broadcast``): an operand read at least this many
+# times per element it holds, in a result of at least this many elements
+BROADCAST_REUSE_FACTOR = 8
+BROADCAST_MIN_NUMEL = 65536
+
+
+def _realize_costly_broadcast(t, shape: list) -> None:
+    """Realize the lazily computed operand ``t`` of an elementwise op of result ``shape`` when
+    the op reads it through a broadcast (each of its elements read ``BROADCAST_REUSE_FACTOR``
+    times or more, in a result of ``BROADCAST_MIN_NUMEL`` elements or more) and computing it
+    takes ``config.realize_broadcast_opcount`` ops or more (loads excluded) on a reduction's
+    result: its values are then stored once, by the kernel of that reduction (a small buffer
+    over the reduction's output positions, fused there as its epilogue), and loaded, where
+    inlined they would be recomputed for every element of the result. Operands made from
+    graph inputs alone (a batch norm's per-channel scale from its parameters) stay inlined:
+    realized, they would need a kernel launch of their own.
+    A global response norm's ``sqrt(Σx²) / (mean + eps)`` per (image, channel), inlined into
+    the scaling of every pixel, made that kernel bound by its arithmetic instead of its memory
+    traffic. Inductor inlines such operands (its reuse rule counts readers, not reads)."""
+    data = t.data if isinstance(t, TensorBox) else None
+    while isinstance(data, ir.BaseView):  # the expand / unsqueeze of a per-row value
+        data = data.data
+    if not isinstance(data, ir.StorageBox) or not isinstance(data.data, Pointwise):
+        return
+    sv = G.graph().sizevars
+    small, big = sv.hint(prod(data.data.get_size())), sv.hint(prod(shape))
+    if big < BROADCAST_MIN_NUMEL or small * BROADCAST_REUSE_FACTOR > big:
+        return
+    pw = data.data
+    if pw.op_count() - pw.num_reads() < config.realize_broadcast_opcount:
+        return
+    bufs = G.graph().name_to_buffer
+    if any(isinstance(getattr(bufs.get(n), "data", None), Reduction) for n in pw.read_names()):
+        data.realize()
 
 
 def _binary(name, kind=DEFAULT):

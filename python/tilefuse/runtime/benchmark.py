@@ -187,6 +187,10 @@ class _TimedLauncher:
         row[1] += nbytes
         row[2] += ms
 
+    def run(self, stream: int | None, *args: Any) -> None:
+        """A generated CUDA wrapper's launch (``KernelLauncher.run``): timed as ``__call__``."""
+        self(*args)
+
 
 def benchmark(g: dict, iters: int | None = None, per_kernel: bool = True) -> dict:
     """Run the module whose globals are ``g`` on random inputs of its recorded layouts and time
