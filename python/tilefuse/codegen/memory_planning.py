@@ -7,7 +7,8 @@ The wrapper (``wrapper.WrapperCodegen``) walks the scheduled items in order and 
 keys, line indices of the call body) and the wrapper writes the lines.
 
 Buffer reuse (Inductor's memory planning, simplified): a freed buffer's storage is taken by the
-next allocation of the same device, dtype and storage size instead of a new allocation. Only
+next allocation of the same device, dtype and storage size instead of a new allocation, unless
+an extern call that allocates its own result comes first (``release_pool``). Only
 buffers the wrapper allocated, and the fresh results of convolutions and matrix products, of
 static layout, read by generated kernels or extern kernels (mm, conv, attention: fresh results,
 never views of their inputs) take part, so no live tensor can alias a storage that is handed on.
@@ -134,6 +135,17 @@ class MemoryPlanner:
                 self._del_line[n] = first_line + k
                 self._pool.setdefault(self.reusable[n][:3], []).append(n)
         return dead
+
+    def release_pool(self) -> None:
+        """Give up the pooled buffers before a call that allocates its own result (an extern
+        kernel: a convolution, a matrix product's ``aten`` call, a fallback): their ``del`` lines
+        stay, so their storage returns to the device's allocator where they died and that call
+        (or any later allocation) can take it. Held for a later same-size allocation instead,
+        a freed activation would stay live across the call and raise the peak by its size (a
+        ConvNeXt block's normalized input, held through the block's two pointwise convolutions
+        until the next block's normalization took it over)."""
+        self._pool.clear()
+        self._del_line.clear()
 
     def inplace_candidates(self, item: KernelGroup, i: int) -> dict[str, str]:
         """Output -> input pairs of a pointwise kernel that can share memory (Inductor's in-place

@@ -391,6 +391,8 @@ class WrapperCodegen:
                 self._allocate(buf.name, buf.layout)
                 body.append(f"{out_fn}({a}{', ' if a and kw else ''}{kw}, out={buf.name})  # {op}")
             else:
+                # the call allocates its result itself: pooled storage goes back to the allocator
+                self.plan.release_pool()
                 call = f"{self._const(op)}({a}{', ' if a and kw else ''}{kw})"
                 body.append(f"{buf.name} = {call}  # {op}")
                 self._bind_unbacked(buf)
