@@ -452,6 +452,30 @@ def test_costly_broadcast_operand_is_stored_once_by_its_reduction(tmp_path, opco
     assert ("((4, 1, 1, 64), (64, 64, 64, 1)" in src) == (opcount == 3), src[src.index("def call") :]
 
 
+def _rotary(q, positions, inv_freq):
+    # a rotary position embedding: cos and sin of position x frequency per (batch, position,
+    # frequency), applied to every head of q
+    freqs = positions[:, :, None].float() * inv_freq
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+    half = q.shape[-1] // 2
+    rotated = torch.cat([-q[..., half:], q[..., :half]], dim=-1)
+    return q * cos + rotated * sin
+
+
+def test_transcendental_broadcast_operand_is_computed_once_per_value(tmp_path):
+    # cos and sin are read by each of the 8 heads: computed once into a buffer (a kernel of
+    # their own), not once per head inside the rotation's kernel
+    q, pos, inv = torch.randn(2, 8, 64, 64), torch.arange(64).expand(2, 64), torch.rand(32)
+    with config.patch(debug_dir=str(tmp_path)):
+        compile_and_check(_rotary, q, pos, inv, kernels=2, atol=1e-5, rtol=1e-5)
+    src = _generated(tmp_path)
+    kernels = [k[: k.index("\n\n\n")] for k in src.split("def tf_")[1:]]
+    rotation = [k for k in kernels if "xnumel = 65536" in k]
+    assert len(rotation) == 1 and "tl.cos(" not in rotation[0] and "tl.sin(" not in rotation[0], kernels
+    assert any("tl.cos(" in k and "tl.sin(" in k for k in kernels if k not in rotation), kernels
+
+
 def test_full_reductions_are_split_and_fused_horizontally(tmp_path):
     # 40000 = 16 chunks of 2500: every reduction becomes partials over 16 rows + a final one, and
     # the independent reductions of one tensor share both kernels (horizontal fusion)

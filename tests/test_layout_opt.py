@@ -302,7 +302,7 @@ def test_training_step_laid_out_channels_last(layout_rules_on):
     assert backward.count("aten.convolution_backward.default") == 2
 
 
-class _ConvNeXtBlock(nn.Module):
+class _InvertedBottleneck(nn.Module):
     """ConvNeXt's block, channels-last in the middle: 7x7 depthwise convolution, layer norm over
     the channels, two pointwise convolutions around a GELU, and the residual."""
 
@@ -358,7 +358,7 @@ def test_storage_is_not_held_for_reuse_across_a_convolution(layout_rules_on):
     # eager and Inductor hold
     torch.manual_seed(0)
     c, hw = 8, 16
-    model, x = nn.Sequential(_ConvNeXtBlock(c), _ConvNeXtBlock(c)).eval(), torch.randn(2, c, hw, hw)
+    model, x = nn.Sequential(_InvertedBottleneck(c), _InvertedBottleneck(c)).eval(), torch.randn(2, c, hw, hw)
     ref, out, src = _compile(model, x)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
     block = 2 * c * hw * hw

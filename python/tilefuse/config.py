@@ -153,8 +153,9 @@ Options:
         elementwise op's operand computed from a reduction's result with at least this many ops
         and read through a broadcast (each of its values read 8 times or more, in a result of
         65,536 elements or more) is stored once, in the reduction's kernel, instead of being
-        recomputed for every element (``lowering.common._realize_costly_broadcast``); 0 or less
-        realizes every such operand, a large value none.
+        recomputed for every element (``lowering.common._realize_costly_broadcast``, which also
+        realizes such operands computing a transcendental function, whatever this says); 0 or
+        less realizes every such operand of a reduction, a large value none of them.
     fp_fusion (bool, env TILEFUSE_FP_FUSION, default False): let the GPU compiler contract a
         multiplication and an addition into one fused multiply-add (Triton's ``enable_fp_fusion``,
         on by default in Triton). Off, every operation of a fused kernel rounds its result as

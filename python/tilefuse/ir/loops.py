@@ -104,12 +104,18 @@ class Loops(IRNode):
             self._op_count = body.op_count() + len(body.loads())
             self._num_reads = len(set(body.loads()))
             self._read_names = frozenset(name for name, _ in body.loads())
+            self._op_names = frozenset(n.op for n in body.nodes)
         return self._op_count
 
     def read_names(self) -> frozenset:
         """Names of the buffers the inner function loads from."""
         self.op_count()
         return self._read_names
+
+    def op_names(self) -> frozenset:
+        """The ``ops`` names the inner function calls (``load``, ``mul``, ``cos``, ...)."""
+        self.op_count()
+        return self._op_names
 
     def num_reads(self) -> int:
         """Number of distinct (buffer, index) reads of the inner function (Inductor's

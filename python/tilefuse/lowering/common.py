@@ -132,6 +132,38 @@ def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = N
 # times per element it holds, in a result of at least this many elements
 BROADCAST_REUSE_FACTOR = 8
 BROADCAST_MIN_NUMEL = 65536
+# ops of tens of instructions each (libdevice calls, or a polynomial): an operand computing one is
+# worth a kernel of its own when the result reads it that many times per element
+TRANSCENDENTAL_OPS = frozenset(
+    {
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "erf",
+        "erf_poly",
+        "pow",
+        "atan",
+        "atan2",
+        "asin",
+        "acos",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "lgamma",
+        "digamma",
+        "erfinv",
+    }
+)
 
 
 def _realize_costly_broadcast(t, shape: list) -> None:
@@ -146,7 +178,11 @@ def _realize_costly_broadcast(t, shape: list) -> None:
     realized, they would need a kernel launch of their own.
     A global response norm's ``sqrt(Σx²) / (mean + eps)`` per (image, channel), inlined into
     the scaling of every pixel, made that kernel bound by its arithmetic instead of its memory
-    traffic. Inductor inlines such operands (its reuse rule counts readers, not reads)."""
+    traffic. An operand computing a transcendental function (``TRANSCENDENTAL_OPS``: a rotary
+    embedding's ``cos`` and ``sin`` of position x frequency, read once per attention head) is
+    realized whatever it reads, in a kernel of its own if need be: one evaluation per value
+    instead of one per head. Inductor inlines such operands (its reuse rule counts readers,
+    not reads)."""
     data = t.data if isinstance(t, TensorBox) else None
     while isinstance(data, ir.BaseView):  # the expand / unsqueeze of a per-row value
         data = data.data
@@ -157,6 +193,9 @@ def _realize_costly_broadcast(t, shape: list) -> None:
     if big < BROADCAST_MIN_NUMEL or small * BROADCAST_REUSE_FACTOR > big:
         return
     pw = data.data
+    if pw.op_names() & TRANSCENDENTAL_OPS:
+        data.realize()
+        return
     if pw.op_count() - pw.num_reads() < config.realize_broadcast_opcount:
         return
     bufs = G.graph().name_to_buffer
