@@ -212,3 +212,18 @@ def test_runtime_tunables_take_positive_numbers_from_the_environment(reload_conf
     with pytest.raises(ValueError, match="unknown tilefuse option"):
         with config.patch(**{name: default}):
             pass
+
+
+def test_every_option_and_environment_variable_is_in_the_configuration_docs():
+    # docs/configuration.md is where a user looks for them: each option (process-wide ones
+    # included) and each TILEFUSE_ variable config.py reads is named there
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "configuration.md").read_text()
+    source = (root / "python" / "tilefuse" / "config.py").read_text()
+    missing = [o for o in config._OPTIONS if f"`{o}`" not in doc]
+    read = set(re.findall(r'"(TILEFUSE_[A-Z0-9_]*[A-Z0-9])"', source))  # whole names, not prefixes
+    missing += [v for v in sorted(read) if v not in doc]
+    assert not missing, missing
