@@ -132,38 +132,15 @@ def make_pointwise(fn: Callable, kind=DEFAULT, out_dtype: torch.dtype | None = N
 # times per element it holds, in a result of at least this many elements
 BROADCAST_REUSE_FACTOR = 8
 BROADCAST_MIN_NUMEL = 65536
-# ops of tens of instructions each (libdevice calls, or a polynomial): an operand computing one is
-# worth a kernel of its own when the result reads it that many times per element
+# ops of tens of instructions each (libdevice calls, range reductions, a polynomial): an operand
+# computing one is worth a buffer when the result reads it that many times per element. Not exp and
+# log, which Triton compiles to one approximate instruction each (ex2 / lg2) and a multiplication
 TRANSCENDENTAL_OPS = frozenset(
     {
-        "exp",
-        "exp2",
-        "expm1",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "sin",
-        "cos",
-        "tan",
-        "tanh",
-        "erf",
-        "erf_poly",
-        "pow",
-        "atan",
-        "atan2",
-        "asin",
-        "acos",
-        "sinh",
-        "cosh",
-        "asinh",
-        "acosh",
-        "atanh",
-        "lgamma",
-        "digamma",
-        "erfinv",
+        "sin", "cos", "tan", "tanh", "erf", "erf_poly", "erfinv", "expm1", "log1p", "log10",
+        "atan", "atan2", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "lgamma", "digamma",
     }
-)
+)  # fmt: skip
 
 
 def _realize_costly_broadcast(t, shape: list) -> None:
