@@ -171,7 +171,7 @@ def floor_divide_float(
     gives ``1.0 // 0.1`` 10.0 where torch (and Python) give 9.0, and ``inf // 2.0`` inf where
     torch gives nan. A zero divisor gives ``a / b`` (IEEE: ±inf or nan); a zero quotient keeps
     the sign of ``a / b``. ``div``: the source of a division of two operand sources (default
-    ``/``; ``MathCall.div`` for IEEE-rounded float32 division on the GPU)."""
+    ``/``; ``MathCall.div_rn`` for IEEE-rounded float32 division on the GPU)."""
     div_ = div or (lambda x, y: f"({x} / {y})")
     mod = cse(fmod_float(a, b, interpret))
     div = cse(div_(f"({a} - {mod})", b))
@@ -303,10 +303,11 @@ class MathCall:
             return const_literal(raw, torch.float32)
         return f"({src}).to(tl.float32)"  # a size symbol: an integer kernel argument
 
-    def div(self, a: str, b: str) -> str:
-        """Source of the float division ``a / b`` of float32 operand sources, IEEE-rounded on the
-        GPU (``ieee_div``)."""
-        return f"tl.math.div_rn({a}, {b})" if self.ieee_div else f"({a} / {b})"
+    @staticmethod
+    def div_rn(a: str, b: str) -> str:
+        """Source of the IEEE-rounded division ``a / b`` of float32 operand sources (where
+        ``ieee_div`` holds)."""
+        return f"tl.math.div_rn({a}, {b})"
 
 
 MATH_OPS: dict[str, Callable[[str, MathCall], str]] = {}
@@ -375,7 +376,7 @@ def _randint64(op: str, c: MathCall) -> str:
 @_ops("truediv")
 def _truediv(op: str, c: MathCall) -> str:
     if c.ieee_div:
-        return c.div(c.f32(0), c.f32(1))
+        return c.div_rn(c.f32(0), c.f32(1))
     return f"{c.x[0]} / {c.x[1]}"
 
 
@@ -384,7 +385,7 @@ def _floordiv(op: str, c: MathCall) -> str:
     a, b = c.x
     if c.is_float:
         if c.ieee_div:
-            return floor_divide_float(c.cse, c.f32(0), c.f32(1), c.interpret, c.div)
+            return floor_divide_float(c.cse, c.f32(0), c.f32(1), c.interpret, c.div_rn)
         return floor_divide_float(c.cse, a, b, c.interpret)
     return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {a} // {b} - 1, {a} // {b})"
 
@@ -393,7 +394,7 @@ def _floordiv(op: str, c: MathCall) -> str:
 def _truncdiv(op: str, c: MathCall) -> str:
     x = c.x
     if c.is_float:
-        q = c.cse(c.div(c.f32(0), c.f32(1)) if c.ieee_div else f"({x[0]} / {x[1]})")
+        q = c.cse(c.div_rn(c.f32(0), c.f32(1)) if c.ieee_div else f"({x[0]} / {x[1]})")
         return f"tl.where({q} < 0, tl.ceil({q}), tl.floor({q}))"
     return f"{x[0]} // {x[1]}"
 
@@ -461,7 +462,7 @@ def _abs(op: str, c: MathCall) -> str:
 
 @_ops("reciprocal")
 def _reciprocal(op: str, c: MathCall) -> str:
-    return c.div("1.0", c.f32(0)) if c.ieee_div else f"1.0 / {c.x[0]}"
+    return c.div_rn("1.0", c.f32(0)) if c.ieee_div else f"1.0 / {c.x[0]}"
 
 
 @_ops("relu")

@@ -84,7 +84,7 @@ def _true_divide(a, b):
     one unit in the last place (a difference that a softmax of large logits magnifies); a
     multiplication is also cheaper than a division. A Python number's reciprocal is folded at
     compile time; a 0-d tensor's is computed in the kernel (IEEE-rounded: codegen's
-    ``MathCall.div``). On the CPU eager's kernel divides, and so does the lowering. Inductor
+    ``MathCall.div_rn``). On the CPU eager's kernel divides, and so does the lowering. Inductor
     multiplies by a constant's reciprocal on every device."""
     if is_tensor(a) and a.get_device().type != "cpu":
         if isinstance(b, numbers.Real) and not isinstance(b, bool):
